@@ -1,0 +1,152 @@
+"""The job's contract: selection.json, and exit 2 with one line for every bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers import random_discrete
+from vmi_spark.job import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def table(spark, tmp_path_factory):
+    """A small parquet and csv table with a binary label and mixed column types."""
+    base = tmp_path_factory.mktemp("job")
+    pdf = random_discrete(11, n=200, d=6, classes=2)
+    pdf["name"] = np.where(pdf["c0"] > 0, "high", "low")
+    pdf["cont"] = np.random.default_rng(0).normal(pdf["y"], 1.0)
+    spark.createDataFrame(pdf).write.parquet(str(base / "t.parquet"))
+    pdf.to_csv(base / "t.csv", index=False)
+    return base, pdf
+
+
+def _run(spark, capsys, *argv):
+    rc = main(list(argv), spark=spark)
+    return rc, capsys.readouterr()
+
+
+def test_parquet_and_csv_give_the_same_report(spark, table, capsys, tmp_path):
+    base, pdf = table
+    reports = []
+    for fmt, path in (("parquet", base / "t.parquet"), ("csv", base / "t.csv")):
+        out = tmp_path / fmt
+        rc, _ = _run(spark, capsys, "--input", str(path), "--format", fmt, "--label", "y",
+                     "--method", "vmi_pairwise", "--num-features", "4", "--output", str(out))
+        assert rc == 0
+        reports.append(json.loads((out / "selection.json").read_text()))
+    a, b = reports
+    for key in ("method", "label", "features", "selected", "selected_indices", "scores", "blocks",
+                "stopped_early", "num_rows", "rows_dropped"):
+        assert key in a
+    assert a["features"] == [c for c in pdf.columns if c != "y"]
+    assert a["selected"] == [a["features"][i] for i in a["selected_indices"]]
+    assert len(a["step_seconds"]) == len(a["selected"]) and a["total_seconds"] > 0
+    assert a["parameters"]["method"] == "vmi_pairwise" and a["num_rows"] == 200
+    assert a["selected"] == b["selected"] and a["scores"] == b["scores"]
+
+
+def test_features_option_and_k_capped(spark, table, capsys, tmp_path):
+    base, _ = table
+    out = tmp_path / "o"
+    rc, cap = _run(spark, capsys, "--input", str(base / "t.parquet"), "--label", "y",
+                   "--features", "c0,c1,name", "--num-features", "10", "--output", str(out))
+    assert rc == 0
+    rep = json.loads((out / "selection.json").read_text())
+    assert rep["features"] == ["c0", "c1", "name"]
+    assert len(rep["selected"]) <= 3
+    assert "numTopFeatures 10 is more than the 3 features" in cap.err
+
+
+def test_existing_output_refused_then_overwritten(spark, table, capsys, tmp_path):
+    base, _ = table
+    out = tmp_path / "existing"
+    out.mkdir()
+    (out / "keep.txt").write_text("x")
+    args = ["--input", str(base / "t.parquet"), "--label", "y", "--num-features", "2", "--output", str(out)]
+    rc, cap = _run(spark, capsys, *args)
+    assert rc == 2 and "exists and is not empty" in cap.err
+    assert os.listdir(out) == ["keep.txt"]
+    rc, _ = _run(spark, capsys, *args, "--overwrite")
+    assert rc == 0 and os.listdir(out) == ["selection.json"]
+
+
+def _bad_inputs(base: Path, spark, tmp: Path):
+    one = pd.DataFrame({"a": [1, 2, 1, 2], "y": [0, 0, 0, 0]})
+    spark.createDataFrame(one).write.parquet(str(tmp / "single.parquet"))
+    many = pd.DataFrame({"a": np.arange(50) % 3, "y": np.arange(50) * 0.37})
+    spark.createDataFrame(many).write.parquet(str(tmp / "many.parquet"))
+    nolab = pd.DataFrame({"a": [1.0, 2.0], "y": [None, None]})
+    spark.createDataFrame(nolab, "a double, y double").write.parquet(str(tmp / "nolab.parquet"))
+    (tmp / "empty.csv").write_text("a,y\n")
+    (tmp / "corrupt.parquet").write_bytes(b"PAR1 this is not parquet at all")
+    t = str(base / "t.parquet")
+    return {
+        "missing input path": (["--input", str(tmp / "nope.parquet"), "--label", "y"], "cannot read input"),
+        "missing label": (["--input", t, "--label", "nolabel"], "label column 'nolabel' not found"),
+        "missing feature": (["--input", t, "--label", "y", "--features", "c0,zz"], "feature column 'zz' not found"),
+        "corrupt file": (["--input", str(tmp / "corrupt.parquet"), "--label", "y"], "error"),
+        "empty input": (["--input", str(tmp / "empty.csv"), "--format", "csv", "--label", "y"], "no rows"),
+        "single class": (["--input", str(tmp / "single.parquet"), "--label", "y"], "single class"),
+        "too many classes": (["--input", str(tmp / "many.parquet"), "--label", "y", "--max-classes", "10"],
+                             "looks continuous"),
+        "no labelled rows": (["--input", str(tmp / "nolab.parquet"), "--label", "y"], "no labelled rows"),
+        "k zero": (["--input", t, "--label", "y", "--num-features", "0"], "must be positive"),
+        "k negative": (["--input", t, "--label", "y", "--num-features", "-3"], "must be positive"),
+        "unknown method": (["--input", t, "--label", "y", "--method", "magic"], "invalid choice"),
+        "bad number": (["--input", t, "--label", "y", "--num-features", "ten"], "invalid int value"),
+        "no label arg": (["--input", t], "--label is required"),
+    }
+
+
+def test_every_bad_input_is_one_line_and_exit_2(spark, table, capsys, tmp_path):
+    base, _ = table
+    cases = _bad_inputs(base, spark, tmp_path)
+    for name, (argv, needle) in cases.items():
+        out = tmp_path / f"out-{name.replace(' ', '_')}"
+        rc, cap = _run(spark, capsys, *argv, "--output", str(out))
+        lines = [ln for ln in cap.err.splitlines() if ln.strip()]
+        assert rc == 2, name
+        assert len(lines) == 1, (name, cap.err)
+        assert lines[0].startswith("select_features: error:"), (name, lines)
+        assert needle in lines[0], (name, lines[0])
+        assert "Traceback" not in cap.err and not out.exists(), name
+
+
+def test_demo_runs_with_no_arguments(spark, capsys):
+    rc, cap = _run(spark, capsys)
+    assert rc == 0
+    rows = [ln.split() for ln in cap.out.splitlines() if ln.strip()[:1].isdigit()]
+    assert [r[1] for r in rows[:3]] == ["x1", "x2", "x3"]
+    assert [int(r[3]) for r in rows[:4]] == [0, 0, 0, 1]  # the 4th step starts a new block
+
+
+def test_spark_submit_end_to_end(table, tmp_path):
+    base, _ = table
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    if not spark_submit.exists():
+        pytest.skip("spark-submit not on the virtual environment's path")
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PYTHONPATH=str(ROOT))
+    out = tmp_path / "sub"
+    cmd = [str(spark_submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+           str(ROOT / "jobs" / "select_features.py"), "--input", str(base / "t.parquet"),
+           "--label", "y", "--num-features", "3", "--output", str(out), "--quiet"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rep = json.loads((out / "selection.json").read_text())
+    assert len(rep["selected"]) == 3
+    bad = subprocess.run(cmd[:-5] + ["--label", "nolabel", "--output", str(tmp_path / "x")],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2
+    assert "label column 'nolabel' not found" in bad.stdout + bad.stderr
+    assert "Traceback" not in bad.stdout + bad.stderr

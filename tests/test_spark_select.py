@@ -1,0 +1,163 @@
+"""The Spark path against the numpy core, the lung numbers, inputs and the ML API."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pyspark.ml import Pipeline, PipelineModel
+from pyspark.ml.feature import VectorAssembler
+
+from helpers import codes_of, lung_frame, random_discrete
+from vmi_spark import VMISelector, VMISelectorModel
+from vmi_spark.core.greedy import select_vmi
+from vmi_spark.core.inmemory import InMemoryBackend
+from vmi_spark.spark.plan import equal_frequency_splits
+from vmi_spark.spark.select import run_selection
+
+LUNG_BLOCK = [22, 125, 243, 163, 93, 108, 33]
+LUNG_BOUNDS = [0.536068, 0.929746, 1.29322, 1.56056, 1.68928, 1.74789, 1.77936]
+
+
+@pytest.mark.parametrize("method", ["vmi_naive", "vmi_pairwise"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_spark_matches_numpy_core_for_any_partitioning(spark, method, seed):
+    pdf = random_discrete(seed)
+    x = pdf.drop(columns="y").to_numpy()
+    expected = select_vmi(InMemoryBackend(codes_of(x), pdf["y"].to_numpy(), method), method, 6, 0.0)
+    df = spark.createDataFrame(pdf)
+    for parts in (1, 3, 7):
+        run = run_selection(df.repartition(parts), "y", method=method, num_features=6)
+        sel = run.selection
+        assert sel.selected == expected.selected
+        assert sel.blocks == expected.blocks
+        assert np.allclose(sel.scores, expected.scores, rtol=0, atol=1e-9)
+        # fixed-point sums make scores identical, not just close, across partitionings
+        assert sel.scores == expected.scores
+
+
+def test_lung_first_block_through_the_estimator(spark):
+    df = spark.createDataFrame(lung_frame()).repartition(3)
+    model = VMISelector(inputCols=[f"f{i}" for i in range(325)], labelCol="label",
+                        numTopFeatures=9, restartTolerance=0.01).fit(df)
+    first = [i for i, b in zip(model.selectedFeatures, model.blocks) if b == 0]
+    assert first == LUNG_BLOCK
+    scores = model.scores[:len(LUNG_BLOCK)]
+    assert np.allclose(scores, LUNG_BOUNDS, rtol=0, atol=6e-6)
+    assert model.blocks[len(LUNG_BLOCK)] == 1  # the 8th feature starts a new block
+    assert model.selectedFeatureNames[:2] == ["f22", "f125"]
+
+
+def test_vector_column_with_assembler_names(spark):
+    pdf = random_discrete(3)
+    df = spark.createDataFrame(pdf)
+    cols = [c for c in pdf.columns if c != "y"]
+    vec = VectorAssembler(inputCols=cols, outputCol="features").transform(df)
+    model = VMISelector(labelCol="y", numTopFeatures=3, outputCol="sel").fit(vec)
+    by_cols = VMISelector(inputCols=cols, labelCol="y", numTopFeatures=3).fit(df)
+    assert model.selectedFeatures == by_cols.selectedFeatures
+    assert model.selectedFeatureNames == [cols[i] for i in model.selectedFeatures]
+    out = model.transform(vec).select("features", "sel").collect()
+    for row in out[:5]:
+        full, picked = row["features"].toArray(), row["sel"].toArray()
+        assert list(picked) == [full[i] for i in model.selectedFeatures]
+
+
+def test_input_cols_transform_keeps_only_selected(spark):
+    pdf = random_discrete(4)
+    df = spark.createDataFrame(pdf)
+    cols = [c for c in pdf.columns if c != "y"]
+    model = VMISelector(inputCols=cols, labelCol="y", numTopFeatures=2).fit(df)
+    out = model.transform(df)
+    assert set(out.columns) == {"y", *model.selectedFeatureNames}
+
+
+def test_pipeline_save_load_round_trip(spark, tmp_path):
+    pdf = random_discrete(5)
+    df = spark.createDataFrame(pdf)
+    cols = [c for c in pdf.columns if c != "y"]
+    pipe = Pipeline(stages=[VectorAssembler(inputCols=cols, outputCol="features"),
+                            VMISelector(labelCol="y", numTopFeatures=3, method="vmi_pairwise",
+                                        outputCol="sel")])
+    fitted = pipe.fit(df)
+    fitted.write().overwrite().save(str(tmp_path / "pm"))
+    loaded = PipelineModel.load(str(tmp_path / "pm"))
+    a, b = fitted.stages[1], loaded.stages[1]
+    assert isinstance(b, VMISelectorModel)
+    assert b.uid == a.uid
+    assert b.selectedFeatures == a.selectedFeatures and b.scores == a.scores
+    assert b.getMethod() == "vmi_pairwise"
+    assert loaded.transform(df).select("sel").collect() == fitted.transform(df).select("sel").collect()
+    a.write().overwrite().save(str(tmp_path / "m"))
+    assert VMISelectorModel.load(str(tmp_path / "m")).selectedFeatureNames == a.selectedFeatureNames
+
+
+def test_estimator_params_and_copy():
+    sel = VMISelector(numTopFeatures=5)
+    assert sel.getNumTopFeatures() == 5 and sel.getMethod() == "vmi_naive"
+    assert sel.setMethod("vmi_pairwise") is sel and sel.getMethod() == "vmi_pairwise"
+    assert sel.getRestartTolerance() == 0.0 and sel.getNumBins() == 10
+    with pytest.raises(ValueError, match="unknown method"):
+        sel.setMethod("nope")
+    c = sel.copy({sel.numBins: 7})
+    assert c.getNumBins() == 7 and sel.getNumBins() == 10
+
+
+def test_continuous_columns_are_binned_by_exact_quantiles(spark):
+    rng = np.random.default_rng(0)
+    n = 1000
+    y = rng.integers(0, 2, n)
+    x = rng.normal(y, 1.0)
+    import pandas as pd
+
+    pdf = pd.DataFrame({"x": x, "noise": rng.normal(size=n), "y": y})
+    run = run_selection(spark.createDataFrame(pdf).repartition(4), "y", num_features=2, num_bins=4)
+    col = run.plan.columns[0]
+    assert col.kind == "bins"
+    # independent computation of the equal-frequency split points
+    s = np.sort(x)
+    assert col.splits == [float(s[250]), float(s[500]), float(s[750])]
+    assert equal_frequency_splits(np.array([1.0, 1.0, 1.0, 2.0]), 4) == [2.0]
+    # the bound of the first feature equals the plug-in MI of the binned column
+    codes = np.searchsorted(col.splits, x, side="right")
+    joint = np.zeros((4, 2))
+    np.add.at(joint, (codes, y), 1)
+    p = joint / n
+    mi = np.nansum(p * np.log(p / p.sum(1, keepdims=True) / p.sum(0, keepdims=True)))
+    assert run.selection.selected[0] == 0
+    assert run.selection.scores[0] == pytest.approx(mi, abs=1e-12)
+
+
+def test_missing_values_keep_skip_error(spark):
+    import pandas as pd
+
+    from vmi_spark.errors import InputError
+
+    pdf = pd.DataFrame({"a": [1.0, float("nan"), 2.0, 1.0, 2.0, 2.0] * 5,
+                        "b": ["u", "v", "v", "u", None, "u"] * 5,
+                        "y": [0, 1, 1, 0, 1, None] * 5})
+    df = spark.createDataFrame(pdf.astype({"y": "Int64"}))
+    keep = run_selection(df, "y", num_features=2, handle_invalid="keep")
+    assert keep.plan.rows_dropped == 5 and keep.plan.num_rows == 25
+    assert [c.missing for c in keep.plan.columns] == [True, True]
+    assert [c.num_states for c in keep.plan.columns] == [3, 3]
+    skip = run_selection(df, "y", num_features=2, handle_invalid="skip")
+    assert skip.plan.rows_skipped == 10 and skip.plan.num_rows == 15
+    assert [c.missing for c in skip.plan.columns] == [False, False]
+    with pytest.raises(InputError, match="'a' has 5 missing values"):
+        run_selection(df, "y", num_features=2, handle_invalid="error")
+
+
+def test_partition_independence_of_continuous_plan(spark):
+    rng = np.random.default_rng(7)
+    import pandas as pd
+
+    n = 3000
+    y = rng.integers(0, 3, n)
+    pdf = pd.DataFrame({f"x{j}": rng.normal(y * (j % 3) / 2, 1) for j in range(6)})
+    pdf["y"] = y
+    df = spark.createDataFrame(pdf)
+    runs = [run_selection(df.repartition(p), "y", method="vmi_pairwise", num_features=4)
+            for p in (1, 5)]
+    assert runs[0].plan.to_json() == runs[1].plan.to_json()
+    assert runs[0].selection.selected == runs[1].selection.selected
+    assert runs[0].selection.scores == runs[1].selection.scores

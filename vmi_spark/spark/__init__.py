@@ -1,0 +1,1 @@
+"""Spark data layer: plan the encoding, encode into cached blocks, run passes."""

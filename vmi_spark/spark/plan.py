@@ -1,0 +1,356 @@
+"""Decide how every input column becomes small integer codes (the encoding plan).
+
+The plan is computed with a few aggregations and is a pure function of the data,
+not of its partitioning:
+
+* strings, booleans and numeric columns with at most ``maxCategories`` distinct
+  values are categories, coded by their sorted distinct values;
+* other numeric columns get ``numBins`` equal-frequency bins whose split points
+  are exact quantiles of the column (of a content-hashed sample of
+  :data:`SAMPLE_ROWS` rows when the table is larger); a value ``v`` falls in bin
+  ``#{splits <= v}``, the convention of Spark's ``Bucketizer``;
+* a missing value (null or NaN) is its own extra state when ``handleInvalid`` is
+  ``keep``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..errors import InputError
+
+#: rows used to place bin edges; exact quantiles up to this many rows
+SAMPLE_ROWS = 200_000
+#: columns fetched to the driver at once when placing bin edges
+_SPLIT_CHUNK = 64
+#: most states a feature may have (codes are one byte)
+MAX_ARITY = 256
+
+_NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType,
+            T.DoubleType, T.DecimalType)
+
+
+@dataclass
+class ColumnPlan:
+    """How one feature column is coded."""
+
+    name: str
+    kind: str  # "category" | "bins" | "constant"
+    values: list[Any] | None = None  # categories (sorted)
+    splits: list[float] | None = None  # bin split points (sorted, unique)
+    missing: bool = False  # a missing state exists (last code)
+    dtype: str = "double"  # "double" | "string"
+
+    @property
+    def num_states(self) -> int:
+        if self.kind == "category":
+            base = len(self.values or [])
+        elif self.kind == "bins":
+            base = len(self.splits or []) + 1
+        else:
+            base = 1
+        return max(base, 1) + (1 if self.missing else 0)
+
+    def state_labels(self) -> list[str]:
+        """Human-readable names of the states, in code order."""
+        if self.kind == "category":
+            labels = [str(v) for v in self.values or []] or ["(empty)"]
+        elif self.kind == "bins":
+            s = self.splits or []
+            edges = [-math.inf, *s, math.inf]
+            labels = [f"[{edges[i]:g}, {edges[i + 1]:g})" for i in range(len(s) + 1)]
+        else:
+            labels = ["(constant)"]
+        if self.missing:
+            labels.append("(missing)")
+        return labels
+
+
+@dataclass
+class EncodingPlan:
+    """The codes of all features and of the label."""
+
+    label: str
+    classes: list[Any]
+    label_dtype: str
+    columns: list[ColumnPlan] = field(default_factory=list)
+    num_rows: int = 0
+    rows_dropped: int = 0  # null label
+    rows_skipped: int = 0  # handleInvalid = skip
+
+    @property
+    def features(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def arity(self) -> int:
+        return max((c.num_states for c in self.columns), default=1)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), default=_json_default)
+
+    @classmethod
+    def from_json(cls, text: str) -> "EncodingPlan":
+        raw = json.loads(text)
+        cols = [ColumnPlan(**c) for c in raw.pop("columns")]
+        return cls(columns=cols, **raw)
+
+
+def _json_default(v: Any) -> Any:
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating,)):
+        return float(v)
+    if isinstance(v, (np.bool_,)):
+        return bool(v)
+    return str(v)
+
+
+def _is_numeric(dt: T.DataType) -> bool:
+    return isinstance(dt, _NUMERIC)
+
+
+def _missing(col: str, dt: T.DataType):
+    c = F.col(quote(col))
+    if isinstance(dt, (T.FloatType, T.DoubleType)):
+        return c.isNull() | F.isnan(c)
+    return c.isNull()
+
+
+def quote(name: str) -> str:
+    """Backtick-quote a column name so dots and odd characters are taken literally."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def resolve_columns(df: DataFrame, label: str, features: list[str] | None) -> list[str]:
+    """Check the label and feature columns exist and have usable types."""
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    if label not in fields:
+        raise InputError(f"label column '{label}' not found in the input (columns: "
+                         f"{', '.join(list(fields)[:10])}{'...' if len(fields) > 10 else ''})")
+    if features is None:
+        features = [c for c in fields if c != label]
+    else:
+        missing = [c for c in features if c not in fields]
+        if missing:
+            raise InputError(f"feature column '{missing[0]}' not found in the input")
+        if label in features:
+            raise InputError(f"label column '{label}' is also listed as a feature")
+        if len(set(features)) != len(features):
+            dup = next(c for c in features if features.count(c) > 1)
+            raise InputError(f"feature column '{dup}' is listed twice")
+    if not features:
+        raise InputError("no feature columns: the input has only the label column")
+    for c in features:
+        dt = fields[c]
+        if not (_is_numeric(dt) or isinstance(dt, (T.StringType, T.BooleanType))):
+            raise InputError(f"feature column '{c}' has unsupported type {dt.simpleString()} "
+                             "(use numeric, string or boolean columns, or a vector column)")
+    ldt = fields[label]
+    if not (_is_numeric(ldt) or isinstance(ldt, (T.StringType, T.BooleanType))):
+        raise InputError(f"label column '{label}' has unsupported type {ldt.simpleString()}")
+    return features
+
+
+def prepare_frame(df: DataFrame, label: str, features: list[str]) -> DataFrame:
+    """Select the label and features with canonical types (double / string)."""
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    cols = []
+    for c in [label, *features]:
+        dt = fields[c]
+        if _is_numeric(dt):
+            cols.append(F.col(quote(c)).cast("double").alias(c))
+        elif isinstance(dt, T.BooleanType):
+            cols.append(F.col(quote(c)).cast("int").cast("double").alias(c))
+        else:
+            cols.append(F.col(quote(c)).cast("string").alias(c))
+    return df.select(*cols)
+
+
+def build_plan(df: DataFrame, label: str, features: list[str], num_bins: int,
+               max_categories: int, max_classes: int, handle_invalid: str) -> tuple[DataFrame, EncodingPlan]:
+    """Compute the encoding plan; returns the filtered, typed frame and the plan.
+
+    ``df`` must come from :func:`prepare_frame` (doubles and strings only).
+    """
+    if not 2 <= num_bins <= MAX_ARITY - 1:
+        raise InputError(f"numBins must be between 2 and {MAX_ARITY - 1}, got {num_bins}")
+    if not 1 <= max_categories <= MAX_ARITY - 1:
+        raise InputError(f"maxCategories must be between 1 and {MAX_ARITY - 1}, got {max_categories}")
+    if max_classes < 2 or max_classes > 65535:
+        raise InputError(f"maxClasses must be between 2 and 65535, got {max_classes}")
+    if handle_invalid not in ("keep", "skip", "error"):
+        raise InputError(f"handleInvalid must be keep, skip or error, got {handle_invalid!r}")
+    types = {f.name: f.dataType for f in df.schema.fields}
+    ldt = types[label]
+    stats = _column_stats(df, label, features, max_categories, max_classes, handle_invalid)
+    total, null_labels = stats["rows"], stats["null_labels"]
+    if total == 0:
+        raise InputError("the input has no rows")
+    if null_labels == total:
+        raise InputError(f"no labelled rows: every value of label column '{label}' is null")
+    lab_missing = _missing(label, ldt)
+    df = df.where(~lab_missing)
+    missing = dict(zip(features, stats["missing"]))
+    skipped = 0
+    if handle_invalid == "error":
+        bad = next((c for c in features if missing[c] > 0), None)
+        if bad is not None:
+            raise InputError(f"feature column '{bad}' has {missing[bad]} missing values "
+                             "(null or NaN) and handleInvalid is 'error'")
+    elif handle_invalid == "skip" and stats["skipped"]:
+        cond = None
+        for c in features:
+            if missing[c]:
+                m = _missing(c, types[c])
+                cond = m if cond is None else (cond | m)
+        df = df.where(~cond)
+        skipped = stats["skipped"]
+        missing = {c: 0 for c in features}
+    rows = total - null_labels - skipped
+    if rows == 0:
+        raise InputError("no rows left after dropping rows with missing feature values "
+                         "(handleInvalid is 'skip')")
+    if stats["classes"] is None:
+        hint = (" it looks continuous: bin it into classes first"
+                if isinstance(ldt, (T.FloatType, T.DoubleType, T.DecimalType)) else "")
+        raise InputError(f"label column '{label}' has more than {max_classes} distinct values "
+                         f"(maxClasses);{hint} or raise --max-classes")
+    classes = sorted(stats["classes"])
+    if len(classes) < 2:
+        raise InputError(f"label column '{label}' has a single class ({classes[0]!r}); "
+                         "feature selection needs at least two")
+    exact = {c: sorted(v) for c, v in zip(features, stats["values"]) if v is not None}
+
+    plans: list[ColumnPlan] = []
+    to_bin: list[str] = []
+    for c in features:
+        is_str = isinstance(types[c], T.StringType)
+        miss = missing[c] > 0
+        if c in exact and len(exact[c]) <= max_categories:
+            vals = exact[c]
+            kind = "category" if vals else "constant"
+            plans.append(ColumnPlan(c, kind, values=vals, missing=miss,
+                                    dtype="string" if is_str else "double"))
+        elif is_str:
+            raise InputError(f"string column '{c}' has more than {max_categories} distinct values "
+                             "(maxCategories); raise --max-categories or leave it out with --features")
+        else:
+            plans.append(ColumnPlan(c, "bins", splits=[], missing=miss))
+            to_bin.append(c)
+    if to_bin:
+        splits = _quantile_splits(df, to_bin, num_bins, rows, label)
+        for p in plans:
+            if p.name in splits:
+                p.splits = splits[p.name]
+    plan = EncodingPlan(label=label, classes=classes,
+                        label_dtype="string" if isinstance(ldt, T.StringType) else "double",
+                        columns=plans, num_rows=rows, rows_dropped=null_labels,
+                        rows_skipped=skipped)
+    return df, plan
+
+
+def _stats_fn(num_features: int, max_categories: int, max_classes: int, skip: bool):
+    def fn(batches):
+        rows = null_labels = skipped = 0
+        missing = np.zeros(num_features, dtype=np.int64)
+        values: list[set | None] = [set() for _ in range(num_features)]
+        classes: set | None = set()
+        for rb in batches:
+            rows += rb.num_rows
+            keep = ~pc.is_null(rb.column(0), nan_is_null=True).to_numpy(zero_copy_only=False)
+            null_labels += int((~keep).sum())
+            miss = [pc.is_null(rb.column(j + 1), nan_is_null=True).to_numpy(zero_copy_only=False)
+                    for j in range(num_features)]
+            for j, m in enumerate(miss):
+                missing[j] += int((m & keep).sum())
+            if skip and num_features:
+                anym = np.logical_or.reduce(miss)
+                skipped += int((anym & keep).sum())
+                keep &= ~anym
+            if classes is not None:
+                classes |= set(pc.unique(rb.column(0).filter(pa.array(keep))).to_pylist())
+                if len(classes) > max_classes:
+                    classes = None
+            for j in range(num_features):
+                if values[j] is None:
+                    continue
+                arr = rb.column(j + 1).filter(pa.array(keep & ~miss[j]))
+                values[j] |= set(pc.unique(arr).to_pylist())
+                if len(values[j]) > max_categories:
+                    values[j] = None
+        yield pa.RecordBatch.from_pydict({"stats": [json.dumps({
+            "rows": rows, "null_labels": null_labels, "skipped": skipped,
+            "missing": missing.tolist(),
+            "classes": None if classes is None else list(classes),
+            "values": [None if v is None else list(v) for v in values]})]})
+    return fn
+
+
+def _column_stats(df: DataFrame, label: str, features: list[str], max_categories: int,
+                  max_classes: int, handle_invalid: str) -> dict[str, Any]:
+    """One exact pass: rows, null labels, missing values, and distinct values capped
+    at ``max_categories`` per feature (``max_classes`` for the label)."""
+    d = len(features)
+    fn = _stats_fn(d, max_categories, max_classes, handle_invalid == "skip")
+    parts = [json.loads(r[0]) for r in df.mapInArrow(fn, "stats string").collect()]
+    out: dict[str, Any] = {"rows": 0, "null_labels": 0, "skipped": 0, "missing": [0] * d,
+                           "classes": set(), "values": [set() for _ in range(d)]}
+    for p in parts:
+        for key in ("rows", "null_labels", "skipped"):
+            out[key] += p[key]
+        out["missing"] = [a + b for a, b in zip(out["missing"], p["missing"])]
+        if out["classes"] is not None:
+            out["classes"] = None if p["classes"] is None else out["classes"] | set(p["classes"])
+            if out["classes"] is not None and len(out["classes"]) > max_classes:
+                out["classes"] = None
+        for j in range(d):
+            cur, new = out["values"][j], p["values"][j]
+            if cur is not None:
+                cur = None if new is None else cur | set(new)
+                if cur is not None and len(cur) > max_categories:
+                    cur = None
+            out["values"][j] = cur
+    return out
+
+
+def _quantile_splits(df: DataFrame, cols: list[str], num_bins: int, rows: int,
+                     label: str) -> dict[str, list[float]]:
+    """Equal-frequency split points: exact quantiles of the data or of a hashed sample."""
+    sample = df
+    if rows > SAMPLE_ROWS:
+        # keep a row iff a hash of its content falls below a threshold: the same rows
+        # are kept however the table is partitioned or ordered
+        modulus = 1 << 30
+        threshold = int(modulus * SAMPLE_ROWS / rows)
+        h = F.pmod(F.xxhash64(*[F.col(quote(c)) for c in [label, *cols]]), F.lit(modulus))
+        sample = df.where(h < threshold)
+    out: dict[str, list[float]] = {}
+    for start in range(0, len(cols), _SPLIT_CHUNK):
+        chunk = cols[start:start + _SPLIT_CHUNK]
+        table = sample.select(*[F.col(quote(c)) for c in chunk]).toArrow()
+        for c in chunk:
+            v = table.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
+            out[c] = equal_frequency_splits(v, num_bins)
+    return out
+
+
+def equal_frequency_splits(values: np.ndarray, num_bins: int) -> list[float]:
+    """Split points giving ``num_bins`` (or fewer, on ties) equal-frequency bins."""
+    v = np.sort(values[~np.isnan(values)])
+    n = len(v)
+    if n == 0:
+        return []
+    idx = (np.arange(1, num_bins) * n) // num_bins
+    cand = np.unique(v[idx])
+    return [float(s) for s in cand if s > v[0]]

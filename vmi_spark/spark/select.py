@@ -1,0 +1,152 @@
+"""Run a whole selection on Spark: resolve columns, plan, encode, cache, select."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ..core.bound import MAX_BLOCK_ROWS, METHODS, PAIRWISE
+from ..core.greedy import Selection, select_vmi
+from ..errors import InputError
+from .backend import SparkBackend
+from .encode import encode_blocks
+from .plan import EncodingPlan, build_plan, prepare_frame, quote, resolve_columns
+
+#: bytes of per-row pairwise state a block may hold
+_PAIR_BLOCK_BYTES = 32 << 20
+
+
+@dataclass
+class SelectionRun:
+    """A finished selection with everything the report needs."""
+
+    plan: EncodingPlan
+    selection: Selection
+    params: dict[str, Any]
+    total_seconds: float = 0.0
+    prepare_seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def report(self) -> dict[str, Any]:
+        names = self.plan.features
+        sel = self.selection
+        return {
+            "method": sel.method,
+            "label": self.plan.label,
+            "features": names,
+            "selected": [names[i] for i in sel.selected],
+            "selected_indices": list(sel.selected),
+            "scores": list(sel.scores),
+            "gains": list(sel.gains),
+            "blocks": list(sel.blocks),
+            "restarts": sel.restarts,
+            "stopped_early": sel.stopped_early,
+            "num_rows": self.plan.num_rows,
+            "rows_dropped": self.plan.rows_dropped,
+            "rows_skipped": self.plan.rows_skipped,
+            "num_classes": len(self.plan.classes),
+            "classes": [str(c) for c in self.plan.classes],
+            "step_seconds": list(sel.step_seconds),
+            "prepare_seconds": self.prepare_seconds,
+            "total_seconds": self.total_seconds,
+            "parameters": dict(self.params),
+            "warnings": list(self.warnings),
+            "columns": [{"name": c.name, "kind": c.kind, "states": c.num_states,
+                         "missing_state": c.missing} for c in self.plan.columns],
+            **({"candidates": [[{"feature": names[i], "index": i, "score": v} for i, v in step]
+                               for step in sel.candidates]} if sel.candidates else {}),
+        }
+
+
+def expand_vector(df: DataFrame, features_col: str, label: str) -> tuple[DataFrame, list[str]]:
+    """Replace a vector column by one double column per element (names from ML metadata)."""
+    from pyspark.ml.functions import vector_to_array
+
+    fields = {f.name: f for f in df.schema.fields}
+    if features_col not in fields:
+        raise InputError(f"features column '{features_col}' not found in the input")
+    if label not in fields:
+        raise InputError(f"label column '{label}' not found in the input")
+    names = _attribute_names(fields[features_col].metadata)
+    arr = vector_to_array(F.col(quote(features_col)), "float64")
+    if names is None:
+        first = df.select(F.size(arr)).first()
+        if first is None:
+            raise InputError("the input has no rows")
+        names = [f"{features_col}[{i}]" for i in range(int(first[0]))]
+    out = df.select(F.col(quote(label)), *[arr[i].alias(n) for i, n in enumerate(names)])
+    return out, names
+
+
+def _attribute_names(meta: dict) -> list[str] | None:
+    attrs = (meta or {}).get("ml_attr", {})
+    if "attrs" not in attrs or "num_attrs" not in attrs:
+        return None
+    names = [None] * int(attrs["num_attrs"])
+    for group in attrs["attrs"].values():
+        for a in group:
+            names[a["idx"]] = a.get("name")
+    if any(n is None for n in names) or len(set(names)) != len(names):
+        return None
+    return names
+
+
+def run_selection(df: DataFrame, label: str, *, features: list[str] | None = None,
+                  features_col: str | None = None, method: str = "vmi_naive",
+                  num_features: int = 50, restart_tolerance: float = 0.0, num_bins: int = 10,
+                  max_categories: int = 32, max_classes: int = 1000,
+                  handle_invalid: str = "keep", report_candidates: int = 0,
+                  on_step: Callable[[Selection], None] | None = None,
+                  storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK) -> SelectionRun:
+    """Select features of ``df`` for ``label`` on Spark (see :class:`vmi_spark.VMISelector`)."""
+    t0 = time.perf_counter()
+    if method not in METHODS:
+        raise InputError(f"unknown method '{method}' (choose from {', '.join(METHODS)})")
+    if num_features <= 0:
+        raise InputError(f"the number of features to select must be positive, got {num_features}")
+    if not restart_tolerance >= 0.0:
+        raise InputError(f"restartTolerance must be >= 0, got {restart_tolerance}")
+    if features_col is not None:
+        df, features = expand_vector(df, features_col, label)
+    features = resolve_columns(df, label, features)
+    typed = prepare_frame(df, label, features)
+    typed, plan = build_plan(typed, label, features, num_bins, max_categories, max_classes,
+                             handle_invalid)
+    notes: list[str] = []
+    if plan.rows_dropped:
+        notes.append(f"dropped {plan.rows_dropped} rows with a null label")
+    if plan.rows_skipped:
+        notes.append(f"skipped {plan.rows_skipped} rows with missing feature values")
+    k = num_features
+    if k > len(features):
+        notes.append(f"numTopFeatures {k} is more than the {len(features)} features; "
+                     f"selecting at most {len(features)}")
+        k = len(features)
+    for n in notes:
+        warnings.warn(n, UserWarning, stacklevel=2)
+
+    d, num_classes = len(features), len(plan.classes)
+    block_rows = MAX_BLOCK_ROWS
+    if method == PAIRWISE:
+        block_rows = max(256, min(MAX_BLOCK_ROWS, _PAIR_BLOCK_BYTES // (8 * d * num_classes)))
+    blocks = encode_blocks(typed, plan, block_rows).persist(storage_level)
+    backend = SparkBackend(blocks, d, plan.arity, num_classes, method, storage_level)
+    t_prep = time.perf_counter() - t0
+    try:
+        selection = select_vmi(backend, method, k, restart_tolerance,
+                               report_candidates=report_candidates, on_step=on_step)
+    finally:
+        backend.close()
+        blocks.unpersist()
+    if selection.stopped_early:
+        notes.append(f"stopped early: {selection.stopped_early}")
+    params = {"method": method, "num_features": num_features, "restart_tolerance": restart_tolerance,
+              "num_bins": num_bins, "max_categories": max_categories, "max_classes": max_classes,
+              "handle_invalid": handle_invalid}
+    return SelectionRun(plan, selection, params, time.perf_counter() - t0, t_prep, notes)
