@@ -565,13 +565,9 @@ def test_stop_selection_callback(method):
     assert seen == [got.selected[:1], got.selected[:2]]
 
 
-# =========================================================================== known problems
+# =========================================================================== exact zeros and ties
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "vmi_naive adds an exactly-zero increment as ~+1.5e-11: greedy.py sums the float "
-    "'nominator' sum_k log p(x_i|y_k) with fixed-point-rounded -log sum_y r p(x_i|y) per row, "
-    "so the rounding errors do not cancel and a zero gain is not <= restart_tolerance=0"))
 def test_naive_zero_gain_triggers_restart():
     # x1 = (0,0,1 | 1,1,0) has p(x1|y) = (2/3, 1/3) in both classes: under the naive Q it
     # adds exactly nothing to any block (q(x1|y) does not depend on y), so Algorithm 1
@@ -591,11 +587,6 @@ def test_naive_zero_gain_triggers_restart():
     assert got.stopped_early
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ties between relabelled columns are broken by float noise, not by index: "
-    "tables.mutual_information (and the naive nominator log_likelihood_sums) sums the "
-    "(state, class) cells in code order, so a column whose states are merely renamed gets "
-    "an I(x; y) that differs in the last bit (here +5.6e-17) and np.argmax picks index 1"))
 @pytest.mark.parametrize("method", METHODS)
 def test_ties_go_to_lowest_index_for_relabelled_columns(method):
     # column 1 is column 0 with its states renamed 0->1, 1->2, 2->0: every plug-in

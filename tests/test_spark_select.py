@@ -161,3 +161,26 @@ def test_partition_independence_of_continuous_plan(spark):
     assert runs[0].plan.to_json() == runs[1].plan.to_json()
     assert runs[0].selection.selected == runs[1].selection.selected
     assert runs[0].selection.scores == runs[1].selection.scores
+
+
+@pytest.mark.parametrize("method", ["mim", "mrmr", "jmi", "cmim", "cife", "spec_cmi"])
+def test_classic_criteria_on_spark_match_the_core(spark, method):
+    from vmi_spark.core.criteria import select_classic
+
+    pdf = random_discrete(8, n=180, d=7)
+    x = pdf.drop(columns="y").to_numpy()
+    expected = select_classic(InMemoryBackend(codes_of(x), pdf["y"].to_numpy(), method), method, 5)
+    df = spark.createDataFrame(pdf)
+    for parts in (1, 4):
+        sel = run_selection(df.repartition(parts), "y", method=method, num_features=5).selection
+        assert sel.selected == expected.selected
+        assert sel.scores == expected.scores
+        assert sel.blocks == [0] * len(sel.selected)
+
+
+def test_lung_mrmr_matches_the_spark_framework_reference(spark):
+    # the expected output of Ramirez-Gallego et al.'s Spark framework test suite
+    df = spark.createDataFrame(lung_frame()).repartition(2)
+    model = VMISelector(inputCols=[f"f{i}" for i in range(325)], labelCol="label",
+                        numTopFeatures=10, method="mrmr").fit(df)
+    assert model.selectedFeatures == [22, 125, 243, 132, 242, 29, 150, 166, 18, 269]

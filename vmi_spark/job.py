@@ -22,7 +22,7 @@ from .errors import InputError
 log = logging.getLogger("vmi_spark")
 
 FORMATS = ("parquet", "csv", "orc", "json")
-METHOD_CHOICES = ("vmi_naive", "vmi_pairwise")
+METHOD_CHOICES = ("vmi_naive", "vmi_pairwise", "mim", "mrmr", "jmi", "cmim", "cife", "spec_cmi")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -22,8 +22,8 @@ from pyspark.ml.util import (DefaultParamsReadable, DefaultParamsReader, Default
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .core.bound import METHODS
 from .spark.plan import quote
+from .spark.select import ALL_METHODS as METHODS
 from .spark.select import run_selection
 
 __all__ = ["VMISelector", "VMISelectorModel"]
@@ -38,7 +38,8 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
         typeConverter=TypeConverters.toInt)
     method: Param[str] = Param(
         Params._dummy(), "method",
-        "Q-distribution of the variational bound: vmi_naive or vmi_pairwise",
+        "vmi_naive or vmi_pairwise (the bound's Q-distribution), or a comparison criterion: "
+        "mim, mrmr, jmi, cmim, cife, spec_cmi",
         typeConverter=TypeConverters.toString)
     restartTolerance: Param[float] = Param(
         Params._dummy(), "restartTolerance",

@@ -111,8 +111,8 @@ def add_feature(codes: np.ndarray, state: BlockState, ops: StepOps) -> None:
 def score_block(codes: np.ndarray, y: np.ndarray, state: BlockState, ops: StepOps) -> np.ndarray:
     """Fixed-point per-feature sums of the block's log-ratio contributions.
 
-    Naive: ``-log sum_y r(y) p(x_i|y)`` (the own-class term comes from counts).
-    Pairwise: ``log c_i(y_k) - log sum_y r(y) c_i(y)`` with c_i the geometric mean.
+    Per row ``log c_i(y_k) - log sum_y r(y) c_i(y)``, with c_i = p(x_i | y) (naive, or
+    the first feature of a pairwise block) or the geometric mean (pairwise).
     Non-candidates get 0.
     """
     num_features = codes.shape[0]
@@ -127,9 +127,9 @@ def score_block(codes: np.ndarray, y: np.ndarray, state: BlockState, ops: StepOp
             vals = logc[rows, y] - _mixture_log(post, factor)
         else:
             factor = ops.cond[i].take(codes[i], axis=0)
-            vals = -_mixture_log(post, factor)
-            if ops.method == PAIRWISE:  # m == 0: own term is part of the row value
-                vals = vals + np.log(factor[rows, y])
+            # the own-class term and the mixture are rounded together, per row, so a
+            # feature that adds nothing gets an increment of exactly 0
+            vals = np.log(factor[rows, y]) - _mixture_log(post, factor)
         out[i] = fixed_sum(vals)
     return out
 

@@ -15,7 +15,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from .bound import NAIVE, PAIRWISE, SCALE, StepOps
-from .tables import conditional, log_likelihood_sums, mutual_information, pair_conditional, safe_log
+from .tables import conditional, mutual_information, pair_conditional, safe_log
 
 
 class Backend(Protocol):
@@ -104,7 +104,6 @@ def select_vmi(
     prior = counts[0].sum(axis=0) / n_rows
     cond = conditional(counts)
     mi = mutual_information(counts)
-    nominator = log_likelihood_sums(counts)
     result = Selection(method=method, num_rows=n_rows, mutual_information=[float(v) for v in mi])
 
     chosen = np.zeros(num_cols, dtype=bool)
@@ -128,11 +127,7 @@ def select_vmi(
                           reset=pending_reset, add=pending_add, pair_log_table=pending_table)
             sums = backend.run(ops).astype(np.float64) / SCALE
             pending_reset, pending_add, pending_table = False, None, None
-            if method == NAIVE:
-                gains = (nominator + sums) / n_rows
-            else:
-                gains = sums / n_rows
-            gains = np.where(candidates, gains, -np.inf)
+            gains = np.where(candidates, sums / n_rows, -np.inf)
         best = int(np.argmax(gains))  # first maximum: ties go to the lowest index
         gain = float(gains[best])
         if block and not gain > restart_tolerance:

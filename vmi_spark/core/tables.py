@@ -58,7 +58,7 @@ def mutual_information(counts: np.ndarray) -> np.ndarray:
     ratio = np.ones_like(num)
     np.divide(num, den, out=ratio, where=nz)
     terms = np.where(nz, counts * np.log(ratio), 0.0)
-    mi = terms.sum(axis=(1, 2)) / np.maximum(n_total, 1)
+    mi = _ordered_sum(terms) / np.maximum(n_total, 1)
     independent = np.all(counts * n_total[:, None, None] == n_a * n_y, axis=(1, 2))
     mi[independent] = 0.0
     return mi
@@ -72,7 +72,18 @@ def log_likelihood_sums(counts: np.ndarray) -> np.ndarray:
     """
     counts = np.asarray(counts, dtype=np.int64)
     logp = safe_log(conditional(counts))
-    return (counts * np.where(counts > 0, logp, 0.0)).sum(axis=(1, 2))
+    return _ordered_sum(counts * np.where(counts > 0, logp, 0.0))
+
+
+def _ordered_sum(terms: np.ndarray) -> np.ndarray:
+    """Per-feature sum of the (state, class) terms in sorted order.
+
+    Summing in a canonical order makes the result independent of how the states
+    are numbered, so a relabelled copy of a column ties exactly (and the tie then
+    goes to the lower index) instead of differing in the last bit.
+    """
+    flat = np.sort(terms.reshape(terms.shape[0], -1), axis=1)
+    return flat.sum(axis=1)
 
 
 def entropy(counts: np.ndarray) -> float:

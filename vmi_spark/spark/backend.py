@@ -16,7 +16,7 @@ import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
-from ..core.bound import BlockState, StepOps, feature_counts, pair_counts, run_block
+from ..core.bound import BlockState, StepOps, feature_counts, pair_counts, pair_counts_many, run_block
 
 STATE_SCHEMA = "block_id long, n int, codes binary, y binary, post binary, pair binary, partial binary"
 
@@ -29,7 +29,7 @@ def _exact_sum(partials: list[bytes], num_features: int) -> np.ndarray:
     return total
 
 
-def _count_fn(num_features: int, arity: int, num_classes: int, pair_with: int | None):
+def _count_fn(num_features: int, arity: int, num_classes: int, pair_with):
     def fn(batches):
         for rb in batches:
             ns = rb.column("n").to_pylist()
@@ -41,6 +41,8 @@ def _count_fn(num_features: int, arity: int, num_classes: int, pair_with: int | 
                 y = np.frombuffer(y_col[k].as_py(), dtype=np.uint16)
                 if pair_with is None:
                     c = feature_counts(codes, y, arity, num_classes)
+                elif isinstance(pair_with, list):
+                    c = pair_counts_many(codes, y, pair_with, arity, num_classes)
                 else:
                     c = pair_counts(codes, y, pair_with, arity, num_classes)
                 outs.append(c.astype(np.int64).tobytes())
@@ -95,9 +97,12 @@ class SparkBackend:
         self.state: DataFrame | None = None
         self.describe = describe or (lambda text: None)
 
-    def _counts(self, pair_with: int | None) -> np.ndarray:
-        shape = ((self.num_features, self.arity, self.num_classes) if pair_with is None else
-                 (self.num_features, self.arity, self.arity, self.num_classes))
+    def _counts(self, pair_with) -> np.ndarray:
+        shape: tuple[int, ...] = (self.num_features, self.arity, self.num_classes)
+        if pair_with is not None:
+            shape = (self.num_features, self.arity, self.arity, self.num_classes)
+            if isinstance(pair_with, list):
+                shape = (len(pair_with), *shape)
         fn = _count_fn(self.num_features, self.arity, self.num_classes, pair_with)
         rows = self.blocks.mapInArrow(fn, "counts binary").collect()
         total = np.zeros(int(np.prod(shape)), dtype=np.int64)
@@ -110,6 +115,10 @@ class SparkBackend:
 
     def pair_counts(self, f: int) -> np.ndarray:
         return self._counts(f)
+
+    def pair_counts_many(self, fs: list[int]) -> np.ndarray:
+        """Counts against every f in ``fs`` in one pass: (len(fs), D, A, A, L)."""
+        return self._counts([int(f) for f in fs])
 
     def run(self, ops: StepOps) -> np.ndarray:
         source = self.state if self.state is not None else self.blocks

@@ -12,12 +12,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..core.bound import MAX_BLOCK_ROWS, METHODS, PAIRWISE
+from ..core.criteria import CLASSIC_METHODS, select_classic
 from ..core.greedy import Selection, select_vmi
 from ..errors import InputError
 from .backend import SparkBackend
 from .encode import encode_blocks
 from .plan import EncodingPlan, build_plan, prepare_frame, quote, resolve_columns
 
+#: every selection method: the two VMI Q-distributions and the paper's comparison criteria
+ALL_METHODS = (*METHODS, *CLASSIC_METHODS)
 #: bytes of per-row pairwise state a block may hold
 _PAIR_BLOCK_BYTES = 32 << 20
 
@@ -106,8 +109,8 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                   storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK) -> SelectionRun:
     """Select features of ``df`` for ``label`` on Spark (see :class:`vmi_spark.VMISelector`)."""
     t0 = time.perf_counter()
-    if method not in METHODS:
-        raise InputError(f"unknown method '{method}' (choose from {', '.join(METHODS)})")
+    if method not in ALL_METHODS:
+        raise InputError(f"unknown method '{method}' (choose from {', '.join(ALL_METHODS)})")
     if num_features <= 0:
         raise InputError(f"the number of features to select must be positive, got {num_features}")
     if not restart_tolerance >= 0.0:
@@ -139,8 +142,12 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     backend = SparkBackend(blocks, d, plan.arity, num_classes, method, storage_level)
     t_prep = time.perf_counter() - t0
     try:
-        selection = select_vmi(backend, method, k, restart_tolerance,
-                               report_candidates=report_candidates, on_step=on_step)
+        if method in METHODS:
+            selection = select_vmi(backend, method, k, restart_tolerance,
+                                   report_candidates=report_candidates, on_step=on_step)
+        else:
+            selection = select_classic(backend, method, k, report_candidates=report_candidates,
+                                       on_step=on_step)
     finally:
         backend.close()
         blocks.unpersist()

@@ -1,0 +1,407 @@
+"""A scikit-learn selector running the VMI numpy core in memory.
+
+:class:`VMIFeatureSelector` encodes ``X`` column by column with the rules of the
+Spark encoding plan (:mod:`vmi_spark.spark.plan`) and runs the same greedy loop
+(:func:`vmi_spark.core.greedy.select_vmi`, or a classic criterion from
+:func:`vmi_spark.core.criteria.select_classic`) on an
+:class:`~vmi_spark.core.inmemory.InMemoryBackend`. For the same table and
+parameters it selects the same features, with the same scores, as
+:class:`vmi_spark.VMISelector` on Spark (up to tables larger than
+:data:`~vmi_spark.spark.plan.SAMPLE_ROWS` rows, where Spark places the bin edges on
+a hashed sample).
+
+scikit-learn is an optional dependency (``pip install "vmi_spark[sklearn]"``); it is
+imported only when this module is.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from typing import Any
+
+import numpy as np
+
+try:
+    from sklearn.base import BaseEstimator
+    from sklearn.feature_selection import SelectorMixin
+    from sklearn.utils.multiclass import check_classification_targets
+    from sklearn.utils.validation import check_is_fitted
+except ImportError as exc:  # pragma: no cover - exercised only without scikit-learn
+    raise ImportError(
+        "vmi_spark.sklearn needs scikit-learn: pip install 'vmi_spark[sklearn]' "
+        "(or pip install scikit-learn)") from exc
+
+try:  # scikit-learn >= 1.6
+    from sklearn.utils.validation import validate_data as _validate_data
+except ImportError:  # pragma: no cover - older scikit-learn
+    _validate_data = None
+
+from .core.bound import NAIVE, PAIRWISE
+from .core.criteria import CLASSIC_METHODS, select_classic
+from .core.greedy import Selection, select_vmi
+from .core.inmemory import InMemoryBackend
+from .spark.plan import MAX_ARITY, ColumnPlan, equal_frequency_splits
+
+__all__ = ["VMIFeatureSelector", "encode_column", "plan_column"]
+
+#: every method the selector accepts
+METHODS = (NAIVE, PAIRWISE, *CLASSIC_METHODS)
+
+
+# ---------------------------------------------------------------------------
+# Encoding (the rules of vmi_spark.spark.plan / vmi_spark.spark.encode)
+# ---------------------------------------------------------------------------
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (numbers.Number, np.bool_)) and not isinstance(v, complex)
+
+
+def _is_missing(v: Any) -> bool:
+    if v is None:
+        return True
+    try:
+        import pandas as pd
+
+        if v is pd.NA or v is pd.NaT:
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    return isinstance(v, (float, np.floating)) and bool(np.isnan(v))
+
+
+def _canonical(column: Any) -> tuple[np.ndarray, str]:
+    """One input column as ``(float64 values with NaN, "double")`` or
+    ``(object array of str/None, "string")``, as Spark's ``prepare_frame`` types it:
+    numbers and booleans become doubles, everything else strings."""
+    if hasattr(column, "dtype") and hasattr(column, "to_numpy") and hasattr(column, "iloc"):
+        import pandas as pd  # a pandas Series
+
+        dt = column.dtype
+        if pd.api.types.is_bool_dtype(dt) or (pd.api.types.is_numeric_dtype(dt)
+                                              and not pd.api.types.is_complex_dtype(dt)):
+            return column.to_numpy(dtype=np.float64, na_value=np.nan), "double"
+        column = column.to_numpy(dtype=object)
+    arr = np.asarray(column)
+    if arr.dtype.kind in "biuf":
+        return arr.astype(np.float64), "double"
+    if arr.dtype.kind in "US":
+        return np.array([str(v) for v in arr], dtype=object), "string"
+    items = list(arr.tolist())
+    present = [v for v in items if not _is_missing(v)]
+    if all(_is_number(v) for v in present):
+        return np.array([np.nan if _is_missing(v) else float(v) for v in items],
+                        dtype=np.float64), "double"
+    return np.array([None if _is_missing(v) else str(v) for v in items], dtype=object), "string"
+
+
+def plan_column(name: str, values: np.ndarray, dtype: str, num_bins: int,
+                max_categories: int) -> ColumnPlan:
+    """The :class:`~vmi_spark.spark.plan.ColumnPlan` of one canonical column.
+
+    Numeric columns with at most ``max_categories`` distinct values, and string
+    columns, are categories coded by their sorted values; other numeric columns get
+    ``num_bins`` equal-frequency bins (:func:`~vmi_spark.spark.plan.equal_frequency_splits`);
+    a column that is all missing is ``constant``; missing values (NaN, None) are an
+    extra state.
+    """
+    if dtype == "double":
+        miss = np.isnan(values)
+        distinct = np.unique(values[~miss])
+        vals: list[Any] = [float(v) for v in distinct]
+    else:
+        miss = np.array([v is None for v in values], dtype=bool)
+        vals = sorted(set(values[~miss].tolist()))
+    missing = bool(miss.any())
+    if len(vals) <= max_categories:
+        return ColumnPlan(name, "category" if vals else "constant", values=vals,
+                          missing=missing, dtype=dtype)
+    if dtype == "string":
+        raise ValueError(f"string column '{name}' has more than {max_categories} distinct "
+                         "values (max_categories); raise max_categories or leave it out")
+    return ColumnPlan(name, "bins", splits=equal_frequency_splits(values, num_bins),
+                      missing=missing, dtype=dtype)
+
+
+def encode_column(values: np.ndarray, col: ColumnPlan) -> np.ndarray:
+    """uint8 codes of one canonical column by its plan (as ``vmi_spark.spark.encode``)."""
+    miss_code = col.num_states - 1
+    if col.dtype == "double":
+        v = np.asarray(values, dtype=np.float64)
+        miss = np.isnan(v)
+    else:
+        v = values
+        miss = np.array([x is None for x in values], dtype=bool)
+    if col.kind == "constant":
+        return np.where(miss, miss_code, 0).astype(np.uint8) if col.missing else \
+            np.zeros(len(values), dtype=np.uint8)
+    if col.kind == "category":
+        lookup = {val: i for i, val in enumerate(col.values or [])}
+        fill = miss_code if col.missing else 0
+        codes = np.array([fill if m else lookup.get(x, fill) for x, m in zip(v, miss)],
+                         dtype=np.int64)
+        return codes.astype(np.uint8)
+    codes = np.searchsorted(np.asarray(col.splits, dtype=np.float64), v, side="right")
+    if col.missing:
+        codes = np.where(miss, miss_code, codes)
+    return codes.astype(np.uint8)
+
+
+# ---------------------------------------------------------------------------
+# The selector
+# ---------------------------------------------------------------------------
+
+class VMIFeatureSelector(SelectorMixin, BaseEstimator):
+    """Feature selection by variational information maximisation, in memory.
+
+    Greedily selects the features that maximise a variational lower bound on
+    I(x_S; y) (Gao, Ver Steeg & Galstyan, NIPS 2016) with the naive Bayes or
+    pairwise Q-distribution and the paper's restart rule, or runs one of the
+    classic mutual-information criteria. It runs the numpy core of
+    :class:`vmi_spark.VMISelector` without Spark and selects the same features.
+
+    Parameters
+    ----------
+    n_features_to_select : int, default=10
+        How many features to select (K). More than the number of features is
+        capped, with a warning.
+    method : {"vmi_naive", "vmi_pairwise", "mim", "mrmr", "jmi", "cmim", "cife", \
+"spec_cmi"}, default="vmi_naive"
+        The VMI Q-distribution, or a classic criterion
+        (see :mod:`vmi_spark.core.criteria`).
+    restart_tolerance : float, default=0.0
+        VMI only: clear the block when the best candidate raises its bound by no
+        more than this (nats). 0.0 is the paper's Algorithm 1; the authors'
+        program uses 0.01.
+    num_bins : int, default=10
+        Equal-frequency bins for numeric columns with more than
+        ``max_categories`` distinct values (2..255).
+    max_categories : int, default=32
+        Numeric columns with at most this many distinct values are used as
+        categories (1..255). String columns must have at most this many.
+
+    Attributes
+    ----------
+    selected_features_ : ndarray of shape (n_selected,)
+        Indices of the selected features, in selection order.
+    scores_ : ndarray of shape (n_selected,)
+        Per step, aligned with ``selected_features_``: for VMI the bound I_LB of
+        the current block after adding that feature (nats); for a classic
+        criterion the criterion value of the chosen feature.
+    gains_ : ndarray of shape (n_selected,)
+        Per step: how much the feature raised its block's bound.
+    blocks_ : ndarray of shape (n_selected,)
+        Per step: 0 for the first block, +1 at each restart (all 0 for the
+        classic criteria).
+    mutual_information_ : ndarray of shape (n_features_in_,)
+        Plug-in I(x_i; y) of every feature (nats), input order.
+    restarts_ : int
+        Number of restarts.
+    stopped_early_ : str or None
+        Why the selection stopped before ``n_features_to_select``, if it did.
+    classes_ : ndarray
+        The class labels, sorted.
+    columns_ : list of ColumnPlan
+        How each feature was coded (``category``, ``bins``, ``constant``).
+    selection_ : Selection
+        The raw result of the core.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during ``fit`` (only if ``X`` has string
+        column names).
+
+    See Also
+    --------
+    vmi_spark.VMISelector : the same selection on Spark.
+
+    Notes
+    -----
+    Encoding follows the Spark plan: numbers and booleans are numeric, other
+    values strings; numeric columns with at most ``max_categories`` distinct
+    values and string columns are categories coded by their sorted values; other
+    numeric columns get ``num_bins`` equal-frequency bins whose split points are
+    exact quantiles of the column, and a value ``v`` falls in bin
+    ``#{splits <= v}``. Missing values (NaN, None) are an extra state. Rows with a
+    missing label are refused. ``transform`` keeps the selected columns in their
+    input order (the scikit-learn convention); ``selected_features_`` has the
+    selection order.
+
+    References
+    ----------
+    S. Gao, G. Ver Steeg, A. Galstyan. Variational Information Maximization for
+    Feature Selection. NIPS 2016.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from vmi_spark.sklearn import VMIFeatureSelector
+    >>> rng = np.random.default_rng(0)
+    >>> y = rng.integers(0, 2, 500)
+    >>> noise = rng.integers(0, 3, (500, 3))
+    >>> X = np.column_stack([noise[:, 0], y ^ (rng.random(500) < 0.1), noise[:, 1:]])
+    >>> selector = VMIFeatureSelector(n_features_to_select=1).fit(X, y)
+    >>> selector.selected_features_
+    array([1])
+    >>> selector.transform(X).shape
+    (500, 1)
+    """
+
+    def __init__(self, n_features_to_select: int = 10, method: str = NAIVE,
+                 restart_tolerance: float = 0.0, num_bins: int = 10,
+                 max_categories: int = 32) -> None:
+        self.n_features_to_select = n_features_to_select
+        self.method = method
+        self.restart_tolerance = restart_tolerance
+        self.num_bins = num_bins
+        self.max_categories = max_categories
+
+    # -- tags -------------------------------------------------------------------
+    def __sklearn_tags__(self):  # scikit-learn >= 1.6
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.input_tags.string = True
+        tags.input_tags.categorical = True
+        tags.target_tags.required = True
+        return tags
+
+    def _more_tags(self) -> dict[str, Any]:  # scikit-learn < 1.6
+        return {"allow_nan": True, "requires_y": True,
+                "X_types": ["2darray", "string", "categorical"]}
+
+    # -- fitting ----------------------------------------------------------------
+    def _check_params(self) -> int:
+        k = self.n_features_to_select
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral) or k <= 0:
+            raise ValueError(f"n_features_to_select must be a positive integer, got {k!r}")
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}; expected one of {METHODS}")
+        tol = self.restart_tolerance
+        if not isinstance(tol, numbers.Real) or not tol >= 0.0:
+            raise ValueError(f"restart_tolerance must be >= 0, got {tol!r}")
+        for name, lo in (("num_bins", 2), ("max_categories", 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) \
+                    or not lo <= v <= MAX_ARITY - 1:
+                raise ValueError(f"{name} must be an integer between {lo} and {MAX_ARITY - 1}, "
+                                 f"got {v!r}")
+        return int(k)
+
+    def _validate(self, X, y):
+        """Check ``X`` and ``y`` and record ``n_features_in_`` / ``feature_names_in_``."""
+        if _validate_data is not None:
+            return _validate_data(self, X, y, dtype=None, ensure_all_finite="allow-nan",
+                                  reset=True)
+        if y is None:  # pragma: no cover - scikit-learn < 1.6
+            raise ValueError(f"This {type(self).__name__} estimator requires y to be passed, "
+                             "but the target y is None.")
+        return self._validate_data(X, y, dtype=None, force_all_finite="allow-nan",
+                                   reset=True)  # pragma: no cover
+
+    def fit(self, X, y) -> "VMIFeatureSelector":
+        """Encode ``X`` and select features for the class label ``y``.
+
+        Parameters
+        ----------
+        X : array-like or pandas DataFrame of shape (n_samples, n_features)
+            Numeric, boolean or string features; NaN and None are missing values.
+        y : array-like of shape (n_samples,)
+            Class labels (at least two classes).
+
+        Returns
+        -------
+        self : VMIFeatureSelector
+            The fitted selector.
+        """
+        k = self._check_params()
+        frame = X if hasattr(X, "iloc") and hasattr(X, "columns") else None
+        X_checked, y_checked = self._validate(X, y)
+        check_classification_targets(y_checked)
+        if any(_is_missing(v) for v in np.asarray(y_checked, dtype=object)):
+            raise ValueError("y has missing values (NaN or None)")
+        classes, y_codes = np.unique(y_checked, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError(f"y has one class ({classes[0]!r}); "
+                             "feature selection needs at least two classes")
+        n_rows, n_cols = X_checked.shape
+        names = [str(c) for c in frame.columns] if frame is not None else \
+            [f"x{j}" for j in range(n_cols)]
+
+        plans: list[ColumnPlan] = []
+        codes = np.empty((n_cols, n_rows), dtype=np.uint8)
+        for j in range(n_cols):
+            column = frame.iloc[:, j] if frame is not None else X_checked[:, j]
+            values, dtype = _canonical(column)
+            plan = plan_column(names[j], values, dtype, int(self.num_bins),
+                               int(self.max_categories))
+            plans.append(plan)
+            codes[j] = encode_column(values, plan)
+
+        if k > n_cols:
+            warnings.warn(f"n_features_to_select {k} is more than the {n_cols} features; "
+                          f"selecting at most {n_cols}", UserWarning, stacklevel=2)
+            k = n_cols
+        arity = max((p.num_states for p in plans), default=1)
+        backend = InMemoryBackend(codes, y_codes.astype(np.int64), self.method, arity=arity,
+                                  num_classes=len(classes))
+        if self.method in (NAIVE, PAIRWISE):
+            sel = select_vmi(backend, self.method, k, float(self.restart_tolerance))
+        else:
+            sel = select_classic(backend, self.method, k)
+
+        self.selection_: Selection = sel
+        self.columns_ = plans
+        self.classes_ = classes
+        self.selected_features_ = np.asarray(sel.selected, dtype=np.intp)
+        self.scores_ = np.asarray(sel.scores, dtype=np.float64)
+        self.gains_ = np.asarray(sel.gains, dtype=np.float64)
+        self.blocks_ = np.asarray(sel.blocks, dtype=np.intp)
+        self.mutual_information_ = np.asarray(sel.mutual_information, dtype=np.float64)
+        self.restarts_ = int(sel.restarts)
+        self.stopped_early_ = sel.stopped_early
+        self.n_samples_fit_ = n_rows
+        return self
+
+    def _get_support_mask(self) -> np.ndarray:
+        check_is_fitted(self, "selected_features_")
+        mask = np.zeros(self.n_features_in_, dtype=bool)
+        mask[self.selected_features_] = True
+        return mask
+
+    def report(self) -> dict[str, Any]:
+        """The selection as a dict with the fields of the job's ``selection.json``.
+
+        Can be passed to :func:`vmi_spark.report.render_markdown` and
+        :func:`vmi_spark.report.plot_bounds`.
+
+        Returns
+        -------
+        dict
+            ``method``, ``features``, ``selected``, ``selected_indices``, ``scores``,
+            ``gains``, ``blocks``, ``restarts``, ``stopped_early``, ``num_rows``,
+            ``num_classes``, ``classes``, ``step_seconds``, ``parameters``, ``columns``.
+        """
+        check_is_fitted(self, "selected_features_")
+        names = [c.name for c in self.columns_]
+        sel = self.selection_
+        return {
+            "method": self.method,
+            "label": None,
+            "features": names,
+            "selected": [names[i] for i in sel.selected],
+            "selected_indices": list(sel.selected),
+            "scores": list(sel.scores),
+            "gains": list(sel.gains),
+            "blocks": list(sel.blocks),
+            "restarts": sel.restarts,
+            "stopped_early": sel.stopped_early,
+            "num_rows": self.n_samples_fit_,
+            "rows_dropped": 0,
+            "rows_skipped": 0,
+            "num_classes": len(self.classes_),
+            "classes": [str(c) for c in self.classes_],
+            "step_seconds": list(sel.step_seconds),
+            "parameters": self.get_params(),
+            "columns": [{"name": c.name, "kind": c.kind, "states": c.num_states,
+                         "missing_state": c.missing} for c in self.columns_],
+        }
