@@ -77,7 +77,10 @@ def test_existing_output_refused_then_overwritten(spark, table, capsys, tmp_path
     assert rc == 2 and "exists and is not empty" in cap.err
     assert os.listdir(out) == ["keep.txt"]
     rc, _ = _run(spark, capsys, *args, "--overwrite")
-    assert rc == 0 and os.listdir(out) == ["selection.json"]
+    assert rc == 0 and "selection.json" in os.listdir(out) and "keep.txt" not in os.listdir(out)
+    rep = json.loads((out / "selection.json").read_text())
+    assert f"`{rep['selected'][0]}`" in (out / "report.md").read_text() or \
+        rep["selected"][0] in (out / "report.md").read_text()
 
 
 def _bad_inputs(base: Path, spark, tmp: Path):

@@ -79,6 +79,14 @@ def write_report(path: str, report: dict[str, Any], overwrite: bool) -> None:
         with open(os.path.join(tmp, "selection.json"), "w", encoding="utf-8") as fh:
             json.dump(report, fh, indent=2, ensure_ascii=False, allow_nan=False, default=str)
             fh.write("\n")
+        from .report import plot_bounds, render_markdown
+
+        with open(os.path.join(tmp, "report.md"), "w", encoding="utf-8") as fh:
+            fh.write(render_markdown(report))
+        try:
+            plot_bounds(report, os.path.join(tmp, "bounds.png"))
+        except ImportError:  # matplotlib is an optional extra: the job works without it
+            log.info("matplotlib not installed: no bounds.png (pip install 'vmi_spark[plots]')")
         if os.path.exists(path):
             _check_output(path, overwrite)
             shutil.rmtree(path)

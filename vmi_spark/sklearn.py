@@ -135,6 +135,11 @@ def encode_column(values: np.ndarray, col: ColumnPlan) -> np.ndarray:
     if col.kind == "constant":
         return np.where(miss, miss_code, 0).astype(np.uint8) if col.missing else \
             np.zeros(len(values), dtype=np.uint8)
+    if col.kind == "category" and col.dtype == "double":
+        # the values are the column's sorted distinct values: exact positions
+        codes = np.searchsorted(np.asarray(col.values, dtype=np.float64), v)
+        codes = np.where(miss, miss_code if col.missing else 0, codes)
+        return codes.astype(np.uint8)
     if col.kind == "category":
         lookup = {val: i for i, val in enumerate(col.values or [])}
         fill = miss_code if col.missing else 0

@@ -58,7 +58,7 @@ def local_spark(cores: int = 2):
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master(f"local[{cores}]").appName("vmi_spark-experiments")
-             .config("spark.ui.enabled", "false")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", str(2 * cores))
              .config("spark.default.parallelism", str(2 * cores))
              .config("spark.driver.memory", "2g")

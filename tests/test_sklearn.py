@@ -1,0 +1,165 @@
+"""The scikit-learn selector: same selection as the Spark estimator, sklearn API basics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("sklearn")
+
+from sklearn.base import clone  # noqa: E402
+from sklearn.linear_model import LogisticRegression  # noqa: E402
+from sklearn.pipeline import Pipeline  # noqa: E402
+
+from helpers import lung_frame, random_discrete  # noqa: E402
+from vmi_spark.sklearn import VMIFeatureSelector, encode_column, plan_column  # noqa: E402
+
+
+def continuous_frame(seed: int = 3, n: int = 300) -> pd.DataFrame:
+    """Continuous columns (with ties and NaNs), a small integer column, a string column."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    cols = {
+        "a": y + rng.normal(0, 1.0, n),
+        "b": np.round(y * 0.5 + rng.normal(0, 1.0, n), 1),  # many ties
+        "c": rng.normal(0, 1, n),
+        "d": np.where(rng.random(n) < 0.1, np.nan, -y + rng.exponential(1.0, n)),
+        "e": rng.integers(0, 4, n).astype(np.int64) + (y == 2),
+        "f": np.where(rng.random(n) < 0.5, "u", "v").astype(object),
+        "g": y * 2.0 + rng.normal(0, 3.0, n),
+    }
+    cols["f"][y == 1] = np.where(rng.random((y == 1).sum()) < 0.7, "w", "u")
+    cols["f"][rng.random(n) < 0.05] = None
+    df = pd.DataFrame(cols)
+    df["label"] = y
+    return df
+
+
+def spark_fit(spark, pdf: pd.DataFrame, features: list[str], **params):
+    from vmi_spark import VMISelector
+
+    sdf = spark.createDataFrame(pdf)
+    return VMISelector(inputCols=features, labelCol="label", **params).fit(sdf)
+
+
+# ---------------------------------------------------------------- same as Spark
+def test_lung_same_selection_as_spark(spark):
+    pdf = lung_frame()
+    features = [c for c in pdf.columns if c != "label"]
+    model = spark_fit(spark, pdf, features, numTopFeatures=8, restartTolerance=0.01)
+    sel = VMIFeatureSelector(n_features_to_select=8, restart_tolerance=0.01)
+    sel.fit(pdf[features], pdf["label"])
+    assert list(sel.selected_features_) == model.selectedFeatures
+    assert [features[i] for i in sel.selected_features_] == model.selectedFeatureNames
+    np.testing.assert_allclose(sel.scores_, model.scores, rtol=0, atol=1e-12)
+    assert list(sel.blocks_) == model.blocks
+    # numpy input gives the same selection as the DataFrame
+    sel2 = VMIFeatureSelector(n_features_to_select=8, restart_tolerance=0.01)
+    sel2.fit(pdf[features].to_numpy(), pdf["label"].to_numpy())
+    assert list(sel2.selected_features_) == list(sel.selected_features_)
+
+
+@pytest.mark.parametrize("method", ["vmi_naive", "vmi_pairwise", "jmi"])
+def test_continuous_same_selection_as_spark(spark, method):
+    pdf = continuous_frame()
+    features = [c for c in pdf.columns if c != "label"]
+    model = spark_fit(spark, pdf, features, numTopFeatures=5, method=method, numBins=5,
+                      maxCategories=6)
+    sel = VMIFeatureSelector(n_features_to_select=5, method=method, num_bins=5,
+                             max_categories=6).fit(pdf[features], pdf["label"])
+    assert list(sel.selected_features_) == model.selectedFeatures
+    np.testing.assert_allclose(sel.scores_, model.scores, rtol=0, atol=1e-12)
+    assert list(sel.blocks_) == model.blocks
+    spark_columns = {c["name"]: (c["kind"], c["states"]) for c in model.report["columns"]}
+    assert {c.name: (c.kind, c.num_states) for c in sel.columns_} == spark_columns
+
+
+# ---------------------------------------------------------------- encoding rules
+def test_encoding_rules():
+    v = np.array([5.0, 1.0, 3.0, np.nan, 3.0])
+    p = plan_column("v", v, "double", num_bins=4, max_categories=3)
+    assert (p.kind, p.values, p.missing, p.num_states) == ("category", [1.0, 3.0, 5.0], True, 4)
+    assert encode_column(v, p).tolist() == [2, 0, 1, 3, 1]
+    w = np.arange(10, dtype=float)
+    p = plan_column("w", w, "double", num_bins=4, max_categories=3)
+    assert p.kind == "bins" and p.splits == [2.0, 5.0, 7.0]
+    # bin = number of splits <= v (Bucketizer convention)
+    assert encode_column(w, p).tolist() == [0, 0, 1, 1, 1, 2, 2, 3, 3, 3]
+    s = np.array(["b", None, "a"], dtype=object)
+    p = plan_column("s", s, "string", num_bins=4, max_categories=3)
+    assert encode_column(s, p).tolist() == [1, 2, 0]
+    with pytest.raises(ValueError, match="max_categories"):
+        plan_column("s", np.array(list("abcd"), dtype=object), "string", 4, 3)
+
+
+# ---------------------------------------------------------------- scikit-learn API
+def test_params_and_clone():
+    sel = VMIFeatureSelector(n_features_to_select=3, method="vmi_pairwise",
+                             restart_tolerance=0.01, num_bins=7, max_categories=5)
+    params = sel.get_params()
+    assert params == {"n_features_to_select": 3, "method": "vmi_pairwise",
+                      "restart_tolerance": 0.01, "num_bins": 7, "max_categories": 5}
+    other = clone(sel)
+    assert other is not sel and other.get_params() == params
+    assert VMIFeatureSelector().get_params()["n_features_to_select"] == 10
+    sel.set_params(method="mrmr")
+    assert sel.method == "mrmr"
+
+
+@pytest.mark.parametrize("bad", [{"n_features_to_select": 0}, {"method": "nope"},
+                                 {"num_bins": 1}, {"max_categories": 256},
+                                 {"restart_tolerance": -1.0}])
+def test_bad_params(bad):
+    df = random_discrete(0, n=60, d=4)
+    with pytest.raises(ValueError):
+        VMIFeatureSelector(**bad).fit(df.drop(columns="y"), df["y"])
+
+
+def test_transform_keeps_selected_columns():
+    df = random_discrete(1)
+    X, y = df.drop(columns="y"), df["y"]
+    sel = VMIFeatureSelector(n_features_to_select=3).fit(X, y)
+    assert sel.n_features_in_ == X.shape[1]
+    assert list(sel.feature_names_in_) == list(X.columns)
+    keep = sorted(sel.selected_features_)
+    assert list(sel.get_support(indices=True)) == keep
+    np.testing.assert_array_equal(sel.transform(X), X.to_numpy()[:, keep])
+    assert list(sel.get_feature_names_out()) == [X.columns[i] for i in keep]
+    assert len(sel.scores_) == len(sel.blocks_) == len(sel.selected_features_) == 3
+
+
+@pytest.mark.parametrize("method", ["vmi_pairwise", "mim", "mrmr", "jmi", "cmim", "cife",
+                                    "spec_cmi"])
+def test_all_methods_run(method):
+    df = random_discrete(2, n=120, d=6)
+    sel = VMIFeatureSelector(n_features_to_select=3, method=method)
+    sel.fit(df.drop(columns="y"), df["y"])
+    assert len(set(sel.selected_features_)) == 3
+    assert sel.transform(df.drop(columns="y")).shape == (120, 3)
+
+
+def test_in_pipeline():
+    df = random_discrete(4)
+    X, y = df.drop(columns="y"), df["y"]
+    pipe = Pipeline([("select", VMIFeatureSelector(n_features_to_select=2)),
+                     ("clf", LogisticRegression(max_iter=200))])
+    pipe.fit(X, y)
+    assert pipe.predict(X).shape == (len(X),)
+    assert pipe.named_steps["select"].transform(X).shape == (len(X), 2)
+
+
+def test_k_capped_and_string_labels():
+    df = random_discrete(5, n=90, d=3)
+    y = np.array(["no", "yes", "maybe"])[df["y"].to_numpy()]
+    with pytest.warns(UserWarning, match="at most 3"):
+        sel = VMIFeatureSelector(n_features_to_select=10).fit(df.drop(columns="y"), y)
+    assert list(sel.classes_) == ["maybe", "no", "yes"]
+    assert len(sel.selected_features_) <= 3
+    report = sel.report()
+    assert report["selected_indices"] == list(sel.selected_features_)
+
+
+def test_one_class_refused():
+    with pytest.raises(ValueError, match="one class"):
+        VMIFeatureSelector().fit(np.zeros((5, 2)), np.ones(5))

@@ -1,0 +1,272 @@
+"""Human-readable views of a selection report (the job's ``selection.json`` dict).
+
+:func:`render_markdown` turns the report into a ``report.md``; :func:`plot_bounds`
+draws the bound per step, with the restarts marked, as a PNG (needs matplotlib:
+``pip install "vmi_spark[plots]"``). Both take the dict the job writes (also
+``VMISelectorModel.report`` and ``VMIFeatureSelector.report()``); fields that are
+absent are left out of the output.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+__all__ = ["render_markdown", "plot_bounds", "restart_steps"]
+
+_VMI_METHODS = ("vmi_naive", "vmi_pairwise")
+#: most class names listed in the data summary
+_MAX_CLASSES_LISTED = 20
+
+
+def _cell(value: Any) -> str:
+    """A value as the text of a Markdown table cell (pipes escaped, one line)."""
+    text = "" if value is None else str(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("\r", " ")
+
+
+def _num(value: Any, digits: int = 6) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return _cell(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:.{digits}f}"
+
+
+def _seconds(value: Any) -> str:
+    if value is None:
+        return ""
+    return f"{float(value):.2f} s"
+
+
+def restart_steps(report: dict[str, Any]) -> list[int]:
+    """0-based steps whose feature starts a new block after a restart."""
+    blocks = list(report.get("blocks") or [])
+    return [i for i in range(1, len(blocks)) if blocks[i] != blocks[i - 1]]
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """Render a selection report as Markdown (the contents of a ``report.md``).
+
+    Parameters
+    ----------
+    report : dict
+        The job's ``selection.json`` as a dict: ``method``, ``label``,
+        ``selected``, ``scores``, ``gains``, ``blocks`` and, when present,
+        ``parameters``, ``num_rows``, ``rows_dropped``, ``rows_skipped``,
+        ``num_classes``, ``classes``, ``features``, ``columns``, ``restarts``,
+        ``stopped_early``, ``warnings``, ``step_seconds``, ``prepare_seconds``,
+        ``total_seconds``, ``input``, ``format``.
+
+    Returns
+    -------
+    str
+        Markdown with a summary, the table of steps (step, feature, bound,
+        gain, block; restarts marked), the data summary, the parameters and the
+        timings, ending with a newline.
+
+    Examples
+    --------
+    >>> text = render_markdown({"method": "vmi_naive", "label": "y",
+    ...                         "selected": ["x1", "x2", "x4"], "scores": [0.3, 0.5, 0.1],
+    ...                         "gains": [0.3, 0.2, 0.1], "blocks": [0, 0, 1]})
+    >>> print(text.splitlines()[0])
+    # VMI feature selection: vmi_naive
+    >>> "| 3 | x4 | 0.100000 | 0.100000 | 1 (restart) |" in text
+    True
+    """
+    method = report.get("method", "?")
+    is_vmi = method in _VMI_METHODS
+    selected = list(report.get("selected") or [])
+    scores = list(report.get("scores") or [])
+    gains = list(report.get("gains") or [])
+    blocks = list(report.get("blocks") or [])
+    indices = list(report.get("selected_indices") or [])
+    step_seconds = list(report.get("step_seconds") or [])
+    restarts = set(restart_steps(report))
+    lines: list[str] = [f"# VMI feature selection: {method}", ""]
+
+    summary = []
+    if report.get("input"):
+        fmt = f" ({report['format']})" if report.get("format") else ""
+        summary.append(f"- **Input:** `{report['input']}`{fmt}")
+    if report.get("label") is not None:
+        summary.append(f"- **Label:** `{report['label']}`")
+    n_features = len(report["features"]) if report.get("features") is not None else None
+    of = f" of {n_features} candidate features" if n_features is not None else ""
+    summary.append(f"- **Selected:** {len(selected)}{of}")
+    n_restarts = report.get("restarts", len(restarts))
+    if is_vmi:
+        summary.append(f"- **Restarts:** {n_restarts}")
+    if report.get("stopped_early"):
+        summary.append(f"- **Stopped early:** {report['stopped_early']}")
+    lines += summary + [""]
+
+    lines += ["## Selection", ""]
+    if selected:
+        score_head = "bound I_LB (nats)" if is_vmi else "score"
+        head = ["step", "feature", score_head, "gain (nats)" if is_vmi else "gain", "block"]
+        with_index = len(indices) == len(selected)
+        with_time = len(step_seconds) == len(selected)
+        if with_index:
+            head.insert(2, "index")
+        if with_time:
+            head.append("seconds")
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "|".join("---:" if h not in ("feature",) else "---" for h in head) + "|")
+        for i, name in enumerate(selected):
+            block = blocks[i] if i < len(blocks) else ""
+            block_text = f"{block} (restart)" if i in restarts else str(block)
+            row = [str(i + 1), _cell(name)]
+            if with_index:
+                row.append(str(indices[i]))
+            row += [_num(scores[i]) if i < len(scores) else "",
+                    _num(gains[i]) if i < len(gains) else "", block_text]
+            if with_time:
+                row.append(f"{step_seconds[i]:.2f}")
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+        if restarts:
+            lines += ["A restart means the best remaining feature raised the block's bound by no "
+                      "more than the restart tolerance: the block was cleared and selection "
+                      "continued from the empty set (the bound starts again from I(x; y)).", ""]
+    else:
+        lines += ["No feature was selected.", ""]
+
+    data = []
+    for key, title in (("num_rows", "rows used"),
+                       ("rows_dropped", "rows dropped (null label)"),
+                       ("rows_skipped", "rows skipped (missing feature values)"),
+                       ("num_classes", "classes")):
+        if report.get(key) is not None:
+            data.append((title, _num(report[key])))
+    if n_features is not None:
+        data.append(("candidate features", _num(n_features)))
+    columns = report.get("columns") or []
+    if columns:
+        kinds: dict[str, int] = {}
+        for c in columns:
+            kinds[c.get("kind", "?")] = kinds.get(c.get("kind", "?"), 0) + 1
+        data.append(("feature coding", ", ".join(f"{v} {k}" for k, v in sorted(kinds.items()))))
+        with_missing = sum(1 for c in columns if c.get("missing_state"))
+        if with_missing:
+            data.append(("features with a missing state", _num(with_missing)))
+    if data:
+        lines += ["## Data", "", "| | |", "|---|---:|"]
+        lines += [f"| {t} | {v} |" for t, v in data]
+        lines.append("")
+        classes = report.get("classes")
+        if classes:
+            shown = ", ".join(f"`{_cell(c)}`" for c in classes[:_MAX_CLASSES_LISTED])
+            more = (f" and {len(classes) - _MAX_CLASSES_LISTED} more"
+                    if len(classes) > _MAX_CLASSES_LISTED else "")
+            lines += [f"Classes: {shown}{more}.", ""]
+
+    params = report.get("parameters") or {}
+    if params:
+        lines += ["## Parameters", "", "| parameter | value |", "|---|---|"]
+        lines += [f"| {_cell(k)} | {_cell(v)} |" for k, v in params.items()]
+        lines.append("")
+
+    timing = []
+    if report.get("prepare_seconds") is not None:
+        timing.append(("prepare (read, plan, encode)", _seconds(report["prepare_seconds"])))
+    if step_seconds:
+        timing.append((f"selection ({len(step_seconds)} steps)", _seconds(sum(step_seconds))))
+    if report.get("total_seconds") is not None:
+        timing.append(("total", _seconds(report["total_seconds"])))
+    if timing:
+        lines += ["## Timings", "", "| | |", "|---|---:|"]
+        lines += [f"| {t} | {v} |" for t, v in timing]
+        lines.append("")
+
+    notes = report.get("warnings") or []
+    if notes:
+        lines += ["## Warnings", ""] + [f"- {_cell(w)}" for w in notes] + [""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def plot_bounds(report: dict[str, Any], path: str | os.PathLike[str] | None = None,
+                *, title: str | None = None):
+    """Plot the bound per step, one line per block, with the restarts marked.
+
+    Parameters
+    ----------
+    report : dict
+        A selection report (``selected``, ``scores``, ``blocks``).
+    path : str or path-like, optional
+        Where to write the PNG; nothing is written if None.
+    title : str, optional
+        The plot title (default: the method and the label).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure (display it in a notebook, or ignore it).
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed.
+
+    Notes
+    -----
+    Uses the object-oriented matplotlib API with the Agg canvas, so it does not
+    touch pyplot's global state or the notebook's backend.
+
+    Examples
+    --------
+    >>> fig = plot_bounds({"method": "vmi_naive", "selected": ["a", "b", "c"],
+    ...                    "scores": [0.3, 0.5, 0.1], "blocks": [0, 0, 1]},
+    ...                   "bounds.png")  # doctest: +SKIP
+    """
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise ImportError("plot_bounds needs matplotlib: pip install 'vmi_spark[plots]' "
+                          "(or pip install matplotlib)") from exc
+
+    selected = list(report.get("selected") or [])
+    scores = [float(s) for s in (report.get("scores") or [])][:len(selected)]
+    blocks = list(report.get("blocks") or [0] * len(scores))[:len(scores)]
+    method = report.get("method", "")
+    is_vmi = method in _VMI_METHODS
+    steps = list(range(1, len(scores) + 1))
+
+    width = min(16.0, max(6.0, 0.35 * len(steps) + 3))
+    fig = Figure(figsize=(width, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    restarts = restart_steps(report)
+    start = 0
+    for end in [*restarts, len(scores)]:
+        if end > start:
+            ax.plot(steps[start:end], scores[start:end], marker="o", linewidth=1.5,
+                    color="C0", label="bound" if start == 0 else None)
+        start = end
+    for j, i in enumerate(restarts):
+        ax.axvline(i + 0.5, color="C3", linestyle="--", linewidth=1,
+                   label="restart" if j == 0 else None)
+    if len(steps) <= 40:
+        ax.set_xticks(steps)
+        ax.set_xticklabels([f"{s}\n{n}" if len(steps) <= 12 else str(n)
+                            for s, n in zip(steps, selected)],
+                           rotation=0 if len(steps) <= 12 else 90, fontsize=8)
+    ax.set_xlabel("step (feature)")
+    ax.set_ylabel("bound I_LB of the block (nats)" if is_vmi else "score")
+    label = report.get("label")
+    ax.set_title(title if title is not None else
+                 f"{method}" + (f", label '{label}'" if label is not None else ""))
+    ax.grid(True, alpha=0.3)
+    if scores:
+        ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(os.fspath(path), format="png")
+    return fig
