@@ -28,8 +28,10 @@ pytestmark = pytest.mark.skipif(os.environ.get("VMI_CLUSTER_TESTS") != "1",
 ROOT = Path(__file__).resolve().parents[1]
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 
-pytestmark = pytest.mark.skipif(find_spark_class() is None or not SPARK_SUBMIT.exists(),
-                                reason="spark-class / spark-submit not installed")
+# (a list: a second plain assignment would silently replace the opt-in mark above)
+pytestmark = [pytestmark,
+              pytest.mark.skipif(find_spark_class() is None or not SPARK_SUBMIT.exists(),
+                                 reason="spark-class / spark-submit not installed")]
 
 
 @pytest.fixture(scope="module")
