@@ -643,3 +643,105 @@ def test_lung_naive_first_block_partition_independent():
     b = run(codes, y, NAIVE, 8, tol=0.01)
     assert a.selected == b.selected
     assert a.scores == b.scores
+
+
+# =========================================================================== (g) engine paths
+
+
+def _naive_ops(codes, y, block, candidates=None):
+    from vmi_spark.core.bound import StepOps
+    from vmi_spark.core.tables import conditional
+
+    be = InMemoryBackend(codes, y, NAIVE)
+    counts = be.feature_counts()
+    prior = counts[0].sum(axis=0) / counts[0].sum()
+    cand = np.ones(codes.shape[0], bool) if candidates is None else candidates
+    cand[list(block)] = False
+    return StepOps(NAIVE, prior, conditional(counts), cand, tuple(block))
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 5])
+def test_pattern_kernel_gives_the_same_integers_as_the_per_row_kernel(monkeypatch, m):
+    """Counting rows per pattern of x_S is an exact rewrite of the per-row sum."""
+    from vmi_spark.core import bound
+
+    rng = np.random.default_rng(m)
+    n, d = 3000, 12
+    y = rng.integers(0, 3, n)
+    codes = ((rng.integers(0, 4, (d, n)) + (rng.random((d, n)) < 0.4) * y) % 4).astype(np.uint8)
+    ops = _naive_ops(codes, y, list(range(m)))
+    # per-row kernel forced: no pattern compression at all
+    monkeypatch.setattr(bound, "PATTERN_RATIO", 10**12)
+    rows = bound.naive_partials(codes, y, ops)
+    monkeypatch.setattr(bound, "PATTERN_RATIO", 2)
+    patterns = bound.naive_partials(codes, y, ops)
+    assert (rows == patterns).all()
+    # and both agree with a float64 sum of the per-row log ratios from the definition
+    cond = ops.cond
+    post = np.tile(ops.prior, (n, 1))
+    for f in range(m):
+        post = post * cond[f][codes[f]]
+    post /= post.sum(axis=1, keepdims=True)
+    for i in np.flatnonzero(ops.candidates):
+        c = cond[i][codes[i]]
+        ref = np.sum(np.log(c[np.arange(n), y]) - np.log((post * c).sum(axis=1)))
+        assert rows[i] / bound.SCALE == pytest.approx(ref, abs=1e-9 * n)
+
+
+def test_pattern_kernel_is_used_for_short_blocks_and_rows_for_long_ones():
+    from vmi_spark.core import bound
+
+    rng = np.random.default_rng(0)
+    n = 4096
+    codes = rng.integers(0, 4, (10, n)).astype(np.uint8)
+    ids, post, rest = bound.naive_posterior(codes, (0, 1), np.full((10, 4, 2), 0.25),
+                                            np.array([0.5, 0.5]), n // 4)
+    assert post.shape == (16, 2) and rest == ()
+    # ids index the observed patterns of (x_0, x_1) one to one
+    pairs = codes[0].astype(int) * 4 + codes[1]
+    assert len(np.unique(ids)) == len(np.unique(pairs)) == 16
+    assert all(len(np.unique(pairs[ids == p])) == 1 for p in range(16))
+    _, post, rest = bound.naive_posterior(codes, tuple(range(8)), np.full((10, 4, 2), 0.25),
+                                          np.array([0.5, 0.5]), n // 4)
+    assert rest and post.shape[0] <= n // 4
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("stop_after", [1, 3, 5, 8])
+def test_resume_from_a_saved_step_gives_the_uninterrupted_result(method, stop_after):
+    """A run resumed after step k ends exactly like a run that was never stopped."""
+    _, codes, y = load_lung()
+    full = run(codes, y, method, 10, tol=0.01)
+    assert full.restarts >= 1  # the resumes below cross a restart
+
+    def stop(sel):
+        if len(sel.selected) == stop_after:
+            raise StopSelection
+
+    part = select_vmi(InMemoryBackend(codes, y, method), method, 10, 0.01, on_step=stop)
+    assert len(part.selected) == stop_after
+    resumed = select_vmi(InMemoryBackend(codes, y, method), method, 10, 0.01, resume=part)
+    assert resumed.selected == full.selected
+    assert resumed.blocks == full.blocks
+    assert resumed.scores == full.scores
+    assert resumed.gains == full.gains
+    assert resumed.restarts == full.restarts
+
+
+def test_pairwise_state_rebuilt_mid_block_matches(monkeypatch):
+    """A pairwise backend whose state is dropped mid-block rebuilds it to the same sums."""
+    _, codes, y = load_lung()
+    full = run(codes, y, PAIRWISE, 8, tol=0.01)
+    be = InMemoryBackend(codes, y, PAIRWISE)
+    original = be.run
+    calls = {"n": 0}
+
+    def flaky(ops):
+        calls["n"] += 1
+        if calls["n"] % 3 == 0:
+            be.states = None  # as if the state had been lost
+        return original(ops)
+
+    be.run = flaky
+    got = select_vmi(be, PAIRWISE, 8, 0.01)
+    assert got.selected == full.selected and got.scores == full.scores

@@ -472,3 +472,24 @@ def test_cross_check_skfeature(seed):
     _, j_cife, _ = LCSI.lcsi(data, y, beta=1, gamma=1, n_selected_features=k)
     np.testing.assert_allclose(np.array(run(X, y, "cife", k, 64).scores) / math.log(2), j_cife,
                                rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("method", ["mim", "mrmr", "jmi", "cmim", "cife", "spec_cmi"])
+@pytest.mark.parametrize("stop_after", [1, 2, 5])
+def test_resume_from_a_saved_step_gives_the_uninterrupted_result(method, stop_after):
+    from vmi_spark.core.greedy import StopSelection
+
+    rng = np.random.default_rng(stop_after)
+    y = rng.integers(0, 3, 400)
+    codes = ((rng.integers(0, 3, (9, 400)) + (rng.random((9, 400)) < 0.5) * y) % 3).astype(np.uint8)
+    full = select_classic(InMemoryBackend(codes, y, method), method, 7)
+
+    def stop(sel):
+        if len(sel.selected) == stop_after:
+            raise StopSelection
+
+    part = select_classic(InMemoryBackend(codes, y, method), method, 7, on_step=stop)
+    assert len(part.selected) == stop_after
+    resumed = select_classic(InMemoryBackend(codes, y, method), method, 7, resume=part)
+    assert resumed.selected == full.selected
+    assert resumed.scores == full.scores

@@ -184,3 +184,31 @@ def test_lung_mrmr_matches_the_spark_framework_reference(spark):
     model = VMISelector(inputCols=[f"f{i}" for i in range(325)], labelCol="label",
                         numTopFeatures=10, method="mrmr").fit(df)
     assert model.selectedFeatures == [22, 125, 243, 132, 242, 29, 150, 166, 18, 269]
+
+
+def test_pairwise_state_chain_checkpoints_and_recovers_lost_state(spark, monkeypatch):
+    """Long pairwise blocks cut their lineage, and a pass that loses its state is redone."""
+    from helpers import lung
+    from vmi_spark.spark import backend as B
+
+    x, labels = lung()
+    y = np.unique(labels, return_inverse=True)[1]
+    expected = select_vmi(InMemoryBackend(codes_of(x), y, "vmi_pairwise"), "vmi_pairwise", 9, 0.01)
+    assert max(expected.blocks.count(b) for b in set(expected.blocks)) >= 4
+    monkeypatch.setattr(B, "CHECKPOINT_EVERY", 2)
+    original = B.SparkBackend._pairwise_pass
+    calls = {"n": 0, "failed": 0}
+
+    def flaky(self, ops, source, held):
+        calls["n"] += 1
+        if held and calls["n"] == 4:
+            calls["failed"] += 1
+            raise RuntimeError("FetchFailed: state block lost")
+        return original(self, ops, source, held)
+
+    monkeypatch.setattr(B.SparkBackend, "_pairwise_pass", flaky)
+    run = run_selection(spark.createDataFrame(lung_frame()).repartition(3), "label",
+                        method="vmi_pairwise", num_features=9, restart_tolerance=0.01)
+    assert calls["failed"] == 1
+    assert run.selection.selected == expected.selected
+    assert run.selection.scores == expected.scores

@@ -42,107 +42,217 @@ def fixed_sum(values: np.ndarray) -> int:
 
 
 @dataclass
-class BlockState:
-    """Running per-row state of one block of rows."""
-
-    posterior: np.ndarray  # (n, L) float64, rows sum to 1
-    pair_log: np.ndarray | None = None  # (D, n, L) float64: sum_j log p(x_i | x_j, y)
-    block_size: int = 0  # m: features in the current selection block
-
-    @classmethod
-    def initial(cls, prior: np.ndarray, n: int, num_features: int, method: str) -> "BlockState":
-        post = np.tile(np.asarray(prior, dtype=np.float64), (n, 1))
-        pair = np.zeros((num_features, n, len(prior))) if method == PAIRWISE else None
-        return cls(post, pair, 0)
-
-    def reset(self, prior: np.ndarray) -> None:
-        self.posterior[:] = prior
-        if self.pair_log is not None:
-            self.pair_log[:] = 0.0
-        self.block_size = 0
-
-
-@dataclass
 class StepOps:
-    """What one pass does to every block: optionally reset, add a feature, score.
+    """What one pass over the rows computes: the candidates' bound increments.
 
-    ``cond`` is the (D, A, L) table p(x_i = a | y); ``pair_log_table`` is the
-    (D, A, A_f, L) table log p(x_i = a | x_f = b, y) for the added feature f
-    (pairwise only); ``candidates`` masks the features to update and score.
+    ``block`` is the current selection block (feature indices in selection order);
+    ``cond`` the (D, A, L) table p(x_i = a | y); ``candidates`` masks the features to
+    score. For the pairwise Q, ``pair_log_tables[f]`` is the (D, A, A, L) table
+    log p(x_i = a | x_f = b, y) of every block feature f. ``label`` names the pass
+    (shown as the Spark job description).
     """
 
     method: str
     prior: np.ndarray
     cond: np.ndarray
     candidates: np.ndarray
-    reset: bool = False
-    add: int | None = None
-    pair_log_table: np.ndarray | None = None
-    score: bool = True
-    extra: dict = field(default_factory=dict)
+    block: tuple[int, ...] = ()
+    pair_log_tables: dict[int, np.ndarray] = field(default_factory=dict)
+    label: str = ""
 
 
-def _mixture_log(post: np.ndarray, factor: np.ndarray) -> np.ndarray:
-    """log sum_y r(y) c(y) per row, floored at log(1e-300)."""
-    s = np.einsum("nl,nl->n", post, factor)
-    return np.log(np.maximum(s, _TINY))
+def _normalise(post: np.ndarray) -> None:
+    """Divide each row by its sum, summing classes left to right (bitwise reproducible)."""
+    total = post[:, 0].copy()
+    for c in range(1, post.shape[1]):
+        total += post[:, c]
+    post /= total[:, None]
 
 
-def add_feature(codes: np.ndarray, state: BlockState, ops: StepOps) -> None:
-    """Fold the selected feature ``ops.add`` into the block's state."""
-    f = ops.add
-    assert f is not None
+def _fixed_log_ratio(own: np.ndarray, mix: np.ndarray) -> np.ndarray:
+    """rint(log(own / mix) * 2**32) as int64, the mixture floored at 1e-300."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.log(own / np.maximum(mix, _TINY))
+    v *= SCALE
+    return np.rint(v).astype(np.int64)
+
+
+#: the pattern kernel is used while (patterns x states x classes) <= rows / PATTERN_RATIO
+PATTERN_RATIO = 2
+
+
+def naive_posterior(codes: np.ndarray, block, cond: np.ndarray, prior: np.ndarray,
+                    max_patterns: int):
+    """The naive-Bayes posterior q(y | x_S) of every row, grouped by pattern of x_S.
+
+    Rows with the same codes on the block's features share one posterior, so it is
+    computed once per distinct pattern while there are at most ``max_patterns`` of
+    them. Returns ``(ids, post, rest)``: ``ids`` (n,) the row's pattern, ``post``
+    (P, L) the posteriors of the patterns over ``block[:len(block) - len(rest)]``,
+    and ``rest`` the block features still to fold in per row. Every product and
+    normalisation is elementwise, so a pattern's posterior is bitwise the row's.
+    """
+    n = codes.shape[1]
+    arity = cond.shape[1]
+    ids = np.zeros(n, dtype=np.intp)
+    num = 1
+    pat_codes: list[np.ndarray] = []
+    used = 0
+    for f in block:
+        if num * arity > max_patterns:
+            break
+        key = ids * arity + codes[f]
+        present = np.bincount(key, minlength=num * arity) > 0
+        remap = np.cumsum(present) - 1
+        ids = remap[key]
+        kept = np.flatnonzero(present)
+        pat_codes = [pc[kept // arity] for pc in pat_codes] + [kept % arity]
+        num = len(kept)
+        used += 1
+    post = np.tile(np.asarray(prior, dtype=np.float64), (num, 1))
+    for f, pc in zip(block[:used], pat_codes):
+        post *= cond[f].take(pc, axis=0)
+        _normalise(post)
+    return ids, post, tuple(block[used:])
+
+
+def naive_partials(codes: np.ndarray, y: np.ndarray, ops: StepOps) -> np.ndarray:
+    """Fixed-point per-feature sums of the naive bound increments over one block of rows.
+
+    Per row k and candidate i the increment is ``log p(x_i^k | y_k) - log sum_y r_k(y)
+    p(x_i^k | y)`` with r_k = q(y | x_S^k), rounded to 2**-32 nats. Stateless: the
+    posterior is rebuilt from the block's features (m gathers per row). While the rows
+    fall into few patterns of x_S the sums are taken over counts n(pattern, x_i, y)
+    instead of rows, which gives the same integers with one log per table cell.
+    """
+    num_features, n = codes.shape
+    cond = ops.cond
+    arity, num_classes = cond.shape[1], cond.shape[2]
+    out = np.zeros(num_features, dtype=np.int64)
+    cands = np.flatnonzero(ops.candidates)
+    if n == 0 or len(cands) == 0:
+        return out
+    y = np.asarray(y, dtype=np.intp)
+    limit = max(1, n // (PATTERN_RATIO * num_classes))
+    ids, post, rest = naive_posterior(codes, ops.block, cond, ops.prior, limit)
+    if not rest and post.shape[0] * arity * num_classes <= max(n // PATTERN_RATIO, 1):
+        num = post.shape[0]
+        base = ids * num_classes + y
+        width = num * num_classes
+        for i in cands:
+            cnt = np.bincount(codes[i].astype(np.intp) * width + base,
+                              minlength=arity * width).reshape(arity, num, num_classes)
+            c = cond[i]  # (A, L)
+            own = np.where(c > 0, c, 1.0)  # a value no row has: its count is 0
+            mix = post[None, :, 0] * c[:, None, 0]
+            for l in range(1, num_classes):
+                mix += post[None, :, l] * c[:, None, l]
+            fixed = _fixed_log_ratio(own[:, None, :], mix[:, :, None])
+            fixed[cnt == 0] = 0
+            out[i] = int((cnt * fixed).sum())
+        return out
+    post = post.take(ids, axis=0)
+    for f in rest:
+        post *= cond[f].take(codes[f], axis=0)
+        _normalise(post)
+    for i in cands:
+        a = codes[i].astype(np.intp)
+        c = cond[i]
+        mix = post[:, 0] * c[:, 0].take(a)
+        for l in range(1, num_classes):
+            mix += post[:, l] * c[:, l].take(a)
+        own = c.ravel().take(a * num_classes + y)
+        out[i] = int(_fixed_log_ratio(own, mix).sum())
+    return out
+
+
+@dataclass
+class BlockState:
+    """Per-row state of the pairwise Q over one block of rows.
+
+    ``posterior`` (n, L) is q(y | x_S) normalised per row; ``pair_log`` (D, n, L) holds
+    sum_j log p(x_i | x_j, y) over the block's features j; ``block`` is what the state
+    has folded in, in order.
+    """
+
+    posterior: np.ndarray
+    pair_log: np.ndarray
+    block: tuple[int, ...] = ()
+
+    @classmethod
+    def initial(cls, prior: np.ndarray, n: int, num_features: int) -> "BlockState":
+        post = np.tile(np.asarray(prior, dtype=np.float64), (n, 1))
+        return cls(post, np.zeros((num_features, n, len(prior))), ())
+
+    def reset(self, prior: np.ndarray) -> None:
+        self.posterior[:] = prior
+        self.pair_log[:] = 0.0
+        self.block = ()
+
+
+def pairwise_add(codes: np.ndarray, state: BlockState, f: int, ops: StepOps) -> None:
+    """Fold feature ``f`` into the pairwise state (posterior, then the pair sums)."""
     cf = codes[f]
-    m = state.block_size
-    if ops.method == PAIRWISE and m > 0:
+    m = len(state.block)
+    if m > 0:
         factor = np.exp(state.pair_log[f] / m)
     else:
         factor = ops.cond[f].take(cf, axis=0)
     post = state.posterior
     post *= factor
-    post /= post.sum(axis=1, keepdims=True)
-    if ops.method == PAIRWISE:
-        table = ops.pair_log_table
-        for i in np.flatnonzero(ops.candidates):
-            state.pair_log[i] += table[i][codes[i], cf]
-    state.block_size = m + 1
+    _normalise(post)
+    table = ops.pair_log_tables[f]
+    # the candidates, and the block features still to be folded in (their factor needs it)
+    targets = ops.candidates.copy()
+    targets[list(ops.block[m + 1:])] = True
+    for i in np.flatnonzero(targets):
+        state.pair_log[i] += table[i][codes[i], cf]
+    state.block = (*state.block, f)
 
 
-def score_block(codes: np.ndarray, y: np.ndarray, state: BlockState, ops: StepOps) -> np.ndarray:
-    """Fixed-point per-feature sums of the block's log-ratio contributions.
+def pairwise_sync(codes: np.ndarray, state: BlockState, ops: StepOps) -> None:
+    """Bring ``state`` to ``ops.block``: fold in the missing features, or rebuild."""
+    held = state.block
+    if ops.block[:len(held)] != held:
+        state.reset(ops.prior)
+        held = ()
+    for f in ops.block[len(held):]:
+        pairwise_add(codes, state, f, ops)
 
-    Per row ``log c_i(y_k) - log sum_y r(y) c_i(y)``, with c_i = p(x_i | y) (naive, or
-    the first feature of a pairwise block) or the geometric mean (pairwise).
-    Non-candidates get 0.
+
+def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: BlockState,
+                      ops: StepOps) -> np.ndarray:
+    """Fixed-point per-feature sums of the pairwise bound increments over one block.
+
+    Per row ``log c_i(y_k) - log sum_y r(y) c_i(y)`` with c_i the geometric mean of
+    p(x_i | x_j, y) over the block's features j. Non-candidates get 0.
     """
+    pairwise_sync(codes, state, ops)
     num_features = codes.shape[0]
     out = np.zeros(num_features, dtype=np.int64)
     post = state.posterior
-    m = state.block_size
+    m = len(state.block)
     rows = np.arange(codes.shape[1])
+    y = np.asarray(y, dtype=np.intp)
     for i in np.flatnonzero(ops.candidates):
-        if ops.method == PAIRWISE and m > 0:
-            logc = state.pair_log[i] / m
-            factor = np.exp(logc)
-            vals = logc[rows, y] - _mixture_log(post, factor)
-        else:
-            factor = ops.cond[i].take(codes[i], axis=0)
-            # the own-class term and the mixture are rounded together, per row, so a
-            # feature that adds nothing gets an increment of exactly 0
-            vals = np.log(factor[rows, y]) - _mixture_log(post, factor)
+        logc = state.pair_log[i] / m
+        factor = np.exp(logc)
+        mix = post[:, 0] * factor[:, 0]
+        for l in range(1, post.shape[1]):
+            mix += post[:, l] * factor[:, l]
+        with np.errstate(divide="ignore"):
+            vals = logc[rows, y] - np.log(np.maximum(mix, _TINY))
         out[i] = fixed_sum(vals)
     return out
 
 
-def run_block(codes: np.ndarray, y: np.ndarray, state: BlockState, ops: StepOps) -> np.ndarray | None:
-    """Apply one pass's operations to a block and return its partial sums (or None)."""
-    if ops.reset:
-        state.reset(ops.prior)
-    if ops.add is not None:
-        add_feature(codes, state, ops)
-    if ops.score:
-        return score_block(codes, y, state, ops)
-    return None
+def run_block(codes: np.ndarray, y: np.ndarray, state: BlockState | None,
+              ops: StepOps) -> np.ndarray:
+    """One pass over a block of rows: the (D,) fixed-point partial sums of ``ops``."""
+    if ops.method == PAIRWISE:
+        assert state is not None and ops.block
+        return pairwise_partials(codes, y, state, ops)
+    return naive_partials(codes, y, ops)
 
 
 def pair_counts(codes: np.ndarray, y: np.ndarray, f: int, arity: int, num_classes: int) -> np.ndarray:

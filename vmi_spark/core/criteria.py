@@ -46,7 +46,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from .greedy import Selection, StopSelection, top_candidates
+from .greedy import Selection, StopSelection, _restore, top_candidates
 
 MIM = "mim"
 MRMR = "mrmr"
@@ -156,8 +156,8 @@ def _record(result: Selection, best: int, value: float, t_step: float) -> float:
 
 
 def _select_greedy(backend: ClassicBackend, method: str, num_features: int,
-                   report_candidates: int, on_step: Callable[[Selection], None] | None
-                   ) -> Selection:
+                   report_candidates: int, on_step: Callable[[Selection], None] | None,
+                   resume: Selection | None = None) -> Selection:
     t_step = time.perf_counter()
     counts = backend.feature_counts()
     num_cols = counts.shape[0]
@@ -170,6 +170,25 @@ def _select_greedy(backend: ClassicBackend, method: str, num_features: int,
     acc = np.zeros(num_cols)  # running sum (mRMR, JMI, CIFE)
     running_min = np.full(num_cols, np.inf)  # CMIM
     last: int | None = None
+    if resume is not None and resume.selected:
+        _restore(result, resume)
+        chosen[result.selected] = True
+        last = result.selected[-1]
+        done = result.selected[:-1]
+        if method != MIM and done:  # replay the running sums, in selection order
+            step = _pair_block_size(num_cols, counts.shape[1], counts.shape[2])
+            pairs = (p for s0 in range(0, len(done), step)
+                     for p in _bulk_pair_counts(backend, done[s0:s0 + step]))
+            for pair in pairs:
+                if method == MRMR:
+                    acc += pair_mutual_information(pair)
+                elif method == JMI:
+                    acc += label_conditional_mutual_information(pair)
+                elif method == CIFE:
+                    acc += pair_mutual_information(pair) - pair_conditional_mutual_information(pair)
+                else:
+                    np.minimum(running_min, label_conditional_mutual_information(pair),
+                               out=running_min)
 
     while len(result.selected) < num_features:
         if chosen.all():
@@ -259,7 +278,8 @@ def dominant_eigenvector(q: np.ndarray) -> np.ndarray:
 
 
 def _select_spec_cmi(backend: ClassicBackend, num_features: int, report_candidates: int,
-                     on_step: Callable[[Selection], None] | None) -> Selection:
+                     on_step: Callable[[Selection], None] | None,
+                     resume: Selection | None = None) -> Selection:
     t_step = time.perf_counter()
     counts = backend.feature_counts()
     num_cols = counts.shape[0]
@@ -270,7 +290,9 @@ def _select_spec_cmi(backend: ClassicBackend, num_features: int, report_candidat
     v = dominant_eigenvector(spec_cmi_matrix(backend, counts))
     key = np.round(v, SPEC_RANK_DECIMALS)
     order = np.lexsort((np.arange(num_cols), -key))  # ties to the lowest index
-    for best in order[:max(num_features, 0)]:
+    if resume is not None:
+        _restore(result, resume)
+    for best in order[len(result.selected):max(num_features, 0)]:
         best = int(best)
         if report_candidates:
             rest = np.where(np.isin(np.arange(num_cols), result.selected), -np.inf, key)
@@ -293,6 +315,7 @@ def select_classic(
     num_features: int,
     report_candidates: int = 0,
     on_step: Callable[[Selection], None] | None = None,
+    resume: Selection | None = None,
 ) -> Selection:
     """Select up to ``num_features`` features with a classic mutual-information criterion.
 
@@ -310,6 +333,9 @@ def select_classic(
     on_step : callable, optional
         Called with the running :class:`Selection` after every selected feature;
         raising :class:`StopSelection` ends the selection.
+    resume : Selection, optional
+        A selection saved after a completed step of the same run; the loop continues
+        after its last step (the running sums are replayed from one bulk count pass).
 
     Returns
     -------
@@ -328,5 +354,5 @@ def select_classic(
     if method not in CLASSIC_METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {CLASSIC_METHODS}")
     if method == SPEC_CMI:
-        return _select_spec_cmi(backend, num_features, report_candidates, on_step)
-    return _select_greedy(backend, method, num_features, report_candidates, on_step)
+        return _select_spec_cmi(backend, num_features, report_candidates, on_step, resume)
+    return _select_greedy(backend, method, num_features, report_candidates, on_step, resume)

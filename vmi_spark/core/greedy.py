@@ -52,6 +52,21 @@ class Selection:
     mutual_information: list[float] = field(default_factory=list)
 
 
+def _restore(result: Selection, saved: Selection) -> None:
+    """Copy the per-step record of ``saved`` into ``result`` (a resumed run)."""
+    for name in ("selected", "scores", "gains", "blocks", "step_seconds", "candidates"):
+        setattr(result, name, [list(v) if isinstance(v, list) else v
+                               for v in getattr(saved, name)])
+    result.restarts = saved.restarts
+
+
+def _pair_tables(backend: Backend, block: list[int]) -> dict[int, np.ndarray]:
+    """log p(x_i | x_f, y) tables of every feature f of ``block`` (one count pass each)."""
+    many = getattr(backend, "pair_counts_many", None)
+    counts = many(block) if many is not None else [backend.pair_counts(f) for f in block]
+    return {f: safe_log(pair_conditional(c)) for f, c in zip(block, counts)}
+
+
 def top_candidates(values: np.ndarray, n: int) -> list[tuple[int, float]]:
     """The ``n`` best (index, value) pairs, best first, ties to the lowest index."""
     if n <= 0:
@@ -68,6 +83,7 @@ def select_vmi(
     restart_tolerance: float = 0.0,
     report_candidates: int = 0,
     on_step: Callable[[Selection], None] | None = None,
+    resume: Selection | None = None,
 ) -> Selection:
     """Select up to ``num_features`` features by maximising the variational bound.
 
@@ -86,6 +102,10 @@ def select_vmi(
         Also record the best ``report_candidates`` (feature, bound) pairs per step.
     on_step : callable, optional
         Called with the running :class:`Selection` after every selected feature.
+    resume : Selection, optional
+        A selection saved after a completed step of the same run (same data and
+        parameters); the loop continues after its last step and ends with the same
+        result as an uninterrupted run.
 
     Returns
     -------
@@ -108,11 +128,18 @@ def select_vmi(
 
     chosen = np.zeros(num_cols, dtype=bool)
     block: list[int] = []
+    tables: dict[int, np.ndarray] = {}
     bound = 0.0
     block_index = 0
-    pending_reset = False
-    pending_add: int | None = None
-    pending_table: np.ndarray | None = None
+    if resume is not None:
+        _restore(result, resume)
+        chosen[result.selected] = True
+        if result.selected:
+            block_index = result.blocks[-1]
+            block = [f for f, b in zip(result.selected, result.blocks) if b == block_index]
+            bound = result.scores[-1]
+            if method == PAIRWISE:
+                tables = _pair_tables(backend, block)
     t_step = time.perf_counter()
 
     while len(result.selected) < num_features:
@@ -124,18 +151,18 @@ def select_vmi(
             gains = np.where(candidates, mi, -np.inf)
         else:
             ops = StepOps(method=method, prior=prior, cond=cond, candidates=candidates,
-                          reset=pending_reset, add=pending_add, pair_log_table=pending_table)
+                          block=tuple(block), pair_log_tables=tables,
+                          label=f"{method} step {len(result.selected) + 1}/{num_features}")
             sums = backend.run(ops).astype(np.float64) / SCALE
-            pending_reset, pending_add, pending_table = False, None, None
             gains = np.where(candidates, sums / n_rows, -np.inf)
         best = int(np.argmax(gains))  # first maximum: ties go to the lowest index
         gain = float(gains[best])
         if block and not gain > restart_tolerance:
             block = []
+            tables = {}
             bound = 0.0
             block_index += 1
             result.restarts += 1
-            pending_reset, pending_add, pending_table = True, None, None
             continue
         if not block and not gain > 0.0:
             result.stopped_early = (
@@ -148,13 +175,10 @@ def select_vmi(
             result.candidates.append(top_candidates(bound + gains if block else gains,
                                                     report_candidates))
         bound = gain if not block else bound + gain
-        if not block:
-            pending_reset = True
         block.append(best)
         chosen[best] = True
-        pending_add = best
         if method == PAIRWISE:
-            pending_table = safe_log(pair_conditional(backend.pair_counts(best)))
+            tables[best] = safe_log(pair_conditional(backend.pair_counts(best)))
         result.selected.append(best)
         result.scores.append(bound)
         result.gains.append(gain)

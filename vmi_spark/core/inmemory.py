@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .bound import MAX_BLOCK_ROWS, BlockState, StepOps, feature_counts, pair_counts, run_block
+from .bound import (MAX_BLOCK_ROWS, PAIRWISE, BlockState, StepOps, feature_counts, pair_counts,
+                    run_block)
 
 
 class InMemoryBackend:
@@ -34,11 +35,12 @@ class InMemoryBackend:
         return sum(pair_counts(c, y, f, self.arity, self.num_classes) for c, y in self.blocks)
 
     def run(self, ops: StepOps) -> np.ndarray:
-        if self.states is None:
-            self.states = [BlockState.initial(ops.prior, c.shape[1], c.shape[0], self.method)
+        if ops.method == PAIRWISE and self.states is None:
+            self.states = [BlockState.initial(ops.prior, c.shape[1], c.shape[0])
                            for c, _ in self.blocks]
+        states = self.states if ops.method == PAIRWISE else [None] * len(self.blocks)
         total = np.zeros(self.blocks[0][0].shape[0], dtype=np.int64)
-        for (c, y), state in zip(self.blocks, self.states):
+        for (c, y), state in zip(self.blocks, states):
             total += run_block(c, y, state, ops)
         return total
 

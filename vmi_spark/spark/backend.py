@@ -1,24 +1,61 @@
 """The Spark backend of the greedy loop: cached blocks, one pass per step.
 
 Count tables are aggregated over the cached blocks (each block emits its integer
-counts; the driver adds them), and each greedy step is one ``mapInArrow`` pass
-that folds the feature chosen last into every block's per-row state, sums each
-candidate's log-ratio contributions, and emits the new state together with the
-block's partial sums. The driver adds the partial sums exactly (fixed-point
-integers), so the result is the same for every partitioning. The tables travel
-inside the pass's function, which Spark ships to the executors once per pass.
+counts; the driver adds them). A greedy step is one ``mapInArrow`` pass whose
+blocks emit the exact fixed-point partial sums of every candidate; the driver adds
+them, so the result is the same for every partitioning.
+
+* ``vmi_naive`` passes are stateless: each block rebuilds the posterior of its rows
+  from the features of the current selection block (m gathers per row, m << D) and
+  emits only its (D,) partial sums. Nothing is persisted per step, the lineage of a
+  step is the cached blocks, and a lost executor costs only a recomputation of its
+  blocks.
+* ``vmi_pairwise`` keeps per-row state (D x L running log sums), held in a persisted
+  DataFrame that each pass maps into the next one. The lineage is cut with a local
+  checkpoint every :data:`CHECKPOINT_EVERY` passes, and if a pass fails because
+  state blocks were lost (an executor died), the state is rebuilt from the cached
+  blocks and the tables the driver keeps, and the pass is retried.
+
+The tables travel inside the pass's function, which Spark ships once per pass.
 """
 
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
-from ..core.bound import BlockState, StepOps, feature_counts, pair_counts, pair_counts_many, run_block
+from ..core.bound import (PAIRWISE, BlockState, StepOps, feature_counts, naive_partials,
+                          pair_counts, pair_counts_many, pairwise_partials)
 
-STATE_SCHEMA = "block_id long, n int, codes binary, y binary, post binary, pair binary, partial binary"
+log = logging.getLogger("vmi_spark")
+
+STATE_SCHEMA = ("block_id long, n int, codes binary, y binary, post binary, pair binary, "
+                "held binary, partial binary")
+#: passes of the pairwise state chain between two local checkpoints (bounds the lineage)
+CHECKPOINT_EVERY = 8
+
+
+def binary_values(arr: pa.Array) -> list[memoryview]:
+    """Zero-copy views of the values of an Arrow binary array."""
+    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int32)[arr.offset:arr.offset + len(arr) + 1]
+    data = memoryview(bufs[2]) if bufs[2] is not None else memoryview(b"")
+    return [data[offsets[k]:offsets[k + 1]] for k in range(len(arr))]
+
+
+def _blocks(rb: pa.RecordBatch, num_features: int):
+    """(n, codes (D, n) uint8, y (n,) intp) of every block row of a record batch."""
+    ns = rb.column("n").to_pylist()
+    codes = binary_values(rb.column("codes"))
+    ys = binary_values(rb.column("y"))
+    for k, n in enumerate(ns):
+        yield (k, n, np.frombuffer(codes[k], dtype=np.uint8).reshape(num_features, n),
+               np.frombuffer(ys[k], dtype=np.uint16).astype(np.intp))
 
 
 def _exact_sum(partials: list[bytes], num_features: int) -> np.ndarray:
@@ -32,13 +69,8 @@ def _exact_sum(partials: list[bytes], num_features: int) -> np.ndarray:
 def _count_fn(num_features: int, arity: int, num_classes: int, pair_with):
     def fn(batches):
         for rb in batches:
-            ns = rb.column("n").to_pylist()
-            codes_col = rb.column("codes")
-            y_col = rb.column("y")
             outs = []
-            for k, n in enumerate(ns):
-                codes = np.frombuffer(codes_col[k].as_py(), dtype=np.uint8).reshape(num_features, n)
-                y = np.frombuffer(y_col[k].as_py(), dtype=np.uint16)
+            for _, _, codes, y in _blocks(rb, num_features):
                 if pair_with is None:
                     c = feature_counts(codes, y, arity, num_classes)
                 elif isinstance(pair_with, list):
@@ -50,36 +82,52 @@ def _count_fn(num_features: int, arity: int, num_classes: int, pair_with):
     return fn
 
 
-def _step_fn(ops: StepOps, num_features: int, num_classes: int, method: str):
+def _naive_fn(ops: StepOps, num_features: int):
     def fn(batches):
         for rb in batches:
-            cols = {name: rb.column(name) for name in rb.schema.names}
-            has_state = "post" in cols
-            posts, pairs, partials = [], [], []
-            for k, n in enumerate(cols["n"].to_pylist()):
-                codes = np.frombuffer(cols["codes"][k].as_py(), dtype=np.uint8).reshape(num_features, n)
-                y = np.frombuffer(cols["y"][k].as_py(), dtype=np.uint16).astype(np.intp)
+            outs = [naive_partials(codes, y, ops).tobytes()
+                    for _, _, codes, y in _blocks(rb, num_features)]
+            yield pa.RecordBatch.from_pydict({"partial": pa.array(outs, pa.binary())})
+    return fn
+
+
+def _pairwise_fn(ops: StepOps, num_features: int, num_classes: int):
+    def fn(batches):
+        for rb in batches:
+            has_state = "post" in rb.schema.names
+            if has_state:
+                posts_in = binary_values(rb.column("post"))
+                pairs_in = binary_values(rb.column("pair"))
+                held_in = binary_values(rb.column("held"))
+            posts, pairs, helds, partials = [], [], [], []
+            for k, n, codes, y in _blocks(rb, num_features):
                 if has_state:
-                    post = np.frombuffer(cols["post"][k].as_py(), dtype=np.float64).reshape(n, num_classes).copy()
-                    raw = cols["pair"][k].as_py()
-                    pair = (np.frombuffer(raw, dtype=np.float64).reshape(num_features, n, num_classes).copy()
-                            if raw else None)
-                    m = int(np.frombuffer(cols["partial"][k].as_py()[-8:], dtype=np.int64)[0])
-                    state = BlockState(post, pair, m)
+                    post = np.frombuffer(posts_in[k], dtype=np.float64).reshape(n, num_classes).copy()
+                    pair = np.frombuffer(pairs_in[k], dtype=np.float64).reshape(
+                        num_features, n, num_classes).copy()
+                    held = tuple(int(f) for f in np.frombuffer(held_in[k], dtype=np.int64))
+                    state = BlockState(post, pair, held)
                 else:
-                    state = BlockState.initial(ops.prior, n, num_features, method)
-                part = run_block(codes, y, state, ops)
+                    state = BlockState.initial(ops.prior, n, num_features)
+                partials.append(pairwise_partials(codes, y, state, ops).tobytes())
                 posts.append(state.posterior.tobytes())
-                pairs.append(state.pair_log.tobytes() if state.pair_log is not None else b"")
-                # the partial sums, then the block size of the state as a trailer
-                tail = np.array([state.block_size], dtype=np.int64).tobytes()
-                partials.append((part if part is not None else np.zeros(0, np.int64)).tobytes() + tail)
+                pairs.append(state.pair_log.tobytes())
+                helds.append(np.asarray(state.block, dtype=np.int64).tobytes())
             yield pa.RecordBatch.from_pydict({
-                "block_id": cols["block_id"], "n": cols["n"], "codes": cols["codes"], "y": cols["y"],
+                "block_id": rb.column("block_id"), "n": rb.column("n"),
+                "codes": rb.column("codes"), "y": rb.column("y"),
                 "post": pa.array(posts, pa.binary()), "pair": pa.array(pairs, pa.binary()),
-                "partial": pa.array(partials, pa.binary()),
+                "held": pa.array(helds, pa.binary()), "partial": pa.array(partials, pa.binary()),
             })
     return fn
+
+
+def _set_description(df: DataFrame, text: str) -> None:
+    """Name the next Spark jobs (the Spark UI shows it); a no-op under Spark Connect."""
+    try:
+        df.sparkSession.sparkContext.setJobDescription(text or None)
+    except Exception:  # Spark Connect has no SparkContext
+        pass
 
 
 class SparkBackend:
@@ -95,7 +143,10 @@ class SparkBackend:
         self.method = method
         self.storage_level = storage_level
         self.state: DataFrame | None = None
-        self.describe = describe or (lambda text: None)
+        self.state_block: tuple[int, ...] = ()
+        self.chain = 0
+        self._feature_counts: np.ndarray | None = None
+        self.describe = describe or (lambda text: _set_description(blocks, text))
 
     def _counts(self, pair_with) -> np.ndarray:
         shape: tuple[int, ...] = (self.num_features, self.arity, self.num_classes)
@@ -111,7 +162,9 @@ class SparkBackend:
         return total.reshape(shape)
 
     def feature_counts(self) -> np.ndarray:
-        return self._counts(None)
+        if self._feature_counts is None:
+            self._feature_counts = self._counts(None)
+        return self._feature_counts.copy()
 
     def pair_counts(self, f: int) -> np.ndarray:
         return self._counts(f)
@@ -121,17 +174,61 @@ class SparkBackend:
         return self._counts([int(f) for f in fs])
 
     def run(self, ops: StepOps) -> np.ndarray:
-        source = self.state if self.state is not None else self.blocks
-        fn = _step_fn(ops, self.num_features, self.num_classes, self.method)
-        new_state = source.mapInArrow(fn, STATE_SCHEMA).persist(self.storage_level)
-        rows = new_state.select("partial").collect()
-        partials = [r[0][:-8] for r in rows]
-        if self.state is not None:
-            self.state.unpersist()
-        self.state = new_state
+        self.describe(ops.label)
+        try:
+            if ops.method == PAIRWISE:
+                return self._run_pairwise(ops)
+            fn = _naive_fn(ops, self.num_features)
+            rows = self.blocks.mapInArrow(fn, "partial binary").collect()
+            return _exact_sum([r[0] for r in rows], self.num_features)
+        finally:
+            self.describe("")
+
+    def _pairwise_pass(self, ops: StepOps, source: DataFrame, held: tuple[int, ...]):
+        # ship only the tables of the features the state still has to fold in
+        need = ops.block[len(held):]
+        shipped = StepOps(ops.method, ops.prior, ops.cond, ops.candidates, ops.block,
+                          {f: ops.pair_log_tables[f] for f in need}, ops.label)
+        fn = _pairwise_fn(shipped, self.num_features, self.num_classes)
+        new_state = source.mapInArrow(fn, STATE_SCHEMA)
+        if self.chain + 1 >= CHECKPOINT_EVERY:
+            new_state = new_state.localCheckpoint(eager=True)
+            chain = 0
+        else:
+            new_state = new_state.persist(self.storage_level)
+            chain = self.chain + 1
+        try:
+            rows = new_state.select("partial").collect()
+        except BaseException:
+            new_state.unpersist()
+            raise
+        return new_state, chain, [r[0] for r in rows]
+
+    def _run_pairwise(self, ops: StepOps) -> np.ndarray:
+        held = self.state_block
+        resume = self.state is not None and ops.block[:len(held)] == held
+        try:
+            if resume:
+                new_state, chain, partials = self._pairwise_pass(ops, self.state, held)
+            else:
+                self.chain = 0
+                new_state, chain, partials = self._pairwise_pass(ops, self.blocks, ())
+        except Exception as exc:  # lost state blocks: rebuild from the cached codes, retry once
+            if not resume:
+                raise
+            log.warning("pairwise state lost (%s); rebuilding it from the cached blocks",
+                        str(exc).splitlines()[0][:200])
+            self.chain = 0
+            new_state, chain, partials = self._pairwise_pass(ops, self.blocks, ())
+        self._drop_state()
+        self.state, self.state_block, self.chain = new_state, tuple(ops.block), chain
         return _exact_sum(partials, self.num_features)
 
-    def close(self) -> None:
+    def _drop_state(self) -> None:
         if self.state is not None:
             self.state.unpersist()
             self.state = None
+            self.state_block = ()
+
+    def close(self) -> None:
+        self._drop_state()

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from ..core.bound import MAX_BLOCK_ROWS, METHODS, PAIRWISE
 from ..core.criteria import CLASSIC_METHODS, select_classic
 from ..core.greedy import Selection, select_vmi
+from ..checkpoint import Checkpoint, fingerprint
 from ..errors import InputError
 from .backend import SparkBackend
 from .encode import encode_blocks
@@ -100,14 +101,29 @@ def _attribute_names(meta: dict) -> list[str] | None:
     return names
 
 
+def _saving(ckpt: Checkpoint, on_step: Callable[[Selection], None] | None):
+    """An ``on_step`` that saves the checkpoint first, then calls ``on_step``."""
+    def save_then_call(sel: Selection) -> None:
+        ckpt.save(sel)
+        if on_step is not None:
+            on_step(sel)
+    return save_then_call
+
+
 def run_selection(df: DataFrame, label: str, *, features: list[str] | None = None,
                   features_col: str | None = None, method: str = "vmi_naive",
                   num_features: int = 50, restart_tolerance: float = 0.0, num_bins: int = 10,
                   max_categories: int = 32, max_classes: int = 1000,
                   handle_invalid: str = "keep", report_candidates: int = 0,
                   on_step: Callable[[Selection], None] | None = None,
-                  storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK) -> SelectionRun:
-    """Select features of ``df`` for ``label`` on Spark (see :class:`vmi_spark.VMISelector`)."""
+                  storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
+                  checkpoint_dir: str | None = None) -> SelectionRun:
+    """Select features of ``df`` for ``label`` on Spark (see :class:`vmi_spark.VMISelector`).
+
+    With ``checkpoint_dir`` the state of the selection is saved there after every
+    completed step (:mod:`vmi_spark.checkpoint`), and a run that finds a checkpoint of
+    the same input and parameters continues after its last step.
+    """
     t0 = time.perf_counter()
     if method not in ALL_METHODS:
         raise InputError(f"unknown method '{method}' (choose from {', '.join(ALL_METHODS)})")
@@ -140,20 +156,33 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         block_rows = max(256, min(MAX_BLOCK_ROWS, _PAIR_BLOCK_BYTES // (8 * d * num_classes)))
     blocks = encode_blocks(typed, plan, block_rows).persist(storage_level)
     backend = SparkBackend(blocks, d, plan.arity, num_classes, method, storage_level)
+    params = {"method": method, "num_features": num_features, "restart_tolerance": restart_tolerance,
+              "num_bins": num_bins, "max_categories": max_categories, "max_classes": max_classes,
+              "handle_invalid": handle_invalid}
     t_prep = time.perf_counter() - t0
     try:
+        resume = None
+        if checkpoint_dir is not None:
+            ckpt = Checkpoint(checkpoint_dir, fingerprint(
+                plan.to_json(), backend.feature_counts(),
+                {**params, "report_candidates": report_candidates}))
+            resume = ckpt.load()
+            if resume is not None:
+                if len(resume.selected) > k:
+                    raise InputError(f"the checkpoint in {checkpoint_dir} has more steps than "
+                                     "this run selects")
+                notes.append(f"resumed from the checkpoint after step {len(resume.selected)}")
+            on_step = _saving(ckpt, on_step)
         if method in METHODS:
             selection = select_vmi(backend, method, k, restart_tolerance,
-                                   report_candidates=report_candidates, on_step=on_step)
+                                   report_candidates=report_candidates, on_step=on_step,
+                                   resume=resume)
         else:
             selection = select_classic(backend, method, k, report_candidates=report_candidates,
-                                       on_step=on_step)
+                                       on_step=on_step, resume=resume)
     finally:
         backend.close()
         blocks.unpersist()
     if selection.stopped_early:
         notes.append(f"stopped early: {selection.stopped_early}")
-    params = {"method": method, "num_features": num_features, "restart_tolerance": restart_tolerance,
-              "num_bins": num_bins, "max_categories": max_categories, "max_classes": max_classes,
-              "handle_invalid": handle_invalid}
     return SelectionRun(plan, selection, params, time.perf_counter() - t0, t_prep, notes)
