@@ -22,6 +22,8 @@ from .plan import EncodingPlan, build_plan, prepare_frame, quote, resolve_column
 
 #: every selection method: the two VMI Q-distributions and the paper's comparison criteria
 ALL_METHODS = (*METHODS, *CLASSIC_METHODS)
+#: smallest block (rows) when the rows are spread over the task slots
+MIN_BLOCK_ROWS = 4096
 #: bytes of per-row pairwise state a block may hold
 _PAIR_BLOCK_BYTES = 32 << 20
 
@@ -101,6 +103,17 @@ def _attribute_names(meta: dict) -> list[str] | None:
     return names
 
 
+def parallelism(spark) -> int:
+    """Task slots of the session (``defaultParallelism``; its conf under Spark Connect)."""
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # Spark Connect: no SparkContext
+        try:
+            return max(1, int(spark.conf.get("spark.default.parallelism", "2")))
+        except Exception:
+            return 2
+
+
 def _saving(ckpt: Checkpoint, on_step: Callable[[Selection], None] | None):
     """An ``on_step`` that saves the checkpoint first, then calls ``on_step``."""
     def save_then_call(sel: Selection) -> None:
@@ -151,10 +164,15 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         warnings.warn(n, UserWarning, stacklevel=2)
 
     d, num_classes = len(features), len(plan.classes)
-    block_rows = MAX_BLOCK_ROWS
+    slots = parallelism(df.sparkSession)
+    # about four blocks per task slot, so that every core has work in every pass
+    block_rows = min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, -(-plan.num_rows // (4 * slots))))
     if method == PAIRWISE:
-        block_rows = max(256, min(MAX_BLOCK_ROWS, _PAIR_BLOCK_BYTES // (8 * d * num_classes)))
-    blocks = encode_blocks(typed, plan, block_rows).persist(storage_level)
+        block_rows = max(256, min(block_rows, _PAIR_BLOCK_BYTES // (8 * d * num_classes)))
+    # one shuffle of the one-byte blocks spreads them evenly over the slots (by range of
+    # block id, so a partition's blocks stay together), whatever the input's partitioning
+    blocks = (encode_blocks(typed, plan, block_rows)
+              .repartitionByRange(slots, "block_id").persist(storage_level))
     backend = SparkBackend(blocks, d, plan.arity, num_classes, method, storage_level)
     params = {"method": method, "num_features": num_features, "restart_tolerance": restart_tolerance,
               "num_bins": num_bins, "max_categories": max_categories, "max_classes": max_classes,
