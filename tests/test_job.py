@@ -153,3 +153,34 @@ def test_spark_submit_end_to_end(table, tmp_path):
     assert bad.returncode == 2
     assert "label column 'nolabel' not found" in bad.stdout + bad.stderr
     assert "Traceback" not in bad.stdout + bad.stderr
+
+
+def _step_fields(line: str) -> dict[str, str]:
+    msg = line.split(" vmi_spark: ", 1)[1]
+    head, rest = msg.split(" ", 2)[1], msg.split(" ", 2)[2]
+    return {"step": head, **dict(f.split("=", 1) for f in rest.split())}
+
+
+def test_progress_lines_quiet_and_verbose(spark, table, capsys, tmp_path):
+    base, _ = table
+    args = ["--input", str(base / "t.parquet"), "--label", "y", "--num-features", "4",
+            "--features", "c0,c1,c2,c3,c4,c5,name,cont"]
+    rc, cap = _run(spark, capsys, *args, "--output", str(tmp_path / "a"))
+    assert rc == 0
+    rep = json.loads((tmp_path / "a" / "selection.json").read_text())
+    steps = [ln for ln in cap.err.splitlines() if " INFO vmi_spark: step " in ln]
+    assert len(steps) == len(rep["selected"]) == 4
+    for j, line in enumerate(steps):
+        f = _step_fields(line)
+        assert f["step"] == f"{j + 1}/4"
+        assert f["feature"] == rep["selected"][j]
+        assert f["bound"] == f"{rep['scores'][j]:.4f}" and f["gain"] == f"{rep['gains'][j]:.4f}"
+        assert int(f["block"]) == rep["blocks"][j]
+        assert f["elapsed"].endswith("s") and f["eta"].endswith("s")
+    assert "DEBUG" not in cap.err
+    rc, cap = _run(spark, capsys, *args, "--output", str(tmp_path / "b"), "--quiet")
+    assert rc == 0 and "step " not in cap.err and "INFO" not in cap.err
+    rc, cap = _run(spark, capsys, *args, "--output", str(tmp_path / "c"), "--verbose")
+    assert rc == 0
+    assert len([ln for ln in cap.err.splitlines() if " INFO vmi_spark: step " in ln]) == 4
+    assert " DEBUG vmi_spark: " in cap.err

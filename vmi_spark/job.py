@@ -14,6 +14,7 @@ import shutil
 import sys
 import tempfile
 import time
+import uuid
 import warnings
 from typing import Any, Sequence
 
@@ -21,7 +22,6 @@ from .errors import InputError
 
 log = logging.getLogger("vmi_spark")
 
-FORMATS = ("parquet", "csv", "orc", "json")
 METHOD_CHOICES = ("vmi_naive", "vmi_pairwise", "mim", "mrmr", "jmi", "cmim", "cife", "spec_cmi")
 
 
@@ -38,14 +38,24 @@ def build_parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--input", help="input path (file or directory)")
     src.add_argument("--table", help="catalog table to read, e.g. db.t")
-    p.add_argument("--format", default="parquet", choices=FORMATS,
-                   help="input format (default parquet; csv is read with a header row)")
+    p.add_argument("--format", default=None, metavar="NAME",
+                   help="input format: any data source name Spark can read, e.g. parquet, csv, "
+                        "orc, json, delta, iceberg (default parquet; csv is read with a header "
+                        "row and inferred types)")
     p.add_argument("--label", help="label column")
     p.add_argument("--features", help="comma-separated feature columns (default: all but the label)")
     p.add_argument("--method", default="vmi_naive", choices=METHOD_CHOICES)
     p.add_argument("--num-features", type=int, default=None, help="K, features to select")
     p.add_argument("--output", help="output directory for selection.json")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing output directory, --write-selected directory or "
+                        "--output-table")
+    p.add_argument("--write-selected", metavar="DIR",
+                   help="also write the input with only the selected columns and the label, in "
+                        "the input's format and partitioning")
+    p.add_argument("--output-table", metavar="NAME",
+                   help="also write the input with only the selected columns and the label to "
+                        "this catalog table (saveAsTable), in the input's format and partitioning")
     p.add_argument("--restart-tolerance", type=float, default=0.0,
                    help="restart a block when the best gain is <= this (default 0.0; "
                         "the authors' program uses 0.01)")
@@ -53,10 +63,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-categories", type=int, default=32)
     p.add_argument("--max-classes", type=int, default=1000)
     p.add_argument("--handle-invalid", default="keep", choices=("keep", "skip", "error"))
+    p.add_argument("--estimator", default="histogram", choices=("histogram", "kde"),
+                   help="p(x_i | y) of continuous columns: equal-frequency bins, or a binned "
+                        "Gaussian KDE (vmi_naive only)")
     p.add_argument("--report-candidates", type=int, default=0,
                    help="also report the best N candidates and their scores at each step")
+    p.add_argument("--checkpoint-dir", metavar="DIR",
+                   help="save the selection state after every step in DIR (driver file "
+                        "system); rerunning the same command resumes after the last saved step")
     p.add_argument("--demo-rows", type=int, default=5000, help="rows of the demo data")
-    p.add_argument("--quiet", action="store_true", help="only errors")
+    p.add_argument("--remote", metavar="URL",
+                   help="run through Spark Connect: sc://host:port for a Connect server, or "
+                        "local[N] to start one in this process (needs pyspark[connect]; "
+                        "default: a classic session, master from spark-submit)")
+    p.add_argument("--quiet", action="store_true", help="warnings and errors only (no progress)")
     p.add_argument("--verbose", action="store_true", help="debug logging and full tracebacks")
     return p
 
@@ -100,11 +120,14 @@ def read_input(spark, args: argparse.Namespace):
     """Read ``--input``/``--table`` with Spark; bad paths become :class:`InputError`."""
     try:
         if args.table:
-            return spark.read.table(args.table)
+            df = spark.read.table(args.table)
+            df.schema  # noqa: B018 - a missing table fails here also under Spark Connect
+            return df
         if not args.input:
             raise InputError("--input or --table is required (or give no arguments for the demo)")
-        reader = spark.read.format(args.format)
-        if args.format == "csv":
+        fmt = args.format or "parquet"
+        reader = spark.read.format(fmt)
+        if fmt == "csv":
             reader = reader.option("header", "true").option("inferSchema", "true")
         df = reader.load(args.input)
         df.schema  # noqa: B018 - force schema resolution (missing path, unreadable file)
@@ -112,6 +135,9 @@ def read_input(spark, args: argparse.Namespace):
     except Exception as exc:
         if not _is_spark_error(exc):
             raise
+        if "DATA_SOURCE_NOT_FOUND" in str(exc):
+            raise InputError(f"unknown format '{args.format}': Spark has no data source of that "
+                             "name (is its package on the classpath?)") from exc
         raise InputError(f"cannot read input '{args.input or args.table}': {_first_line(exc)}") from exc
 
 
@@ -139,23 +165,139 @@ def _is_spark_error(exc: BaseException) -> bool:
 
 
 def _quiet_jvm_logs(spark, verbose: bool) -> None:
-    """Keep the console to this job's own lines unless --verbose (classic mode only)."""
+    """Keep the console to this job's own lines unless --verbose (classic mode, or a
+    Connect server in this process; a remote Connect server owns its logs)."""
+    from .spark.session import set_log_level
+
+    set_log_level(spark, "INFO" if verbose else "FATAL")
+
+
+def _log_step(total: int, names: list[str] | None = None):
+    """One INFO line per step: ``step 7/50 feature=x12 bound=0.4312 gain=0.0123 block=0 ...``."""
+    from .ml import StepLogger
+
+    return StepLogger(min(total, len(names)) if names else total, names, log)
+
+
+class _Files:
+    """Directory operations on a Spark path: the Hadoop file system of the session (local,
+    HDFS, S3, ...) in classic mode, the local file system under Spark Connect."""
+
+    def __init__(self, spark) -> None:
+        try:
+            sc = spark.sparkContext
+            self._jvm, self._conf = sc._jvm, sc._jsc.hadoopConfiguration()
+        except Exception:  # noqa: BLE001 - Spark Connect: no JVM here; paths are local
+            self._jvm = self._conf = None
+
+    def _fs(self, path: str):
+        p = self._jvm.org.apache.hadoop.fs.Path(path)
+        return p, p.getFileSystem(self._conf)
+
+    def state(self, path: str) -> str:
+        """``missing``, ``empty`` (an empty directory), ``dir`` or ``file``."""
+        if self._jvm is None:
+            if not os.path.exists(path):
+                return "missing"
+            return ("dir" if os.listdir(path) else "empty") if os.path.isdir(path) else "file"
+        p, fs = self._fs(path)
+        if not fs.exists(p):
+            return "missing"
+        if not fs.getFileStatus(p).isDirectory():
+            return "file"
+        return "dir" if len(fs.listStatus(p)) else "empty"
+
+    def temp_sibling(self, path: str) -> str:
+        name = f".vmi-tmp-{uuid.uuid4().hex[:12]}"
+        if self._jvm is None:
+            return os.path.join(os.path.dirname(os.path.abspath(path)), name)
+        p, _ = self._fs(path)
+        parent = p.getParent()
+        return str(self._jvm.org.apache.hadoop.fs.Path(parent, name)) if parent is not None \
+            else name
+
+    def delete(self, path: str) -> None:
+        if self._jvm is None:
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            p, fs = self._fs(path)
+            fs.delete(p, True)
+
+    def replace(self, src: str, dst: str) -> None:
+        """Move ``src`` to ``dst``, removing an existing ``dst`` first."""
+        if self.state(dst) != "missing":
+            self.delete(dst)
+        if self._jvm is None:
+            os.replace(src, dst)
+            return
+        s, fs = self._fs(src)
+        d, _ = self._fs(dst)
+        if not fs.rename(s, d):
+            raise OSError(f"cannot move '{src}' to '{dst}'")
+
+
+def _check_selected_dir(files: _Files, path: str, overwrite: bool) -> None:
+    state = files.state(path)
+    if state == "file":
+        raise InputError(f"--write-selected '{path}' exists and is not a directory")
+    if state == "dir" and not overwrite:
+        raise InputError(f"--write-selected directory '{path}' exists and is not empty "
+                         "(use --overwrite to replace it)")
+
+
+def _check_output_table(spark, args: argparse.Namespace) -> None:
+    name = args.output_table
+    if args.table and name.strip().lower() == args.table.strip().lower():
+        raise InputError(f"--output-table '{name}' is the input table; Spark cannot overwrite "
+                         "a table it is reading (write to another table)")
+    if spark.catalog.tableExists(name) and not args.overwrite:
+        raise InputError(f"table '{name}' already exists (use --overwrite to replace it)")
+
+
+def _table_layout(spark, name: str) -> tuple[str | None, list[str]]:
+    """(provider, partition columns) of a catalog table."""
+    parts = [c.name for c in spark.catalog.listColumns(name) if c.isPartition]
+    provider = None
     try:
-        spark.sparkContext.setLogLevel("INFO" if verbose else "FATAL")
-    except Exception:  # Spark Connect has no SparkContext; the server owns its logs
-        pass
+        for row in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect():
+            if (row[0] or "").strip() == "Provider":
+                provider = (row[1] or "").strip().lower() or None
+    except Exception as exc:  # noqa: BLE001 - no DESCRIBE ... EXTENDED: use --format
+        log.debug("cannot describe table %s: %s", name, exc)
+    return provider, parts
 
 
-def _log_step(total: int):
-    def on_step(sel) -> None:
-        k = len(sel.selected)
-        f = sel.selected[-1]
-        elapsed = sum(sel.step_seconds)
-        eta = elapsed / k * (total - k)
-        log.info("step %d/%d: feature %d, bound %.6f, gain %.6f, block %d (%.2fs, elapsed %.1fs, eta %.1fs)",
-                 k, total, f, sel.scores[-1], sel.gains[-1], sel.blocks[-1], sel.step_seconds[-1],
-                 elapsed, eta)
-    return on_step
+def _path_partitions(df) -> list[str]:
+    """Partition columns Spark discovered from Hive-style ``k=v`` directories of the input."""
+    from urllib.parse import unquote
+
+    files = df.inputFiles()
+    if not files:
+        return []
+    keys: list[str] = []
+    for segment in reversed(files[0].rstrip("/").split("/")[:-1]):
+        if "=" not in segment:
+            break
+        keys.insert(0, unquote(segment.split("=", 1)[0]))
+    columns = {c.lower(): c for c in df.columns}
+    return [columns[k.lower()] for k in keys if k.lower() in columns]
+
+
+def _pruned(df, report: dict[str, Any], parts: list[str]):
+    """The input with only the selected columns, the label and the partition columns."""
+    from pyspark.sql import functions as F
+
+    from .spark.plan import quote
+
+    keep = {*report["selected"], report["label"], *parts}
+    return df.select(*[F.col(quote(c)) for c in df.columns if c in keep])
+
+
+def _writer(df, fmt: str, parts: list[str]):
+    w = df.write.format(fmt)
+    if fmt == "csv":
+        w = w.option("header", "true")
+    return w.partitionBy(*parts) if parts else w
 
 
 def run(args: argparse.Namespace, spark) -> dict[str, Any]:
@@ -164,7 +306,7 @@ def run(args: argparse.Namespace, spark) -> dict[str, Any]:
     from .synthetic import tree_model
 
     demo = not (args.input or args.table)
-    if demo and (args.label or args.output):
+    if demo and (args.label or args.output or args.write_selected or args.output_table):
         raise InputError("--input or --table is required")
     if demo:
         df = spark.createDataFrame(tree_model(args.demo_rows, seed=0))
@@ -175,29 +317,78 @@ def run(args: argparse.Namespace, spark) -> dict[str, Any]:
         if not args.output:
             raise InputError("--output is required")
         _check_output(args.output, args.overwrite)
+        files = _Files(spark)
+        if args.write_selected:
+            _check_selected_dir(files, args.write_selected, args.overwrite)
+        if args.output_table:
+            _check_output_table(spark, args)
         df = read_input(spark, args)
         label, k = args.label, args.num_features if args.num_features is not None else 50
     features = [c.strip() for c in args.features.split(",")] if args.features else None
     if features is not None and any(not c for c in features):
         raise InputError("--features has an empty column name")
+    names = features if features is not None else [c for c in df.columns if c != label]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = run_selection(df, label, features=features, method=args.method, num_features=k,
                                restart_tolerance=args.restart_tolerance, num_bins=args.num_bins,
                                max_categories=args.max_categories, max_classes=args.max_classes,
-                               handle_invalid=args.handle_invalid,
-                               report_candidates=args.report_candidates, on_step=_log_step(k))
+                               handle_invalid=args.handle_invalid, estimator=args.estimator,
+                               report_candidates=args.report_candidates, on_step=_log_step(k, names),
+                               checkpoint_dir=args.checkpoint_dir)
     for w in caught:
         log.warning("%s", w.message)
     report = result.report()
     report["input"] = "demo: synthetic tree model" if demo else (args.input or args.table)
-    report["format"] = None if demo else args.format
+    report["format"] = None if demo else (args.format or (None if args.table else "parquet"))
     if demo:
         print_summary(report)
+    elif args.write_selected or args.output_table:
+        _write_outputs(spark, files, df, args, report)
     else:
         write_report(args.output, report, args.overwrite)
         log.info("wrote %s", os.path.join(args.output, "selection.json"))
     return report
+
+
+def _write_outputs(spark, files: _Files, df, args: argparse.Namespace,
+                   report: dict[str, Any]) -> None:
+    """Write the pruned input (--write-selected, --output-table) and the report.
+
+    The pruned files go to a temporary sibling of the target first; the table is
+    written next, then the report, and the files are moved into place last, so a
+    failure leaves no pruned output behind.
+    """
+    if args.table:
+        provider, parts = _table_layout(spark, args.table)
+        fmt = provider if provider not in (None, "hive") else (args.format or "parquet")
+    else:
+        fmt, parts = args.format or "parquet", _path_partitions(df)
+    pruned = _pruned(df, report, parts)
+    report["pruned"] = {"columns": pruned.columns, "format": fmt, "partition_by": parts,
+                        "path": args.write_selected, "table": args.output_table}
+    staged = files.temp_sibling(args.write_selected) if args.write_selected else None
+    try:
+        if staged is not None:
+            _writer(pruned, fmt, parts).mode("error").save(staged)  # "errorifexists": not under Connect
+        if args.output_table:
+            _writer(pruned, fmt, parts).mode("overwrite" if args.overwrite else "error") \
+                .saveAsTable(args.output_table)
+            log.info("wrote table %s (%s)", args.output_table, ", ".join(pruned.columns))
+        write_report(args.output, report, args.overwrite)
+        log.info("wrote %s", os.path.join(args.output, "selection.json"))
+        if staged is not None:
+            _check_selected_dir(files, args.write_selected, args.overwrite)
+            files.replace(staged, args.write_selected)
+            staged = None
+            log.info("wrote %s (%s)", args.write_selected, ", ".join(pruned.columns))
+    except Exception as exc:
+        if _is_spark_error(exc):
+            raise InputError(f"cannot write the pruned input: {_first_line(exc)}") from exc
+        raise
+    finally:
+        if staged is not None:
+            files.delete(staged)
 
 
 def print_summary(report: dict[str, Any]) -> None:
@@ -211,6 +402,21 @@ def print_summary(report: dict[str, Any]) -> None:
         print(f"stopped early: {report['stopped_early']}")
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to the current ``sys.stderr`` (not the one at creation; tests swap it)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
 def main(argv: Sequence[str] | None = None, spark=None) -> int:
     """Entry point; returns the exit status (0 ok, 2 bad input)."""
     verbose = argv is not None and "--verbose" in argv or argv is None and "--verbose" in sys.argv
@@ -220,18 +426,34 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
         print(f"select_features: error: {exc}", file=sys.stderr)
         return 2
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
-    if not log.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+    if not any(isinstance(h, _StderrHandler) for h in log.handlers):
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         log.addHandler(handler)
-        log.propagate = False
+    log.propagate = False  # our own handler prints; no duplicates through the root logger
     log.setLevel(level)
     t0 = time.perf_counter()
     try:
         if spark is None:
             from pyspark.sql import SparkSession
 
-            spark = SparkSession.builder.appName("vmi_spark select_features").getOrCreate()
+            if args.remote:
+                from .spark.session import check_reachable, is_local_remote, remote_session
+
+                if not (args.remote.startswith("sc://") or is_local_remote(args.remote)):
+                    raise InputError(f"--remote must be sc://host:port or local[N], "
+                                     f"got '{args.remote}'")
+                try:
+                    if args.remote.startswith("sc://"):
+                        check_reachable(args.remote)
+                    spark = remote_session(args.remote, "vmi_spark select_features")
+                except (ConnectionError, ValueError) as exc:
+                    raise InputError(str(exc)) from None
+                except ImportError as exc:
+                    raise InputError(f"--remote needs the Spark Connect client "
+                                     f"(pip install 'pyspark[connect]'): {exc}") from exc
+            else:
+                spark = SparkSession.builder.appName("vmi_spark select_features").getOrCreate()
             _quiet_jvm_logs(spark, args.verbose)
         run(args, spark)
     except InputError as exc:

@@ -9,7 +9,10 @@ save and load work, also under Spark Connect.
 
 from __future__ import annotations
 
+import logging
+import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from pyspark import keyword_only
@@ -25,8 +28,81 @@ from pyspark.sql import functions as F
 from .spark.plan import quote
 from .spark.select import ALL_METHODS as METHODS
 from .spark.select import run_selection
+from .spark.session import is_connect
 
 __all__ = ["VMISelector", "VMISelectorModel"]
+
+log = logging.getLogger("vmi_spark")
+
+
+def attribute_names(metadata: dict | None) -> dict[int, str]:
+    """Element index -> name from a vector column's ML attribute metadata (``ml_attr``)."""
+    attrs = (metadata or {}).get("ml_attr", {}).get("attrs", {})
+    return {int(a["idx"]): a["name"] for group in attrs.values() for a in group
+            if "idx" in a and a.get("name") is not None}
+
+
+def sliced_metadata(metadata: dict | None, indices: list[int],
+                    names: list[str] | None = None) -> dict[str, Any]:
+    """ML attribute metadata of the vector made of elements ``indices`` (in that order).
+
+    Each selected element keeps its attribute (type, name, values) from ``metadata``,
+    renumbered to its position in the output, as ``VectorSlicer`` does. An element
+    without an attribute becomes a numeric attribute named ``names[position]``.
+    """
+    by_idx: dict[int, tuple[str, dict[str, Any]]] = {}
+    for kind, group in (metadata or {}).get("ml_attr", {}).get("attrs", {}).items():
+        for a in group:
+            if "idx" in a:
+                by_idx[int(a["idx"])] = (kind, a)
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for pos, i in enumerate(indices):
+        kind, attr = by_idx.get(i, ("numeric", {}))
+        attr = {**attr, "idx": pos}
+        if attr.get("name") is None and names is not None and pos < len(names):
+            attr["name"] = names[pos]
+        groups.setdefault(kind, []).append(attr)
+    ml_attr: dict[str, Any] = {"num_attrs": len(indices)}
+    if groups:
+        ml_attr["attrs"] = groups
+    return {"ml_attr": ml_attr}
+
+
+class StepLogger:
+    """An ``on_step`` callback that logs one INFO line per greedy step to ``vmi_spark``.
+
+    ``step 7/50 feature=x12 bound=0.4312 gain=0.0123 block=0 elapsed=12.3s eta=75.1s``:
+    elapsed counts from the logger's creation (so it includes reading and encoding);
+    the ETA is the mean step time so far times the steps left. For the comparison
+    criteria the value is the criterion (``score=``) and there are no blocks.
+    """
+
+    def __init__(self, total: int, names: list[str] | Callable[[int], str] | None = None,
+                 logger: logging.Logger | None = None) -> None:
+        self.total = total
+        self.names = names
+        self.log = logger or log
+        self.t0 = time.perf_counter()
+
+    def __call__(self, sel: Any) -> None:
+        if not self.log.isEnabledFor(logging.INFO) or not sel.selected:
+            return
+        k, i = len(sel.selected), sel.selected[-1]
+        total = max(self.total, k)
+        if callable(self.names):
+            name = self.names(i)
+        else:
+            name = self.names[i] if self.names is not None and 0 <= i < len(self.names) else f"#{i}"
+        elapsed = time.perf_counter() - self.t0
+        eta = sum(sel.step_seconds) / k * (total - k)
+        if sel.method in ("vmi_naive", "vmi_pairwise"):
+            self.log.info("step %d/%d feature=%s bound=%.4f gain=%.4f block=%d elapsed=%.1fs "
+                          "eta=%.1fs", k, total, name, sel.scores[-1], sel.gains[-1],
+                          sel.blocks[-1], elapsed, eta)
+        else:
+            self.log.info("step %d/%d feature=%s score=%.4f elapsed=%.1fs eta=%.1fs", k, total,
+                          name, sel.scores[-1], elapsed, eta)
+        self.log.debug("step %d took %.3fs", k, sel.step_seconds[-1])
 
 
 class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol, HasHandleInvalid):
@@ -56,12 +132,17 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
     maxClasses: Param[int] = Param(
         Params._dummy(), "maxClasses",
         "most distinct label values accepted", typeConverter=TypeConverters.toInt)
+    estimator: Param[str] = Param(
+        Params._dummy(), "estimator",
+        "how p(x_i | y) of continuous columns is estimated: histogram (numBins equal-frequency "
+        "bins) or kde (binned Gaussian KDE on a fine grid; vmi_naive only)",
+        typeConverter=TypeConverters.toString)
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self._setDefault(numTopFeatures=50, method="vmi_naive", restartTolerance=0.0, numBins=10,
                          maxCategories=32, maxClasses=1000, handleInvalid="keep",
-                         featuresCol="features", labelCol="label")
+                         estimator="histogram", featuresCol="features", labelCol="label")
 
     def getNumTopFeatures(self) -> int:
         return self.getOrDefault(self.numTopFeatures)
@@ -80,6 +161,9 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
 
     def getMaxClasses(self) -> int:
         return self.getOrDefault(self.maxClasses)
+
+    def getEstimator(self) -> str:
+        return self.getOrDefault(self.estimator)
 
 
 class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultParamsReadable,
@@ -112,7 +196,8 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     def __init__(self, *, featuresCol: str = "features", inputCols: list[str] | None = None,
                  labelCol: str = "label", outputCol: str | None = None, numTopFeatures: int = 50,
                  method: str = "vmi_naive", restartTolerance: float = 0.0, numBins: int = 10,
-                 maxCategories: int = 32, maxClasses: int = 1000, handleInvalid: str = "keep") -> None:
+                 maxCategories: int = 32, maxClasses: int = 1000, handleInvalid: str = "keep",
+                 estimator: str = "histogram") -> None:
         super().__init__()
         self.setParams(**self._input_kwargs)
 
@@ -121,7 +206,7 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
                   labelCol: str = "label", outputCol: str | None = None, numTopFeatures: int = 50,
                   method: str = "vmi_naive", restartTolerance: float = 0.0, numBins: int = 10,
                   maxCategories: int = 32, maxClasses: int = 1000,
-                  handleInvalid: str = "keep") -> "VMISelector":
+                  handleInvalid: str = "keep", estimator: str = "histogram") -> "VMISelector":
         kwargs = {k: v for k, v in self._input_kwargs.items() if v is not None}
         if "method" in kwargs and kwargs["method"] not in METHODS:
             raise ValueError(f"unknown method '{kwargs['method']}' (choose from {', '.join(METHODS)})")
@@ -162,21 +247,41 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     def setHandleInvalid(self, value: str) -> "VMISelector":
         return self._set(handleInvalid=value)
 
+    def setEstimator(self, value: str) -> "VMISelector":
+        return self._set(estimator=value)
+
+    def write(self) -> MLWriter:
+        return _Writer(self)
+
     def _fit(self, dataset: DataFrame) -> "VMISelectorModel":
         return self._fit_with_report(dataset)
 
     def _fit_with_report(self, dataset: DataFrame, **kwargs: Any) -> "VMISelectorModel":
         input_cols = self.getInputCols() if self.isSet(self.inputCols) else None
+        if "on_step" not in kwargs:
+            kwargs["on_step"] = StepLogger(self.getNumTopFeatures(), input_cols if input_cols
+                                           is not None else self._vector_names(dataset))
         run = run_selection(
             dataset, self.getLabelCol(), features=input_cols,
             features_col=None if input_cols is not None else self.getFeaturesCol(),
             method=self.getMethod(), num_features=self.getNumTopFeatures(),
             restart_tolerance=self.getRestartTolerance(), num_bins=self.getNumBins(),
             max_categories=self.getMaxCategories(), max_classes=self.getMaxClasses(),
-            handle_invalid=self.getHandleInvalid(), **kwargs)
+            handle_invalid=self.getHandleInvalid(), estimator=self.getEstimator(), **kwargs)
         model = VMISelectorModel._from_report(run.report())
         model._resetUid(self.uid)
         return self._copyValues(model)
+
+    def _vector_names(self, dataset: DataFrame) -> Callable[[int], str]:
+        """Element names of ``featuresCol`` for progress lines (as the report will name them)."""
+        col = self.getFeaturesCol()
+        field = next((f for f in dataset.schema.fields if f.name == col), None)
+        names = attribute_names(field.metadata if field is not None else None)
+        num = (field.metadata or {}).get("ml_attr", {}).get("num_attrs") if field is not None else None
+        if num is None or sorted(names) != list(range(int(num))) or \
+                len(set(names.values())) != len(names):
+            names = {}
+        return lambda i: names.get(i, f"{col}[{i}]")
 
 
 class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
@@ -239,10 +344,16 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
             return dataset.select(*[F.col(quote(c)) for c in dataset.columns if c not in drop])
         from pyspark.ml.functions import array_to_vector, vector_to_array
 
-        arr = vector_to_array(F.col(quote(self.getFeaturesCol())), "float64")
+        col = self.getFeaturesCol()
+        arr = vector_to_array(F.col(quote(col)), "float64")
         picked = F.array(*[arr[i] for i in self.selectedFeatures]) if self.selectedFeatures else \
             F.array().cast("array<double>")
-        return dataset.withColumn(self.getOutputCol(), array_to_vector(picked))
+        # the output keeps the selected elements' ML attributes (names, types), renumbered
+        field = next((f for f in dataset.schema.fields if f.name == col), None)
+        meta = sliced_metadata(field.metadata if field is not None else None,
+                               self.selectedFeatures, self.selectedFeatureNames)
+        out = self.getOutputCol()
+        return dataset.withColumn(out, array_to_vector(picked).alias(out, metadata=meta))
 
     def copy(self, extra: dict | None = None) -> "VMISelectorModel":
         that = super().copy(extra)
@@ -261,7 +372,25 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
         return cls.read().load(path)
 
 
-class _ModelWriter(DefaultParamsWriter):
+class _Writer(DefaultParamsWriter):
+    """``DefaultParamsWriter`` whose ``overwrite()`` also works under Spark Connect.
+
+    The metadata itself is written with DataFrame calls (fine under Connect), but
+    ``MLWriter._handleOverwrite`` needs the JVM session; under Connect the
+    server's ML helper deletes the old path instead (what pyspark does for its
+    own ``Pipeline``).
+    """
+
+    def _handleOverwrite(self, path: str) -> None:
+        if is_connect(self.sparkSession):
+            from pyspark.ml.connect.readwrite import RemoteMLWriter
+
+            RemoteMLWriter.handleOverwrite(path, True)
+        else:
+            super()._handleOverwrite(path)
+
+
+class _ModelWriter(_Writer):
     def saveImpl(self, path: str) -> None:
         DefaultParamsWriter.saveMetadata(self.instance, path, self.sparkSession,
                                          extraMetadata={"report": self.instance._report})
@@ -271,7 +400,13 @@ class _ModelReader(DefaultParamsReader):
     def load(self, path: str) -> "VMISelectorModel":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            meta = DefaultParamsReader.loadMetadata(path, self.sparkSession)
+            try:  # JSON only: tampered or foreign metadata is refused, never executed
+                meta = DefaultParamsReader.loadMetadata(path, self.sparkSession)
+                if not isinstance(meta.get("uid"), str):
+                    raise ValueError("it has no uid")
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise ValueError(f"cannot load a VMISelectorModel from '{path}': its metadata "
+                                 f"is not the JSON this model writes ({exc})") from exc
         model = VMISelectorModel._from_report(meta.get("report", {}))
         model._resetUid(meta["uid"])
         DefaultParamsReader.getAndSetParams(model, meta)

@@ -39,7 +39,7 @@ except ImportError:  # pragma: no cover - older scikit-learn
 
 from .core.bound import NAIVE, PAIRWISE
 from .core.criteria import CLASSIC_METHODS, select_classic
-from .core.greedy import Selection, select_vmi
+from .core.greedy import Selection, report_fields, select_vmi
 from .core.inmemory import InMemoryBackend
 from .spark.plan import MAX_ARITY, ColumnPlan, equal_frequency_splits
 
@@ -388,24 +388,14 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         """
         check_is_fitted(self, "selected_features_")
         names = [c.name for c in self.columns_]
-        sel = self.selection_
         return {
-            "method": self.method,
+            **report_fields(self.selection_, names),
             "label": None,
-            "features": names,
-            "selected": [names[i] for i in sel.selected],
-            "selected_indices": list(sel.selected),
-            "scores": list(sel.scores),
-            "gains": list(sel.gains),
-            "blocks": list(sel.blocks),
-            "restarts": sel.restarts,
-            "stopped_early": sel.stopped_early,
             "num_rows": self.n_samples_fit_,
             "rows_dropped": 0,
             "rows_skipped": 0,
             "num_classes": len(self.classes_),
             "classes": [str(c) for c in self.classes_],
-            "step_seconds": list(sel.step_seconds),
             "parameters": self.get_params(),
             "columns": [{"name": c.name, "kind": c.kind, "states": c.num_states,
                          "missing_state": c.missing} for c in self.columns_],

@@ -52,6 +52,26 @@ class Selection:
     mutual_information: list[float] = field(default_factory=list)
 
 
+def report_fields(sel: Selection, names: list[str]) -> dict:
+    """The per-step fields of a report (``selection.json``) for feature ``names``."""
+    out = {
+        "method": sel.method,
+        "features": list(names),
+        "selected": [names[i] for i in sel.selected],
+        "selected_indices": list(sel.selected),
+        "scores": list(sel.scores),
+        "gains": list(sel.gains),
+        "blocks": list(sel.blocks),
+        "restarts": sel.restarts,
+        "stopped_early": sel.stopped_early,
+        "step_seconds": list(sel.step_seconds),
+    }
+    if sel.candidates:
+        out["candidates"] = [[{"feature": names[i], "index": i, "score": v} for i, v in step]
+                             for step in sel.candidates]
+    return out
+
+
 def _restore(result: Selection, saved: Selection) -> None:
     """Copy the per-step record of ``saved`` into ``result`` (a resumed run)."""
     for name in ("selected", "scores", "gains", "blocks", "step_seconds", "candidates"):
@@ -84,6 +104,7 @@ def select_vmi(
     report_candidates: int = 0,
     on_step: Callable[[Selection], None] | None = None,
     resume: Selection | None = None,
+    conditional_fn: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> Selection:
     """Select up to ``num_features`` features by maximising the variational bound.
 
@@ -106,6 +127,12 @@ def select_vmi(
         A selection saved after a completed step of the same run (same data and
         parameters); the loop continues after its last step and ends with the same
         result as an uninterrupted run.
+    conditional_fn : callable, optional
+        Maps the (D, A, L) counts to the table p(x_i = a | y) used by the naive Q
+        (for example :func:`vmi_spark.core.kde.kde_conditional`); the default is
+        the plug-in estimate. With it, the first feature of a block is chosen by
+        the bound of a one-feature block under that table (one pass over the rows)
+        instead of the plug-in mutual information. ``vmi_naive`` only.
 
     Returns
     -------
@@ -122,8 +149,15 @@ def select_vmi(
     num_cols = counts.shape[0]
     n_rows = int(counts[0].sum())
     prior = counts[0].sum(axis=0) / n_rows
-    cond = conditional(counts)
-    mi = mutual_information(counts)
+    if conditional_fn is not None and method != NAIVE:
+        raise ValueError("conditional_fn is supported for vmi_naive only")
+    cond = conditional(counts) if conditional_fn is None else conditional_fn(counts)
+    if conditional_fn is None:
+        mi = mutual_information(counts)
+    else:  # the one-feature bound under the given table: I_LB of block {i} for every i
+        ops = StepOps(method=method, prior=prior, cond=cond,
+                      candidates=np.ones(num_cols, dtype=bool), label=f"{method} relevance")
+        mi = backend.run(ops).astype(np.float64) / SCALE / n_rows
     result = Selection(method=method, num_rows=n_rows, mutual_information=[float(v) for v in mi])
 
     chosen = np.zeros(num_cols, dtype=bool)

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
-from .plan import EncodingPlan
+from .plan import EncodingPlan, positional
 
 BLOCK_SCHEMA = "block_id long, n int, codes binary, y binary"
 
@@ -58,9 +58,9 @@ def _encoder(plan: EncodingPlan, block_rows: int):
             table = pa.Table.from_batches(rb_list).combine_chunks()
             n = table.num_rows
             codes = np.empty((len(plan.columns), n), dtype=np.uint8)
-            for j, col in enumerate(plan.columns):
-                codes[j] = encode_column(table.column(col.name).combine_chunks(), col)
-            y = encode_label(table.column(plan.label).combine_chunks(), plan)
+            for j, col in enumerate(plan.columns):  # column 0 is the label (see encode_blocks)
+                codes[j] = encode_column(table.column(j + 1).combine_chunks(), col)
+            y = encode_label(table.column(0).combine_chunks(), plan)
             out = pa.RecordBatch.from_pydict({
                 "block_id": pa.array([base + serial], pa.int64()),
                 "n": pa.array([n], pa.int32()),
@@ -87,4 +87,5 @@ def _encoder(plan: EncodingPlan, block_rows: int):
 
 def encode_blocks(df: DataFrame, plan: EncodingPlan, block_rows: int) -> DataFrame:
     """Map typed rows (from :func:`plan.build_plan`) to block rows of codes."""
-    return df.mapInArrow(_encoder(plan, block_rows), BLOCK_SCHEMA)
+    frame = positional(df, [plan.label, *plan.features])  # mapInArrow needs plain names
+    return frame.mapInArrow(_encoder(plan, block_rows), BLOCK_SCHEMA)

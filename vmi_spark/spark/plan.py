@@ -45,7 +45,7 @@ class ColumnPlan:
     """How one feature column is coded."""
 
     name: str
-    kind: str  # "category" | "bins" | "constant"
+    kind: str  # "category" | "bins" | "grid" (KDE) | "constant"
     values: list[Any] | None = None  # categories (sorted)
     splits: list[float] | None = None  # bin split points (sorted, unique)
     missing: bool = False  # a missing state exists (last code)
@@ -55,7 +55,7 @@ class ColumnPlan:
     def num_states(self) -> int:
         if self.kind == "category":
             base = len(self.values or [])
-        elif self.kind == "bins":
+        elif self.kind in ("bins", "grid"):
             base = len(self.splits or []) + 1
         else:
             base = 1
@@ -65,7 +65,7 @@ class ColumnPlan:
         """Human-readable names of the states, in code order."""
         if self.kind == "category":
             labels = [str(v) for v in self.values or []] or ["(empty)"]
-        elif self.kind == "bins":
+        elif self.kind in ("bins", "grid"):
             s = self.splits or []
             edges = [-math.inf, *s, math.inf]
             labels = [f"[{edges[i]:g}, {edges[i + 1]:g})" for i in range(len(s) + 1)]
@@ -162,14 +162,29 @@ def resolve_columns(df: DataFrame, label: str, features: list[str] | None) -> li
     return features
 
 
+def positional(df: DataFrame, names: list[str], prefix: str = "_c") -> DataFrame:
+    """``df`` reduced to ``names`` in that order, renamed ``_c0, _c1, ...``.
+
+    PySpark's ``mapInArrow`` resolves every column by its unquoted name, so a name
+    with a dot, a backtick or a ``*`` fails there; the executor functions read the
+    columns by position instead.
+    """
+    return df.select(*[F.col(quote(c)).alias(f"{prefix}{i}") for i, c in enumerate(names)])
+
+
 def prepare_frame(df: DataFrame, label: str, features: list[str]) -> DataFrame:
-    """Select the label and features with canonical types (double / string)."""
+    """Select the label and features with canonical types (double / string).
+
+    Numeric values are normalised so that -0.0 becomes 0.0: they compare equal, but
+    Arrow's hashing (distinct values, ``index_in``) tells them apart.
+    """
     fields = {f.name: f.dataType for f in df.schema.fields}
     cols = []
     for c in [label, *features]:
         dt = fields[c]
         if _is_numeric(dt):
-            cols.append(F.col(quote(c)).cast("double").alias(c))
+            v = F.col(quote(c)).cast("double")
+            cols.append(F.when(v == F.lit(0.0), F.lit(0.0)).otherwise(v).alias(c))
         elif isinstance(dt, T.BooleanType):
             cols.append(F.col(quote(c)).cast("int").cast("double").alias(c))
         else:
@@ -303,7 +318,8 @@ def _column_stats(df: DataFrame, label: str, features: list[str], max_categories
     at ``max_categories`` per feature (``max_classes`` for the label)."""
     d = len(features)
     fn = _stats_fn(d, max_categories, max_classes, handle_invalid == "skip")
-    parts = [json.loads(r[0]) for r in df.mapInArrow(fn, "stats string").collect()]
+    frame = positional(df, [label, *features])
+    parts = [json.loads(r[0]) for r in frame.mapInArrow(fn, "stats string").collect()]
     out: dict[str, Any] = {"rows": 0, "null_labels": 0, "skipped": 0, "missing": [0] * d,
                            "classes": set(), "values": [set() for _ in range(d)]}
     for p in parts:
@@ -338,9 +354,9 @@ def _quantile_splits(df: DataFrame, cols: list[str], num_bins: int, rows: int,
     out: dict[str, list[float]] = {}
     for start in range(0, len(cols), _SPLIT_CHUNK):
         chunk = cols[start:start + _SPLIT_CHUNK]
-        table = sample.select(*[F.col(quote(c)) for c in chunk]).toArrow()
-        for c in chunk:
-            v = table.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
+        table = positional(sample, chunk).toArrow()
+        for i, c in enumerate(chunk):
+            v = table.column(i).to_numpy(zero_copy_only=False).astype(np.float64)
             out[c] = equal_frequency_splits(v, num_bins)
     return out
 

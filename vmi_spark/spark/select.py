@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -11,17 +12,21 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..core.bound import MAX_BLOCK_ROWS, METHODS, PAIRWISE
+from ..core.bound import MAX_BLOCK_ROWS, METHODS, NAIVE, PAIRWISE
 from ..core.criteria import CLASSIC_METHODS, select_classic
-from ..core.greedy import Selection, select_vmi
+from ..core.greedy import Selection, report_fields, select_vmi
+from ..core.kde import kde_conditional
 from ..checkpoint import Checkpoint, fingerprint
 from ..errors import InputError
 from .backend import SparkBackend
 from .encode import encode_blocks
+from .grid import grid_plan
 from .plan import EncodingPlan, build_plan, prepare_frame, quote, resolve_columns
 
 #: every selection method: the two VMI Q-distributions and the paper's comparison criteria
 ALL_METHODS = (*METHODS, *CLASSIC_METHODS)
+#: how p(x_i | y) of continuous features is estimated: quantile bins, or a binned KDE
+ESTIMATORS = ("histogram", "kde")
 #: smallest block (rows) when the rows are spread over the task slots
 MIN_BLOCK_ROWS = 4096
 #: bytes of per-row pairwise state a block may hold
@@ -40,33 +45,20 @@ class SelectionRun:
     warnings: list[str] = field(default_factory=list)
 
     def report(self) -> dict[str, Any]:
-        names = self.plan.features
-        sel = self.selection
         return {
-            "method": sel.method,
+            **report_fields(self.selection, self.plan.features),
             "label": self.plan.label,
-            "features": names,
-            "selected": [names[i] for i in sel.selected],
-            "selected_indices": list(sel.selected),
-            "scores": list(sel.scores),
-            "gains": list(sel.gains),
-            "blocks": list(sel.blocks),
-            "restarts": sel.restarts,
-            "stopped_early": sel.stopped_early,
             "num_rows": self.plan.num_rows,
             "rows_dropped": self.plan.rows_dropped,
             "rows_skipped": self.plan.rows_skipped,
             "num_classes": len(self.plan.classes),
             "classes": [str(c) for c in self.plan.classes],
-            "step_seconds": list(sel.step_seconds),
             "prepare_seconds": self.prepare_seconds,
             "total_seconds": self.total_seconds,
             "parameters": dict(self.params),
             "warnings": list(self.warnings),
             "columns": [{"name": c.name, "kind": c.kind, "states": c.num_states,
                          "missing_state": c.missing} for c in self.plan.columns],
-            **({"candidates": [[{"feature": names[i], "index": i, "score": v} for i, v in step]
-                               for step in sel.candidates]} if sel.candidates else {}),
         }
 
 
@@ -130,7 +122,8 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                   handle_invalid: str = "keep", report_candidates: int = 0,
                   on_step: Callable[[Selection], None] | None = None,
                   storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
-                  checkpoint_dir: str | None = None) -> SelectionRun:
+                  checkpoint_dir: str | None = None,
+                  estimator: str = "histogram") -> SelectionRun:
     """Select features of ``df`` for ``label`` on Spark (see :class:`vmi_spark.VMISelector`).
 
     With ``checkpoint_dir`` the state of the selection is saved there after every
@@ -142,6 +135,10 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         raise InputError(f"unknown method '{method}' (choose from {', '.join(ALL_METHODS)})")
     if num_features <= 0:
         raise InputError(f"the number of features to select must be positive, got {num_features}")
+    if estimator not in ESTIMATORS:
+        raise InputError(f"unknown estimator '{estimator}' (choose from {', '.join(ESTIMATORS)})")
+    if estimator == "kde" and method != NAIVE:
+        raise InputError(f"the kde estimator supports method vmi_naive only, not '{method}'")
     if not restart_tolerance >= 0.0:
         raise InputError(f"restartTolerance must be >= 0, got {restart_tolerance}")
     if features_col is not None:
@@ -150,6 +147,8 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     typed = prepare_frame(df, label, features)
     typed, plan = build_plan(typed, label, features, num_bins, max_categories, max_classes,
                              handle_invalid)
+    if estimator == "kde":
+        plan = grid_plan(typed, plan)
     notes: list[str] = []
     if plan.rows_dropped:
         notes.append(f"dropped {plan.rows_dropped} rows with a null label")
@@ -176,7 +175,7 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     backend = SparkBackend(blocks, d, plan.arity, num_classes, method, storage_level)
     params = {"method": method, "num_features": num_features, "restart_tolerance": restart_tolerance,
               "num_bins": num_bins, "max_categories": max_categories, "max_classes": max_classes,
-              "handle_invalid": handle_invalid}
+              "handle_invalid": handle_invalid, "estimator": estimator}
     t_prep = time.perf_counter() - t0
     try:
         resume = None
@@ -192,9 +191,16 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                 notes.append(f"resumed from the checkpoint after step {len(resume.selected)}")
             on_step = _saving(ckpt, on_step)
         if method in METHODS:
+            smoothing = None
+            if estimator == "kde":
+                grid = [j for j, c in enumerate(plan.columns) if c.kind == "grid"]
+                cells = [len(c.splits or []) + 1 for c in plan.columns]
+                missing = [c.missing for c in plan.columns]
+                smoothing = partial(kde_conditional, grid_columns=grid, grid_cells=cells,
+                                    missing=missing)
             selection = select_vmi(backend, method, k, restart_tolerance,
                                    report_candidates=report_candidates, on_step=on_step,
-                                   resume=resume)
+                                   resume=resume, conditional_fn=smoothing)
         else:
             selection = select_classic(backend, method, k, report_candidates=report_candidates,
                                        on_step=on_step, resume=resume)

@@ -226,6 +226,19 @@ class SparkCluster:
         return f"--- {log.name}\n" + "\n".join(lines[-n:])
 
     # -- stopping ---------------------------------------------------------------------
+    def kill_worker(self, index: int) -> None:
+        """SIGKILL worker ``index`` (1-based) with its executors: its whole process group.
+
+        Executors are children of the worker's JVM, in the worker's process group, so
+        this is what losing a machine looks like to the driver.
+        """
+        proc = self._procs[index]  # _procs[0] is the master
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
     def stop(self) -> None:
         """Stop workers, then the master, by PID: SIGTERM, then SIGKILL after a timeout."""
         for proc in reversed(self._procs):

@@ -1,0 +1,135 @@
+"""Small helpers that work with a classic and with a Spark Connect session.
+
+A Spark Connect session (``SparkSession.builder.remote(...)``) has no
+``SparkContext``: ``spark.sparkContext``, ``setLogLevel`` and
+``setJobDescription`` raise there. Library code that wants those goes through
+these helpers instead, which do the classic thing in classic mode and a safe
+equivalent (or nothing) under Connect.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["is_connect", "is_local_remote", "remote_address", "check_reachable", "remote_session",
+           "set_log_level", "describe_jobs"]
+
+#: prefix of the job tags :func:`describe_jobs` adds under Spark Connect
+TAG_PREFIX = "vmi_spark"
+
+
+def is_connect(spark: Any) -> bool:
+    """True if ``spark`` is a Spark Connect session (no JVM on this side, no SparkContext)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def is_local_remote(url: str) -> bool:
+    """True if ``url`` asks for an in-process Connect server (``local``, ``local[2]``, ...)."""
+    return url == "local" or url.startswith("local[")
+
+
+def remote_session(url: str, app_name: str | None = None):
+    """A Spark Connect session for ``url``.
+
+    ``sc://host:port[/;param=value...]`` connects to a running Connect server;
+    ``local``, ``local[N]`` or ``local[*]`` start one in this process (pyspark's own
+    in-process server, with that master) and connect to it.
+    """
+    from pyspark.sql import SparkSession
+
+    if not (url.startswith("sc://") or is_local_remote(url)):
+        raise ValueError(f"--remote must be sc://host:port or local[N], got {url!r}")
+    builder = SparkSession.builder.remote(url)
+    if app_name:
+        builder = builder.appName(app_name)
+    return builder.getOrCreate()
+
+
+def remote_address(url: str) -> tuple[str, int]:
+    """``(host, port)`` of an ``sc://host[:port][/;param=value...]`` URL (port 15002 by default)."""
+    from urllib.parse import urlsplit
+
+    netloc = urlsplit(url).netloc
+    if not url.startswith("sc://") or not netloc:
+        raise ValueError(f"not a Spark Connect URL: {url!r}")
+    parts = urlsplit("//" + netloc)
+    return parts.hostname or "localhost", parts.port or 15002
+
+
+def check_reachable(url: str, timeout: float = 10.0) -> None:
+    """Raise ``ConnectionError`` unless a TCP connection to the server of ``url`` opens.
+
+    The Connect client retries an unreachable server for about ten minutes (it
+    tolerates server restarts); a job should rather fail at once with a clear message.
+    """
+    import socket
+
+    host, port = remote_address(url)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise ConnectionError(f"cannot reach the Spark Connect server at {host}:{port} "
+                              f"({exc.strerror or exc})") from None
+
+
+def _local_context():
+    """The SparkContext of an in-process Connect server, if this process runs one."""
+    try:
+        from pyspark import SparkContext
+
+        return SparkContext._active_spark_context
+    except Exception:  # pragma: no cover - pyspark without the classic core
+        return None
+
+
+def set_log_level(spark: Any, level: str) -> bool:
+    """Set Spark's console log level; returns whether it could.
+
+    Classic mode: ``sparkContext.setLogLevel``. Connect with an in-process server
+    (``remote("local[N]")``): the server's SparkContext lives in this process and is
+    used. Connect to a remote server: the server owns its logs; nothing is done.
+    """
+    try:
+        if not is_connect(spark):
+            spark.sparkContext.setLogLevel(level)
+            return True
+        sc = _local_context()
+        if sc is not None:
+            sc.setLogLevel(level)
+            return True
+    except Exception:
+        pass
+    return False
+
+
+_TAG_CHARS = re.compile(r"[^A-Za-z0-9_.:=/ -]+")
+_current_tags: dict[int, str] = {}
+
+
+def describe_jobs(spark: Any, text: str | None) -> None:
+    """Label the Spark jobs that follow with ``text`` (``None`` clears the label).
+
+    Classic mode: ``sparkContext.setJobDescription`` (the Spark UI's job
+    description). Spark Connect has no job descriptions; there the label becomes a
+    job tag ``vmi_spark: <text>`` (shown with the jobs, and usable with
+    ``spark.interruptTag``), replacing the previous one. Never raises.
+    """
+    try:
+        if not is_connect(spark):
+            spark.sparkContext.setJobDescription(text or None)
+            return
+        key = id(spark)
+        old = _current_tags.pop(key, None)
+        if old is not None:
+            try:
+                spark.removeTag(old)
+            except Exception:  # tags are per thread: added by another thread
+                pass
+        if text:
+            tag = f"{TAG_PREFIX}: {_TAG_CHARS.sub('_', text)}"[:200]
+            spark.addTag(tag)
+            _current_tags[key] = tag
+    except Exception:  # labels are cosmetic: never fail a selection over them
+        pass
