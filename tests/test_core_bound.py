@@ -199,7 +199,7 @@ RANDOM_CASES = [
 
 @pytest.mark.parametrize("tol", [0.0, 0.01])
 @pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("case", RANDOM_CASES, ids=lambda c: "seed%d-D%d-N%d-L%d-A%d" % c)
+@pytest.mark.parametrize("case", RANDOM_CASES, ids=lambda c: "seed{}-D{}-N{}-L{}-A{}".format(*c))
 def test_select_vmi_matches_slow_reference(case, method, tol):
     seed, d, n, classes, arity = case
     codes, y = random_data(seed, d, n, classes, arity)

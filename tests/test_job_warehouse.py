@@ -9,8 +9,8 @@ import uuid
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import random_discrete
 
+from helpers import random_discrete
 from vmi_spark import job
 from vmi_spark.errors import InputError
 from vmi_spark.job import main

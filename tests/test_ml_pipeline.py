@@ -9,13 +9,13 @@ import os
 
 import numpy as np
 import pytest
-from helpers import random_discrete
 from pyspark.ml import Pipeline, PipelineModel
 from pyspark.ml.feature import StringIndexer, VectorAssembler, VectorSlicer
 from pyspark.ml.functions import array_to_vector, vector_to_array
 from pyspark.ml.linalg import SparseVector, VectorUDT
 from pyspark.sql.types import IntegerType, StructField, StructType
 
+from helpers import random_discrete
 from vmi_spark import VMISelector, VMISelectorModel
 
 

@@ -212,3 +212,26 @@ def test_pairwise_state_chain_checkpoints_and_recovers_lost_state(spark, monkeyp
     assert calls["failed"] == 1
     assert run.selection.selected == expected.selected
     assert run.selection.scores == expected.scores
+
+
+def test_every_step_pass_carries_a_job_description(spark, monkeypatch):
+    from vmi_spark.spark import session
+
+    seen = []
+    original = session.describe_jobs
+
+    def record(sp, text):
+        seen.append((text, None))
+        original(sp, text)
+        if text:  # what the Spark UI shows for the jobs that follow
+            seen[-1] = (text, sp.sparkContext.getLocalProperty("spark.job.description"))
+
+    monkeypatch.setattr(session, "describe_jobs", record)
+    run_selection(spark.createDataFrame(random_discrete(3)), "y", num_features=4)
+    labelled = [s for s in seen if s[0]]
+    # one pass per step after the first (a step that starts a new block ran the pass that
+    # found the restart); the first step of the selection needs only the counts
+    assert [t for t, _ in labelled] == [f"vmi_naive step {k}/4" for k in (2, 3, 4)]
+    assert labelled and all(t == shown for t, shown in labelled)
+    assert seen[-1][0] is None  # cleared after the selection
+    assert spark.sparkContext.getLocalProperty("spark.job.description") is None

@@ -16,7 +16,8 @@ import tempfile
 import time
 import uuid
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from .errors import InputError
 
@@ -26,7 +27,7 @@ METHOD_CHOICES = ("vmi_naive", "vmi_pairwise", "mim", "mrmr", "jmi", "cmim", "ci
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse prints usage too)
         raise InputError(message)
 
 
@@ -139,6 +140,11 @@ def read_input(spark, args: argparse.Namespace):
             raise InputError(f"unknown format '{args.format}': Spark has no data source of that "
                              "name (is its package on the classpath?)") from exc
         raise InputError(f"cannot read input '{args.input or args.table}': {_first_line(exc)}") from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    """The message of ``exc`` on one line (a column name may hold a line break)."""
+    return str(exc).replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -423,7 +429,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except InputError as exc:
-        print(f"select_features: error: {exc}", file=sys.stderr)
+        print(f"select_features: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
     if not any(isinstance(h, _StderrHandler) for h in log.handlers):
@@ -457,7 +463,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
             _quiet_jvm_logs(spark, args.verbose)
         run(args, spark)
     except InputError as exc:
-        print(f"select_features: error: {exc}", file=sys.stderr)
+        print(f"select_features: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except Exception as exc:  # a Spark failure reading or scanning the input
         if verbose or not _is_spark_error(exc):

@@ -18,10 +18,21 @@ from typing import Any
 from pyspark import keyword_only
 from pyspark.ml import Estimator, Model
 from pyspark.ml.param import Param, Params, TypeConverters
-from pyspark.ml.param.shared import (HasFeaturesCol, HasHandleInvalid, HasInputCols, HasLabelCol,
-                                     HasOutputCol)
-from pyspark.ml.util import (DefaultParamsReadable, DefaultParamsReader, DefaultParamsWritable,
-                             DefaultParamsWriter, MLReader, MLWriter)
+from pyspark.ml.param.shared import (
+    HasFeaturesCol,
+    HasHandleInvalid,
+    HasInputCols,
+    HasLabelCol,
+    HasOutputCol,
+)
+from pyspark.ml.util import (
+    DefaultParamsReadable,
+    DefaultParamsReader,
+    DefaultParamsWritable,
+    DefaultParamsWriter,
+    MLReader,
+    MLWriter,
+)
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -206,57 +217,57 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
                   labelCol: str = "label", outputCol: str | None = None, numTopFeatures: int = 50,
                   method: str = "vmi_naive", restartTolerance: float = 0.0, numBins: int = 10,
                   maxCategories: int = 32, maxClasses: int = 1000,
-                  handleInvalid: str = "keep", estimator: str = "histogram") -> "VMISelector":
+                  handleInvalid: str = "keep", estimator: str = "histogram") -> VMISelector:
         kwargs = {k: v for k, v in self._input_kwargs.items() if v is not None}
         if "method" in kwargs and kwargs["method"] not in METHODS:
             raise ValueError(f"unknown method '{kwargs['method']}' (choose from {', '.join(METHODS)})")
         return self._set(**kwargs)
 
-    def setFeaturesCol(self, value: str) -> "VMISelector":
+    def setFeaturesCol(self, value: str) -> VMISelector:
         return self._set(featuresCol=value)
 
-    def setInputCols(self, value: list[str]) -> "VMISelector":
+    def setInputCols(self, value: list[str]) -> VMISelector:
         return self._set(inputCols=value)
 
-    def setLabelCol(self, value: str) -> "VMISelector":
+    def setLabelCol(self, value: str) -> VMISelector:
         return self._set(labelCol=value)
 
-    def setOutputCol(self, value: str) -> "VMISelector":
+    def setOutputCol(self, value: str) -> VMISelector:
         return self._set(outputCol=value)
 
-    def setNumTopFeatures(self, value: int) -> "VMISelector":
+    def setNumTopFeatures(self, value: int) -> VMISelector:
         return self._set(numTopFeatures=value)
 
-    def setMethod(self, value: str) -> "VMISelector":
+    def setMethod(self, value: str) -> VMISelector:
         if value not in METHODS:
             raise ValueError(f"unknown method '{value}' (choose from {', '.join(METHODS)})")
         return self._set(method=value)
 
-    def setRestartTolerance(self, value: float) -> "VMISelector":
+    def setRestartTolerance(self, value: float) -> VMISelector:
         return self._set(restartTolerance=value)
 
-    def setNumBins(self, value: int) -> "VMISelector":
+    def setNumBins(self, value: int) -> VMISelector:
         return self._set(numBins=value)
 
-    def setMaxCategories(self, value: int) -> "VMISelector":
+    def setMaxCategories(self, value: int) -> VMISelector:
         return self._set(maxCategories=value)
 
-    def setMaxClasses(self, value: int) -> "VMISelector":
+    def setMaxClasses(self, value: int) -> VMISelector:
         return self._set(maxClasses=value)
 
-    def setHandleInvalid(self, value: str) -> "VMISelector":
+    def setHandleInvalid(self, value: str) -> VMISelector:
         return self._set(handleInvalid=value)
 
-    def setEstimator(self, value: str) -> "VMISelector":
+    def setEstimator(self, value: str) -> VMISelector:
         return self._set(estimator=value)
 
     def write(self) -> MLWriter:
         return _Writer(self)
 
-    def _fit(self, dataset: DataFrame) -> "VMISelectorModel":
+    def _fit(self, dataset: DataFrame) -> VMISelectorModel:
         return self._fit_with_report(dataset)
 
-    def _fit_with_report(self, dataset: DataFrame, **kwargs: Any) -> "VMISelectorModel":
+    def _fit_with_report(self, dataset: DataFrame, **kwargs: Any) -> VMISelectorModel:
         input_cols = self.getInputCols() if self.isSet(self.inputCols) else None
         if "on_step" not in kwargs:
             kwargs["on_step"] = StepLogger(self.getNumTopFeatures(), input_cols if input_cols
@@ -306,7 +317,7 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
         self._report: dict[str, Any] = {}
 
     @classmethod
-    def _from_report(cls, report: dict[str, Any]) -> "VMISelectorModel":
+    def _from_report(cls, report: dict[str, Any]) -> VMISelectorModel:
         model = cls()
         model._report = dict(report)
         return model
@@ -331,10 +342,10 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
     def blocks(self) -> list[int]:
         return list(self._report.get("blocks", []))
 
-    def setFeaturesCol(self, value: str) -> "VMISelectorModel":
+    def setFeaturesCol(self, value: str) -> VMISelectorModel:
         return self._set(featuresCol=value)
 
-    def setOutputCol(self, value: str) -> "VMISelectorModel":
+    def setOutputCol(self, value: str) -> VMISelectorModel:
         return self._set(outputCol=value)
 
     def _transform(self, dataset: DataFrame) -> DataFrame:
@@ -355,7 +366,7 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
         out = self.getOutputCol()
         return dataset.withColumn(out, array_to_vector(picked).alias(out, metadata=meta))
 
-    def copy(self, extra: dict | None = None) -> "VMISelectorModel":
+    def copy(self, extra: dict | None = None) -> VMISelectorModel:
         that = super().copy(extra)
         that._report = dict(self._report)
         return that
@@ -365,10 +376,10 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
 
     @classmethod
     def read(cls) -> MLReader:
-        return _ModelReader(cls)
+        return _ModelReader(cls)  # type: ignore[arg-type]
 
     @classmethod
-    def load(cls, path: str) -> "VMISelectorModel":
+    def load(cls, path: str) -> VMISelectorModel:
         return cls.read().load(path)
 
 
@@ -393,11 +404,11 @@ class _Writer(DefaultParamsWriter):
 class _ModelWriter(_Writer):
     def saveImpl(self, path: str) -> None:
         DefaultParamsWriter.saveMetadata(self.instance, path, self.sparkSession,
-                                         extraMetadata={"report": self.instance._report})
+                                         extraMetadata={"report": self.instance._report})  # type: ignore[attr-defined]
 
 
 class _ModelReader(DefaultParamsReader):
-    def load(self, path: str) -> "VMISelectorModel":
+    def load(self, path: str) -> VMISelectorModel:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:  # JSON only: tampered or foreign metadata is refused, never executed
@@ -409,5 +420,5 @@ class _ModelReader(DefaultParamsReader):
                                  f"is not the JSON this model writes ({exc})") from exc
         model = VMISelectorModel._from_report(meta.get("report", {}))
         model._resetUid(meta["uid"])
-        DefaultParamsReader.getAndSetParams(model, meta)
+        DefaultParamsReader.getAndSetParams(model, meta)  # type: ignore[type-var]
         return model

@@ -234,7 +234,6 @@ def plot_bounds(report: dict[str, Any], path: str | os.PathLike[str] | None = No
 
     selected = list(report.get("selected") or [])
     scores = [float(s) for s in (report.get("scores") or [])][:len(selected)]
-    blocks = list(report.get("blocks") or [0] * len(scores))[:len(scores)]
     method = report.get("method", "")
     is_vmi = method in _VMI_METHODS
     steps = list(range(1, len(scores) + 1))

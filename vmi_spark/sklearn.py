@@ -303,7 +303,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         return self._validate_data(X, y, dtype=None, force_all_finite="allow-nan",
                                    reset=True)  # pragma: no cover
 
-    def fit(self, X, y) -> "VMIFeatureSelector":
+    def fit(self, X, y) -> VMIFeatureSelector:
         """Encode ``X`` and select features for the class label ``y``.
 
         Parameters

@@ -145,8 +145,8 @@ def naive_partials(codes: np.ndarray, y: np.ndarray, ops: StepOps) -> np.ndarray
             c = cond[i]  # (A, L)
             own = np.where(c > 0, c, 1.0)  # a value no row has: its count is 0
             mix = post[None, :, 0] * c[:, None, 0]
-            for l in range(1, num_classes):
-                mix += post[None, :, l] * c[:, None, l]
+            for k in range(1, num_classes):
+                mix += post[None, :, k] * c[:, None, k]
             fixed = _fixed_log_ratio(own[:, None, :], mix[:, :, None])
             fixed[cnt == 0] = 0
             out[i] = int((cnt * fixed).sum())
@@ -159,8 +159,8 @@ def naive_partials(codes: np.ndarray, y: np.ndarray, ops: StepOps) -> np.ndarray
         a = codes[i].astype(np.intp)
         c = cond[i]
         mix = post[:, 0] * c[:, 0].take(a)
-        for l in range(1, num_classes):
-            mix += post[:, l] * c[:, l].take(a)
+        for k in range(1, num_classes):
+            mix += post[:, k] * c[:, k].take(a)
         own = c.ravel().take(a * num_classes + y)
         out[i] = int(_fixed_log_ratio(own, mix).sum())
     return out
@@ -180,7 +180,7 @@ class BlockState:
     block: tuple[int, ...] = ()
 
     @classmethod
-    def initial(cls, prior: np.ndarray, n: int, num_features: int) -> "BlockState":
+    def initial(cls, prior: np.ndarray, n: int, num_features: int) -> BlockState:
         post = np.tile(np.asarray(prior, dtype=np.float64), (n, 1))
         return cls(post, np.zeros((num_features, n, len(prior))), ())
 
@@ -238,8 +238,8 @@ def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: BlockState,
         logc = state.pair_log[i] / m
         factor = np.exp(logc)
         mix = post[:, 0] * factor[:, 0]
-        for l in range(1, post.shape[1]):
-            mix += post[:, l] * factor[:, l]
+        for k in range(1, post.shape[1]):
+            mix += post[:, k] * factor[:, k]
         with np.errstate(divide="ignore"):
             vals = logc[rows, y] - np.log(np.maximum(mix, _TINY))
         out[i] = fixed_sum(vals)

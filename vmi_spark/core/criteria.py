@@ -42,7 +42,8 @@ does not preserve symmetry between identical features to the last bit).
 from __future__ import annotations
 
 import time
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 

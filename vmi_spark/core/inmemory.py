@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .bound import (MAX_BLOCK_ROWS, PAIRWISE, BlockState, StepOps, feature_counts, pair_counts,
-                    run_block)
+from .bound import (
+    MAX_BLOCK_ROWS,
+    PAIRWISE,
+    BlockState,
+    StepOps,
+    feature_counts,
+    pair_counts,
+    run_block,
+)
 
 
 class InMemoryBackend:
@@ -29,16 +36,19 @@ class InMemoryBackend:
         self.states: list[BlockState] | None = None
 
     def feature_counts(self) -> np.ndarray:
-        return sum(feature_counts(c, y, self.arity, self.num_classes) for c, y in self.blocks)
+        return np.sum([feature_counts(c, y, self.arity, self.num_classes)
+                       for c, y in self.blocks], axis=0)
 
     def pair_counts(self, f: int) -> np.ndarray:
-        return sum(pair_counts(c, y, f, self.arity, self.num_classes) for c, y in self.blocks)
+        return np.sum([pair_counts(c, y, f, self.arity, self.num_classes)
+                       for c, y in self.blocks], axis=0)
 
     def run(self, ops: StepOps) -> np.ndarray:
         if ops.method == PAIRWISE and self.states is None:
             self.states = [BlockState.initial(ops.prior, c.shape[1], c.shape[0])
                            for c, _ in self.blocks]
-        states = self.states if ops.method == PAIRWISE else [None] * len(self.blocks)
+        states: list[BlockState | None] = (list(self.states or []) if ops.method == PAIRWISE
+                                           else [None] * len(self.blocks))
         total = np.zeros(self.blocks[0][0].shape[0], dtype=np.int64)
         for (c, y), state in zip(self.blocks, states):
             total += run_block(c, y, state, ops)

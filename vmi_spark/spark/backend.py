@@ -28,8 +28,16 @@ import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
-from ..core.bound import (PAIRWISE, BlockState, StepOps, feature_counts, naive_partials,
-                          pair_counts, pair_counts_many, pairwise_partials)
+from ..core.bound import (
+    PAIRWISE,
+    BlockState,
+    StepOps,
+    feature_counts,
+    naive_partials,
+    pair_counts,
+    pair_counts_many,
+    pairwise_partials,
+)
 
 log = logging.getLogger("vmi_spark")
 
@@ -123,11 +131,10 @@ def _pairwise_fn(ops: StepOps, num_features: int, num_classes: int):
 
 
 def _set_description(df: DataFrame, text: str) -> None:
-    """Name the next Spark jobs (the Spark UI shows it); a no-op under Spark Connect."""
-    try:
-        df.sparkSession.sparkContext.setJobDescription(text or None)
-    except Exception:  # Spark Connect has no SparkContext
-        pass
+    """Name the next Spark jobs (the Spark UI shows it; a job tag under Spark Connect)."""
+    from .session import describe_jobs
+
+    describe_jobs(df.sparkSession, text or None)
 
 
 class SparkBackend:
@@ -209,6 +216,7 @@ class SparkBackend:
         resume = self.state is not None and ops.block[:len(held)] == held
         try:
             if resume:
+                assert self.state is not None
                 new_state, chain, partials = self._pairwise_pass(ops, self.state, held)
             else:
                 self.chain = 0

@@ -27,6 +27,8 @@ def grid_plan(df: DataFrame, plan: EncodingPlan, cells: int = KDE_GRID) -> Encod
         finite = F.when(~F.isnan(v) & (F.abs(v) != F.lit(float("inf"))), v)
         aggs += [F.min(finite), F.max(finite)]
     row = df.agg(*aggs).first()
+    if row is None:
+        return plan
     for j, c in enumerate(cols):
         lo, hi = row[2 * j], row[2 * j + 1]
         if lo is None or not hi > lo:

@@ -100,7 +100,7 @@ class EncodingPlan:
         return json.dumps(asdict(self), default=_json_default)
 
     @classmethod
-    def from_json(cls, text: str) -> "EncodingPlan":
+    def from_json(cls, text: str) -> EncodingPlan:
         raw = json.loads(text)
         cols = [ColumnPlan(**c) for c in raw.pop("columns")]
         return cls(columns=cols, **raw)
@@ -229,7 +229,8 @@ def build_plan(df: DataFrame, label: str, features: list[str], num_bins: int,
             if missing[c]:
                 m = _missing(c, types[c])
                 cond = m if cond is None else (cond | m)
-        df = df.where(~cond)
+        if cond is not None:
+            df = df.where(~cond)
         skipped = stats["skipped"]
         missing = {c: 0 for c in features}
     rows = total - null_labels - skipped

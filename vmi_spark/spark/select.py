@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import time
 import warnings
-from functools import partial
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from functools import partial
+from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ..checkpoint import Checkpoint, fingerprint
 from ..core.bound import MAX_BLOCK_ROWS, METHODS, NAIVE, PAIRWISE
 from ..core.criteria import CLASSIC_METHODS, select_classic
 from ..core.greedy import Selection, report_fields, select_vmi
 from ..core.kde import kde_conditional
-from ..checkpoint import Checkpoint, fingerprint
 from ..errors import InputError
 from .backend import SparkBackend
 from .encode import encode_blocks
@@ -86,13 +87,14 @@ def _attribute_names(meta: dict) -> list[str] | None:
     attrs = (meta or {}).get("ml_attr", {})
     if "attrs" not in attrs or "num_attrs" not in attrs:
         return None
-    names = [None] * int(attrs["num_attrs"])
+    names: list[str | None] = [None] * int(attrs["num_attrs"])
     for group in attrs["attrs"].values():
         for a in group:
             names[a["idx"]] = a.get("name")
-    if any(n is None for n in names) or len(set(names)) != len(names):
+    found = [n for n in names if n is not None]
+    if len(found) != len(names) or len(set(found)) != len(found):
         return None
-    return names
+    return found
 
 
 def parallelism(spark) -> int:

@@ -26,8 +26,8 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -155,7 +155,7 @@ class SparkCluster:
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         self._procs.append(proc)
 
-    def start(self) -> "SparkCluster":
+    def start(self) -> SparkCluster:
         if self.spark_class is None:
             raise FileNotFoundError("spark-class not found (is pyspark installed?)")
         self._tmp = tempfile.mkdtemp(prefix="vmi-spark-cluster-")
@@ -248,7 +248,7 @@ class SparkCluster:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
 
-    def __enter__(self) -> "SparkCluster":
+    def __enter__(self) -> SparkCluster:
         return self.start()
 
     def __exit__(self, *exc) -> None:
