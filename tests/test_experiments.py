@@ -75,9 +75,32 @@ def test_exact_mi_matches_monte_carlo():
     assert sorted(exact, key=lambda f: -exact[f])[:3] == ["x1", "x4", "x5"]
 
 
-def test_synthetic_selection_core():
-    rows = synthetic.run_selection_seeds(seeds=(0,), num_rows=3000, use_spark=False)
-    assert rows[0]["vmi_naive"][0] == "x1" and len(rows[0]["mim"]) == 9
+def test_spark_selector_matches_core_all_methods(spark):
+    from vmi_spark.experiments.selectors import ALL_METHODS, core_selector, make_spark_selector
+
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 3, 200)
+    codes = rng.integers(0, 5, (200, 7)).astype(np.uint8)
+    codes[:, 4] = np.where(rng.random(200) < 0.8, y, 0)
+    select = make_spark_selector(spark)
+    for method in ALL_METHODS:
+        assert select(codes, y, method, 3) == core_selector(codes, y, method, 3), method
+    assert select.calls == len(ALL_METHODS) and select.spark() is spark
+    assert select.plan_kinds <= {"category", "constant"}  # the codes are used as categories
+
+
+def test_synthetic_on_spark(spark, tmp_path):
+    rows = synthetic.run_selection_seeds(seeds=(0,), num_rows=2000, spark=spark, log=None)
+    r = rows[0]
+    assert set(r["vmi"]) == {"histogram", "kde"} and len(r["mim"]) == 9
+    for v in r["vmi"].values():
+        assert v["order"][0] == "x1" and len(v["blocks"]) == 9
+    cont = synthetic.continuation(0, num_rows=2000, estimator="kde", spark=spark)
+    assert cont["first_block_matches_spark"] and len(cont["cont_scores"]) == 9
+    text = synthetic.report_markdown(rows, conts=[cont])
+    assert "| seed |" in text and "new block at 4" in text
+    png = synthetic.plot_bound([cont], str(tmp_path / "b.png"))
+    assert Path(png).stat().st_size > 1000
 
 
 def test_cv_evaluate_and_wtl_on_tiny_data():
@@ -87,7 +110,9 @@ def test_cv_evaluate_and_wtl_on_tiny_data():
     codes[:, 3] = np.where(rng.random(120) < 0.9, y, 1 - y)
     res = cv.evaluate("toy", codes, y, ["mim", "vmi_naive"], [1, 2], protocol="inside",
                       n_folds=2, log=None)
-    assert res.fold_errors["mim"].shape == (2,)
+    assert res.fold_errors["mim"].shape == (2,) and res.k_errors["mim"].shape == (2, 2)
+    back = cv.DatasetResult.from_json(res.to_json())
+    assert np.allclose(back.fold_errors["mim"], res.fold_errors["mim"])
     assert res.mean_std("vmi_naive")[0] < 20
     assert cv.wtl(res, "vmi_naive", "mim") in "WTL"
     assert cv.k_grid(34) == list(range(10, 35)) and cv.k_grid(5) == [5]
@@ -96,8 +121,10 @@ def test_cv_evaluate_and_wtl_on_tiny_data():
 @needs_data
 def test_quick_cli_end_to_end(tmp_path):
     out = tmp_path / "report.md"
+    js = tmp_path / "r.json"
     rc = main(["--data-dir", str(DATA_DIR), "--quick", "--datasets", "promoter", "--folds", "2",
-               "--methods", "mim,mrmr,vmi_naive,vmi_pairwise", "--seeds", "1", "--out", str(out)])
+               "--methods", "mim,mrmr,vmi_naive,vmi_pairwise", "--no-synthetic", "--json", str(js),
+               "--figures-dir", str(tmp_path), "--fig-datasets", "promoter", "--out", str(out)])
     assert rc == 0
     text = out.read_text()
     assert "## Average CV error rate (%), ours" in text
@@ -106,4 +133,9 @@ def test_quick_cli_end_to_end(tmp_path):
     assert "| Promoter | 106 x 57 x 2 | 2 | 2..10 (3) |" in text
     assert "| W/T/L VMI_naive |" in text and "| W/T/L VMI_pairwise |" in text
     assert "## Paper (supplementary Table 5), same rows" in text
-    assert "## Synthetic tree model" in text
+    assert "## Error versus number of selected features" in text
+    assert (tmp_path / "error_vs_k_promoter_inside.png").exists()
+    import json
+
+    saved = json.loads(js.read_text())["results"]
+    assert [r["name"] for r in saved] == ["promoter"] and len(saved[0]["k_errors"]["mim"]) == 2

@@ -10,17 +10,17 @@ ranks), so the first K' <= k of a run with k are the run with K'.
 * :func:`core_selector` - ``vmi_spark.core.greedy.select_vmi`` /
   ``vmi_spark.core.criteria.select_classic`` on an ``InMemoryBackend`` (the same
   numpy block kernels the Spark executors run).
-* :func:`make_spark_selector` - ``vmi_spark.spark.select.run_selection`` on a
-  local SparkSession for the methods the Spark job supports (``vmi_naive``,
-  ``vmi_pairwise``); the classic methods are not wired into ``run_selection``
-  yet, so they fall back to the core (recorded in ``selector.fallbacks``).
+* :func:`make_spark_selector` - ``vmi_spark.spark.select.run_selection`` on one
+  local SparkSession (reused across calls) for all eight methods; the integer
+  codes are passed with ``max_categories`` large enough that Spark uses them as
+  categories, i.e. Spark selects on exactly the experiments' discretisation.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -62,8 +62,11 @@ def local_spark(cores: int = 2):
              .config("spark.sql.shuffle.partitions", str(2 * cores))
              .config("spark.default.parallelism", str(2 * cores))
              .config("spark.driver.memory", "2g")
+             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
              .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    from ..spark.session import set_log_level
+
+    set_log_level(spark, "ERROR")
     return spark
 
 
@@ -76,8 +79,26 @@ def codes_frame(spark, codes: np.ndarray, y: np.ndarray, num_partitions: int = 2
     return spark.createDataFrame(pdf).repartition(num_partitions)
 
 
+def spark_max_categories(codes: np.ndarray) -> int:
+    """``max_categories`` for ``run_selection`` so that every code column is used as categories.
+
+    The experiments discretise first (:func:`vmi_spark.experiments.datasets.discretize`,
+    codes 0..4) and hand the integer codes to Spark. ``run_selection`` keeps an integer
+    column with at most ``max_categories`` distinct values as categories (one state per
+    value) and would re-bin any other column, so this returns at least the largest
+    number of distinct codes (and the job's default 32)."""
+    return max(32, int(codes.max(initial=0)) + 1)
+
+
 def make_spark_selector(spark=None) -> Selector:
-    """A selector running ``run_selection`` on Spark for VMI, the core for the classic methods."""
+    """A selector running every method through ``run_selection`` on one local SparkSession.
+
+    The codes are passed as int columns with ``max_categories`` from
+    :func:`spark_max_categories`, so the plan keeps them as categories: Spark selects on
+    exactly the discretisation the classifier sees. The session is created on first use
+    (or ``spark`` is used) and reused for every call; ``select.plan_kinds`` collects the
+    column kinds of every plan (only ``category``/``constant`` are expected).
+    """
     import warnings
 
     from ..spark.select import run_selection
@@ -85,9 +106,8 @@ def make_spark_selector(spark=None) -> Selector:
     state = {"spark": spark}
 
     def select(codes: np.ndarray, y: np.ndarray, method: str, k: int) -> list[int]:
-        if method not in VMI_METHODS:
-            select.fallbacks.add(method)  # type: ignore[attr-defined]
-            return core_selector(codes, y, method, k)
+        if method not in ALL_METHODS:
+            raise ValueError(f"unknown method {method!r}")
         if state["spark"] is None:
             state["spark"] = local_spark()
         df = codes_frame(state["spark"], codes, y)
@@ -95,9 +115,15 @@ def make_spark_selector(spark=None) -> Selector:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             run = run_selection(df, "y", features=features, method=method,
-                                num_features=min(k, codes.shape[1]), max_categories=32)
+                                num_features=min(k, codes.shape[1]),
+                                max_categories=spark_max_categories(codes))
+        select.plan_kinds.update(c.kind for c in run.plan.columns)  # type: ignore[attr-defined]
+        select.calls += 1  # type: ignore[attr-defined]
         return list(run.selection.selected)
 
-    select.fallbacks = set()  # type: ignore[attr-defined]
-    select.name = "spark (run_selection, local mode; classic methods on the core)"  # type: ignore[attr-defined]
+    select.plan_kinds = set()  # type: ignore[attr-defined]
+    select.calls = 0  # type: ignore[attr-defined]
+    select.spark = lambda: state["spark"]  # type: ignore[attr-defined]
+    select.name = ("spark (run_selection on one local[2] SparkSession, all methods; "
+                   "integer codes as categories)")  # type: ignore[attr-defined]
     return select
