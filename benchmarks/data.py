@@ -1,17 +1,19 @@
-"""Synthetic discrete tables for the benchmarks: N rows x D features, S states, 2 classes.
+"""Synthetic tables for the benchmarks (issue 5).
 
-Codes are stored feature-major, ``codes`` (D, N) uint8 (the layout of the encoded
-blocks), and the label ``y`` (N,) uint16. The first ``informative`` features depend
-on the label (a class-dependent shift of the state with noise), the rest are noise,
-so a selection has something to find and the posteriors become non-trivial.
+* :func:`make_table` - N rows x D discrete features with S states and 2 classes, stored
+  feature-major (``codes`` (D, N) uint8, the layout of the encoded blocks) with ``y`` (N,)
+  uint16. The first ``informative`` features depend on the label, the rest are noise.
+* :func:`write_coded_parquet` - the same table as Parquet (int32 columns ``f0..``, ``label``).
+* :func:`write_mixed_parquet` - the end-to-end table of the issue: half continuous float32,
+  half small-integer categorical (int8) columns, binary label; written row group by row
+  group so that 1M x 1,000 never sits in memory at once.
 
-    python benchmarks/data.py --rows 200000 --features 100 --states 8 --out /tmp/vmi_data
+    python benchmarks/data.py --rows 1000000 --features 1000 --mixed --out /tmp/vmi_e2e.parquet
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 
 import numpy as np
 
@@ -27,31 +29,58 @@ def make_table(rows: int, features: int, states: int = 8, informative: int = 10,
     k = min(informative, features)
     for i in range(k):
         # a latent per-row state that depends on y, observed through noise
-        shift = (1 + i % max(1, states - 1))
+        shift = 1 + i % max(1, states - 1)
         clean = (rng.integers(0, max(1, states // 2), size=rows) + y.astype(np.int64) * shift) % states
         keep = rng.random(rows) >= noise * (1 + i / (2 * k))
         codes[i] = np.where(keep, clean, codes[i]).astype(np.uint8)
     return codes, y
 
 
-def save_numpy(path: str, codes: np.ndarray, y: np.ndarray) -> None:
-    os.makedirs(path, exist_ok=True)
-    np.save(os.path.join(path, "codes.npy"), codes)
-    np.save(os.path.join(path, "y.npy"), y)
+def arrow_table(codes: np.ndarray, y: np.ndarray):
+    """Row-major Arrow table: int32 columns ``f0..f{D-1}`` and ``label``."""
+    import pyarrow as pa
+
+    cols = {"label": pa.array(y.astype(np.int32))}
+    cols.update({f"f{i}": pa.array(codes[i].astype(np.int32)) for i in range(codes.shape[0])})
+    return pa.table(cols)
 
 
-def load_numpy(path: str) -> tuple[np.ndarray, np.ndarray]:
-    return np.load(os.path.join(path, "codes.npy")), np.load(os.path.join(path, "y.npy"))
+def write_coded_parquet(path: str, codes: np.ndarray, y: np.ndarray, row_group: int = 65536) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(arrow_table(codes, y), path, row_group_size=row_group)
 
 
-def save_parquet(path: str, codes: np.ndarray, y: np.ndarray, row_group: int = 65536) -> None:
-    """Row-major parquet, one int8-coded column per feature (f0..f{D-1}) plus ``label``."""
+def write_mixed_parquet(path: str, rows: int, features: int, informative: int = 20,
+                        categories: int = 8, row_group: int = 131072, seed: int = 0) -> None:
+    """Half float32 continuous (``c0..``), half int8 categorical (``k0..``), int32 ``label``.
+
+    The first ``informative // 2`` columns of each kind depend on the label.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    cols = {f"f{i}": pa.array(codes[i].astype(np.int32)) for i in range(codes.shape[0])}
-    cols["label"] = pa.array(y.astype(np.int32))
-    pq.write_table(pa.table(cols), path, row_group_size=row_group)
+    n_cont = features // 2
+    n_cat = features - n_cont
+    half = informative // 2
+    schema = pa.schema([("label", pa.int32())]
+                       + [(f"c{i}", pa.float32()) for i in range(n_cont)]
+                       + [(f"k{i}", pa.int8()) for i in range(n_cat)])
+    with pq.ParquetWriter(path, schema) as writer:
+        for g, start in enumerate(range(0, rows, row_group)):
+            n = min(row_group, rows - start)
+            rng = np.random.default_rng([seed, g])
+            y = (rng.random(n) < 0.5).astype(np.int32)
+            cont = rng.standard_normal((n_cont, n), dtype=np.float32)
+            for i in range(min(half, n_cont)):
+                cont[i] += np.float32(0.3 + 0.05 * i) * y
+            cat = rng.integers(0, categories, size=(n_cat, n), dtype=np.int8)
+            for i in range(min(half, n_cat)):
+                keep = rng.random(n) < 0.3
+                cat[i] = np.where(keep, (y * (1 + i % (categories - 1))) % categories, cat[i])
+            arrays = ([pa.array(y)] + [pa.array(cont[i]) for i in range(n_cont)]
+                      + [pa.array(cat[i]) for i in range(n_cat)])
+            writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
 
 
 def main(argv=None) -> None:
@@ -59,16 +88,16 @@ def main(argv=None) -> None:
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--features", type=int, default=100)
     ap.add_argument("--states", type=int, default=8)
-    ap.add_argument("--informative", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", required=True, help="directory for codes.npy / y.npy")
-    ap.add_argument("--parquet", action="store_true", help="also write <out>/table.parquet")
+    ap.add_argument("--mixed", action="store_true", help="the mixed float32/int8 end-to-end table")
+    ap.add_argument("--out", required=True, help="parquet file to write")
     a = ap.parse_args(argv)
-    codes, y = make_table(a.rows, a.features, a.states, a.informative, seed=a.seed)
-    save_numpy(a.out, codes, y)
-    if a.parquet:
-        save_parquet(os.path.join(a.out, "table.parquet"), codes, y)
-    print(f"wrote {a.out}: codes {codes.shape} uint8, y {y.shape}, classes {np.bincount(y).tolist()}")
+    if a.mixed:
+        write_mixed_parquet(a.out, a.rows, a.features, seed=a.seed)
+    else:
+        codes, y = make_table(a.rows, a.features, a.states, seed=a.seed)
+        write_coded_parquet(a.out, codes, y)
+    print(f"wrote {a.out}")
 
 
 if __name__ == "__main__":
