@@ -91,12 +91,12 @@ def test_cluster_report_equals_local(cluster, table, tmp_path, method):
 
 @pytest.fixture(scope="module")
 def wide_table(tmp_path_factory):
-    """20,000 rows x 40 columns: enough steps to lose a worker in the middle of them."""
+    """12,000 rows x 30 columns: enough steps to lose a worker in the middle of them."""
     rng = np.random.default_rng(8)
-    n = 20_000
+    n = 12_000
     y = rng.integers(0, 2, n)
     data = {f"x{i}": (rng.integers(0, 4, n) + (rng.random(n) < 0.1 + 0.01 * i) * y) % 4
-            for i in range(40)}
+            for i in range(30)}
     data["y"] = y
     path = tmp_path_factory.mktemp("cluster-wide") / "t.parquet"
     pd.DataFrame(data).to_parquet(path, engine="pyarrow", index=False)
@@ -106,7 +106,7 @@ def wide_table(tmp_path_factory):
 @pytest.mark.parametrize("method", ["vmi_naive", "vmi_pairwise"])
 def test_losing_a_worker_mid_selection_gives_the_same_report(wide_table, tmp_path, method):
     """SIGKILL of a worker and its executors mid-run: Spark recomputes, the answer is unchanged."""
-    k = 14
+    k = 10
     with SparkCluster(num_workers=2, cores=1, memory="1g", scripts_dir=ROOT / "docker",
                       timeout=150) as c:
         cmd, env = _submit_cmd(c.master_url, wide_table, tmp_path / "cluster", method, k)

@@ -235,3 +235,36 @@ def test_every_step_pass_carries_a_job_description(spark, monkeypatch):
     assert labelled and all(t == shown for t, shown in labelled)
     assert seen[-1][0] is None  # cleared after the selection
     assert spark.sparkContext.getLocalProperty("spark.job.description") is None
+
+
+def test_worker_block_cache_saves_transfers_and_changes_nothing(spark):
+    """Naive passes score the blocks Python workers already hold; misses fall back."""
+    from vmi_spark.core.bound import StepOps
+    from vmi_spark.core.tables import conditional
+    from vmi_spark.spark.backend import SparkBackend
+    from vmi_spark.spark.encode import encode_blocks
+    from vmi_spark.spark.plan import build_plan, prepare_frame
+
+    pdf = random_discrete(4, n=3000, d=9)
+    features = [c for c in pdf.columns if c != "y"]
+    df = spark.createDataFrame(pdf).repartition(3)
+    typed, plan = build_plan(prepare_frame(df, "y", features), "y", features, 10, 32, 1000, "keep")
+    blocks = encode_blocks(typed, plan, 500).persist()
+    try:
+        cached = SparkBackend(blocks, 9, plan.arity, 3, "vmi_naive")
+        plain = SparkBackend(blocks, 9, plan.arity, 3, "vmi_naive", worker_cache=False)
+        counts = plain.feature_counts()
+        assert (cached.feature_counts() == counts).all()
+        prior = counts[0].sum(axis=0) / counts[0].sum()
+        cand = np.ones(9, bool)
+        cand[[0, 3]] = False
+        ops = StepOps("vmi_naive", prior, conditional(counts), cand, (0, 3))
+        expected = plain.run(ops)
+        for _ in range(4):
+            assert (cached.run(ops) == expected).all()
+        assert plain.cache_hits == []
+        num_blocks = blocks.count()
+        assert all(0 <= h <= num_blocks for h in cached.cache_hits)
+        assert sum(cached.cache_hits) > 0  # later passes found blocks in the workers
+    finally:
+        blocks.unpersist()

@@ -22,11 +22,14 @@ The tables travel inside the pass's function, which Spark ships once per pass.
 from __future__ import annotations
 
 import logging
+import uuid
+from collections import OrderedDict
 
 import numpy as np
 import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from ..core.bound import (
     PAIRWISE,
@@ -45,6 +48,35 @@ STATE_SCHEMA = ("block_id long, n int, codes binary, y binary, post binary, pair
                 "held binary, partial binary")
 #: passes of the pairwise state chain between two local checkpoints (bounds the lineage)
 CHECKPOINT_EVERY = 8
+#: bytes of decoded blocks one Python worker process keeps between passes
+WORKER_CACHE_BYTES = 1 << 30
+
+# Blocks a Python worker has seen, keyed by (run token, block id): Spark reuses its Python
+# workers between tasks, so a naive pass can score the blocks a worker already holds without
+# moving their codes from the JVM again. A miss (another worker, an evicted or lost block)
+# is answered by a pass over the cached DataFrame, which is the truth; the cache only saves
+# transfers and never changes a result.
+_WORKER_BLOCKS: OrderedDict = OrderedDict()
+_worker_bytes = 0
+
+
+def _cache_put(key, codes: np.ndarray, y: np.ndarray) -> None:
+    global _worker_bytes
+    if key in _WORKER_BLOCKS or codes.nbytes + y.nbytes > WORKER_CACHE_BYTES:
+        return
+    item = (np.array(codes, copy=True), np.array(y, copy=True))
+    _WORKER_BLOCKS[key] = item
+    _worker_bytes += item[0].nbytes + item[1].nbytes
+    while _worker_bytes > WORKER_CACHE_BYTES:
+        _, (c, yy) = _WORKER_BLOCKS.popitem(last=False)
+        _worker_bytes -= c.nbytes + yy.nbytes
+
+
+def _cache_get(key):
+    item = _WORKER_BLOCKS.get(key)
+    if item is not None:
+        _WORKER_BLOCKS.move_to_end(key)
+    return item
 
 
 def binary_values(arr: pa.Array) -> list[memoryview]:
@@ -56,14 +88,21 @@ def binary_values(arr: pa.Array) -> list[memoryview]:
     return [data[offsets[k]:offsets[k + 1]] for k in range(len(arr))]
 
 
-def _blocks(rb: pa.RecordBatch, num_features: int):
-    """(n, codes (D, n) uint8, y (n,) intp) of every block row of a record batch."""
+def _blocks(rb: pa.RecordBatch, num_features: int, token: str | None = None):
+    """(n, codes (D, n) uint8, y (n,) intp) of every block row of a record batch.
+
+    With a ``token``, the blocks are also kept in this worker's cache (:func:`_cache_put`).
+    """
     ns = rb.column("n").to_pylist()
+    ids = rb.column("block_id").to_pylist() if token is not None else None
     codes = binary_values(rb.column("codes"))
     ys = binary_values(rb.column("y"))
     for k, n in enumerate(ns):
-        yield (k, n, np.frombuffer(codes[k], dtype=np.uint8).reshape(num_features, n),
-               np.frombuffer(ys[k], dtype=np.uint16).astype(np.intp))
+        c = np.frombuffer(codes[k], dtype=np.uint8).reshape(num_features, n)
+        y = np.frombuffer(ys[k], dtype=np.uint16).astype(np.intp)
+        if ids is not None:
+            _cache_put((token, ids[k]), c, y)
+        yield k, n, c, y
 
 
 def _exact_sum(partials: list[bytes], num_features: int) -> np.ndarray:
@@ -74,11 +113,11 @@ def _exact_sum(partials: list[bytes], num_features: int) -> np.ndarray:
     return total
 
 
-def _count_fn(num_features: int, arity: int, num_classes: int, pair_with):
+def _count_fn(num_features: int, arity: int, num_classes: int, pair_with, token=None):
     def fn(batches):
         for rb in batches:
             outs = []
-            for _, _, codes, y in _blocks(rb, num_features):
+            for _, _, codes, y in _blocks(rb, num_features, token):
                 if pair_with is None:
                     c = feature_counts(codes, y, arity, num_classes)
                 elif isinstance(pair_with, list):
@@ -90,12 +129,28 @@ def _count_fn(num_features: int, arity: int, num_classes: int, pair_with):
     return fn
 
 
-def _naive_fn(ops: StepOps, num_features: int):
+def _naive_fn(ops: StepOps, num_features: int, token: str | None = None):
     def fn(batches):
         for rb in batches:
             outs = [naive_partials(codes, y, ops).tobytes()
-                    for _, _, codes, y in _blocks(rb, num_features)]
+                    for _, _, codes, y in _blocks(rb, num_features, token)]
             yield pa.RecordBatch.from_pydict({"partial": pa.array(outs, pa.binary())})
+    return fn
+
+
+def _naive_cached_fn(ops: StepOps, token: str):
+    """A naive pass over block ids only: scores the blocks this worker holds, flags misses."""
+    def fn(batches):
+        for rb in batches:
+            ids = rb.column("block_id").to_pylist()
+            outs, hits = [], []
+            for bid in ids:
+                item = _cache_get((token, bid))
+                hits.append(item is not None)
+                outs.append(naive_partials(item[0], item[1], ops).tobytes() if item else b"")
+            yield pa.RecordBatch.from_pydict({"block_id": pa.array(ids, pa.int64()),
+                                              "partial": pa.array(outs, pa.binary()),
+                                              "hit": pa.array(hits, pa.bool_())})
     return fn
 
 
@@ -142,7 +197,7 @@ class SparkBackend:
 
     def __init__(self, blocks: DataFrame, num_features: int, arity: int, num_classes: int,
                  method: str, storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
-                 describe=None):
+                 describe=None, worker_cache: bool = True):
         self.blocks = blocks
         self.num_features = num_features
         self.arity = arity
@@ -153,6 +208,9 @@ class SparkBackend:
         self.state_block: tuple[int, ...] = ()
         self.chain = 0
         self._feature_counts: np.ndarray | None = None
+        # identifies this run's blocks in the Python workers' caches
+        self.token = uuid.uuid4().hex if worker_cache else None
+        self.cache_hits: list[int] = []  # per naive pass: blocks scored from worker caches
         self.describe = describe or (lambda text: _set_description(blocks, text))
 
     def _counts(self, pair_with) -> np.ndarray:
@@ -161,7 +219,7 @@ class SparkBackend:
             shape = (self.num_features, self.arity, self.arity, self.num_classes)
             if isinstance(pair_with, list):
                 shape = (len(pair_with), *shape)
-        fn = _count_fn(self.num_features, self.arity, self.num_classes, pair_with)
+        fn = _count_fn(self.num_features, self.arity, self.num_classes, pair_with, self.token)
         rows = self.blocks.mapInArrow(fn, "counts binary").collect()
         total = np.zeros(int(np.prod(shape)), dtype=np.int64)
         for r in rows:
@@ -185,11 +243,27 @@ class SparkBackend:
         try:
             if ops.method == PAIRWISE:
                 return self._run_pairwise(ops)
-            fn = _naive_fn(ops, self.num_features)
-            rows = self.blocks.mapInArrow(fn, "partial binary").collect()
-            return _exact_sum([r[0] for r in rows], self.num_features)
+            return self._run_naive(ops)
         finally:
             self.describe("")
+
+    def _run_naive(self, ops: StepOps) -> np.ndarray:
+        partials: list[bytes] = []
+        source = self.blocks
+        if self.token is not None:  # first the blocks the Python workers already hold
+            rows = (self.blocks.select("block_id").mapInArrow(
+                _naive_cached_fn(ops, self.token), "block_id long, partial binary, hit boolean")
+                .collect())
+            partials = [r[1] for r in rows if r[2]]
+            missed = [int(r[0]) for r in rows if not r[2]]
+            self.cache_hits.append(len(partials))
+            if not missed:
+                return _exact_sum(partials, self.num_features)
+            if len(missed) < len(rows):
+                source = self.blocks.where(F.col("block_id").isin(missed))
+        rows = source.mapInArrow(_naive_fn(ops, self.num_features, self.token),
+                                 "partial binary").collect()
+        return _exact_sum(partials + [r[0] for r in rows], self.num_features)
 
     def _pairwise_pass(self, ops: StepOps, source: DataFrame, held: tuple[int, ...]):
         # ship only the tables of the features the state still has to fold in
