@@ -38,19 +38,12 @@ from pyspark.sql import functions as F
 
 from .spark.plan import quote
 from .spark.select import ALL_METHODS as METHODS
-from .spark.select import run_selection
+from .spark.select import run_selection, vector_attribute_names
 from .spark.session import is_connect
 
 __all__ = ["VMISelector", "VMISelectorModel"]
 
 log = logging.getLogger("vmi_spark")
-
-
-def attribute_names(metadata: dict | None) -> dict[int, str]:
-    """Element index -> name from a vector column's ML attribute metadata (``ml_attr``)."""
-    attrs = (metadata or {}).get("ml_attr", {}).get("attrs", {})
-    return {int(a["idx"]): a["name"] for group in attrs.values() for a in group
-            if "idx" in a and a.get("name") is not None}
 
 
 def sliced_metadata(metadata: dict | None, indices: list[int],
@@ -287,12 +280,8 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
         """Element names of ``featuresCol`` for progress lines (as the report will name them)."""
         col = self.getFeaturesCol()
         field = next((f for f in dataset.schema.fields if f.name == col), None)
-        names = attribute_names(field.metadata if field is not None else None)
-        num = (field.metadata or {}).get("ml_attr", {}).get("num_attrs") if field is not None else None
-        if num is None or sorted(names) != list(range(int(num))) or \
-                len(set(names.values())) != len(names):
-            names = {}
-        return lambda i: names.get(i, f"{col}[{i}]")
+        names = vector_attribute_names(field.metadata if field is not None else None) or []
+        return lambda i: names[i] if 0 <= i < len(names) else f"{col}[{i}]"
 
 
 class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):

@@ -72,7 +72,7 @@ def expand_vector(df: DataFrame, features_col: str, label: str) -> tuple[DataFra
         raise InputError(f"features column '{features_col}' not found in the input")
     if label not in fields:
         raise InputError(f"label column '{label}' not found in the input")
-    names = _attribute_names(fields[features_col].metadata)
+    names = vector_attribute_names(fields[features_col].metadata)
     arr = vector_to_array(F.col(quote(features_col)), "float64")
     if names is None:
         first = df.select(F.size(arr)).first()
@@ -83,7 +83,8 @@ def expand_vector(df: DataFrame, features_col: str, label: str) -> tuple[DataFra
     return out, names
 
 
-def _attribute_names(meta: dict) -> list[str] | None:
+def vector_attribute_names(meta: dict | None) -> list[str] | None:
+    """Element names of a vector column from its ML metadata; None unless complete and unique."""
     attrs = (meta or {}).get("ml_attr", {})
     if "attrs" not in attrs or "num_attrs" not in attrs:
         return None
