@@ -58,7 +58,9 @@ import numpy as np  # noqa: E402
 from data import arrow_table, make_table, write_coded_parquet, write_mixed_parquet  # noqa: E402
 from kernels import numpy_step, row_posterior  # noqa: E402
 from vmi_spark.core.bound import (MAX_BLOCK_ROWS, NAIVE, PAIRWISE, PATTERN_RATIO,  # noqa: E402
-                                  SCALE, StepOps, feature_counts, naive_posterior)
+                                  SCALE, StepOps, feature_counts, naive_own,
+                                  naive_posterior)
+from vmi_spark.core import kernels as core_kernels  # noqa: E402
 from vmi_spark.core.inmemory import InMemoryBackend  # noqa: E402
 from vmi_spark.core.tables import (conditional, mutual_information, pair_conditional,  # noqa: E402
                                    safe_log)
@@ -159,6 +161,21 @@ def naive_ops(prior, cond, block, d):
     return StepOps(NAIVE, prior, cond, cands, block=tuple(block), label=f"bench m={len(block)}")
 
 
+class numpy_kernels:
+    """Run the in-process kernels with the numpy loops (the fallback) inside the block."""
+
+    names = ("row_posterior", "mix_log_sums", "pattern_counts")
+
+    def __enter__(self):
+        self.saved = {k: getattr(core_kernels, k) for k in self.names}
+        for k in self.names:
+            setattr(core_kernels, k, getattr(core_kernels, k + "_np"))
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            setattr(core_kernels, k, v)
+
+
 def kernel_used(codes, y, block, cond, prior, block_rows) -> dict:
     """Which naive kernel ``naive_partials`` runs on each block (same decision rule)."""
     counts = {"pattern": 0, "per_row": 0}
@@ -166,9 +183,9 @@ def kernel_used(codes, y, block, cond, prior, block_rows) -> dict:
     for s in range(0, codes.shape[1], block_rows):
         c = codes[:, s:s + block_rows]
         n = c.shape[1]
-        limit = max(1, n // (PATTERN_RATIO * CLASSES))
+        limit = max(1, n // (PATTERN_RATIO * STATES))
         _, post, rest = naive_posterior(c, tuple(block), cond, prior, limit)
-        if not rest and post.shape[0] * STATES * CLASSES <= max(n // PATTERN_RATIO, 1):
+        if not rest:
             counts["pattern"] += 1
             patterns.append(int(post.shape[0]))
         else:
@@ -220,20 +237,27 @@ def bench_naive(scale, reps=3, ms=(1, 2, 3, 6)):
             sums = s
         t_mem, ref = timed(mem.run, ops)
         _check(f"m={m} spark == in-memory", np.array_equal(np.asarray(sums, dtype=np.int64), ref), res)
+        with numpy_kernels():
+            t_mem_np, ref_np = timed(mem.run, ops)
+        _check(f"m={m} numpy kernels == {core_kernels.BACKEND} kernels",
+               np.array_equal(ref_np, ref), res)
         row = {"m": m, "cells": cells, "spark_s": min(times), "spark_all_s": times,
-               "inmemory_1core_s": t_mem, "load": load(),
+               "inmemory_1core_s": t_mem, "inmemory_1core_numpy_kernels_s": t_mem_np,
+               "load": load(),
                **kernel_used(codes, yi, block, cond, prior, br)}
         if m in (1, ms[-1]):
             post = row_posterior(codes, block, cond, prior)
             t_np, ref64 = timed(numpy_step, codes, yi, post, cond, ops.candidates)
             np_times.append(t_np)
-            exact = np.asarray(sums, dtype=np.float64) / SCALE / n
+            exact = (np.asarray(sums) + naive_own(feature_counts(codes, yi, STATES, CLASSES),
+                                                  cond)).astype(np.float64) / SCALE / n
             c = ops.candidates
             row["numpy_s"] = t_np
             row["max_abs_diff_vs_float64"] = float(np.max(np.abs(exact[c] - ref64[c])))
             del post
         res["steps"].append(row)
-        print(f"  naive m={m}: spark {min(times):.2f}s  in-mem {t_mem:.2f}s  "
+        print(f"  naive m={m}: spark {min(times):.2f}s  in-mem {t_mem:.2f}s "
+              f"(numpy loops {t_mem_np:.2f}s)  "
               f"{row['kernel']}  load {row['load']}", flush=True)
     t_np = min(np_times)
     res["numpy_step_s"] = t_np
@@ -276,7 +300,7 @@ def bench_overhead(scale, m=6, reps=3):
         for rb in batches:
             for _, _, c, yy in _blocks(rb, d):
                 t = time.perf_counter()
-                naive_partials(c, yy, ops)
+                naive_partials(c, ops)
                 yield pa.RecordBatch.from_pydict({"s": pa.array([time.perf_counter() - t])})
 
     res = {"rows": n, "features": d, "m": m, "block_rows": br, "load_start": load()}
@@ -759,7 +783,9 @@ def machine():
         pass
     return {"nproc": os.cpu_count(), "mem_total": mem, "python": platform.python_version(),
             "numpy": np.__version__, "pyarrow": pyarrow.__version__, "pyspark": pyspark.__version__,
-            "platform": platform.platform(), "master": MASTER}
+            "platform": platform.platform(), "master": MASTER,
+            "kernels": core_kernels.BACKEND,
+            "VMI_SPARK_KERNELS": os.environ.get("VMI_SPARK_KERNELS")}
 
 
 def main(argv=None):

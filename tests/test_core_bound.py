@@ -672,12 +672,14 @@ def test_pattern_kernel_gives_the_same_integers_as_the_per_row_kernel(monkeypatc
     ops = _naive_ops(codes, y, list(range(m)))
     # per-row kernel forced: no pattern compression at all
     monkeypatch.setattr(bound, "PATTERN_RATIO", 10**12)
-    rows = bound.naive_partials(codes, y, ops)
+    rows = bound.naive_partials(codes, ops)
     monkeypatch.setattr(bound, "PATTERN_RATIO", 2)
-    patterns = bound.naive_partials(codes, y, ops)
+    patterns = bound.naive_partials(codes, ops)
     assert (rows == patterns).all()
-    # and both agree with a float64 sum of the per-row log ratios from the definition
+    # and both, with the count term, agree with a float64 sum of the per-row log ratios
     cond = ops.cond
+    counts = InMemoryBackend(codes, y, NAIVE).feature_counts()
+    rows = rows + bound.naive_own(counts, cond)
     post = np.tile(ops.prior, (n, 1))
     for f in range(m):
         post = post * cond[f][codes[f]]

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .bound import NAIVE, PAIRWISE, SCALE, StepOps
+from .bound import NAIVE, PAIRWISE, SCALE, StepOps, naive_own
 from .tables import conditional, mutual_information, pair_conditional, safe_log
 
 
@@ -29,7 +29,11 @@ class Backend(Protocol):
         """(D, A, A, L) int64 counts n(x_i = a, x_f = b, y)."""
 
     def run(self, ops: StepOps) -> np.ndarray:
-        """Apply ``ops`` to every block; return the summed (D,) int64 partials."""
+        """Apply ``ops`` to every block; return the summed (D,) int64 partials.
+
+        For ``vmi_naive`` these are the mixture terms only (:func:`.bound.naive_partials`);
+        the loop adds :func:`.bound.naive_own`.
+        """
 
 
 class StopSelection(Exception):
@@ -158,7 +162,9 @@ def select_vmi(
     else:  # the one-feature bound under the given table: I_LB of block {i} for every i
         ops = StepOps(method=method, prior=prior, cond=cond,
                       candidates=np.ones(num_cols, dtype=bool), label=f"{method} relevance")
-        mi = backend.run(ops).astype(np.float64) / SCALE / n_rows
+        mi = (backend.run(ops) + naive_own(counts, cond)).astype(np.float64) / SCALE / n_rows
+    # the naive bound's first term depends only on the counts: add it to every pass
+    own = naive_own(counts, cond) if method == NAIVE else np.zeros(num_cols, dtype=np.int64)
     result = Selection(method=method, num_rows=n_rows, mutual_information=[float(v) for v in mi])
 
     chosen = np.zeros(num_cols, dtype=bool)
@@ -188,7 +194,7 @@ def select_vmi(
             ops = StepOps(method=method, prior=prior, cond=cond, candidates=candidates,
                           block=tuple(block), pair_log_tables=tables,
                           label=f"{method} step {len(result.selected) + 1}/{num_features}")
-            sums = backend.run(ops).astype(np.float64) / SCALE
+            sums = (backend.run(ops) + own).astype(np.float64) / SCALE
             gains = np.where(candidates, sums / n_rows, -np.inf)
         best = int(np.argmax(gains))  # first maximum: ties go to the lowest index
         gain = float(gains[best])

@@ -132,7 +132,7 @@ def _count_fn(num_features: int, arity: int, num_classes: int, pair_with, token=
 def _naive_fn(ops: StepOps, num_features: int, token: str | None = None):
     def fn(batches):
         for rb in batches:
-            outs = [naive_partials(codes, y, ops).tobytes()
+            outs = [naive_partials(codes, ops).tobytes()
                     for _, _, codes, y in _blocks(rb, num_features, token)]
             yield pa.RecordBatch.from_pydict({"partial": pa.array(outs, pa.binary())})
     return fn
@@ -147,7 +147,7 @@ def _naive_cached_fn(ops: StepOps, token: str):
             for bid in ids:
                 item = _cache_get((token, bid))
                 hits.append(item is not None)
-                outs.append(naive_partials(item[0], item[1], ops).tobytes() if item else b"")
+                outs.append(naive_partials(item[0], ops).tobytes() if item else b"")
             yield pa.RecordBatch.from_pydict({"block_id": pa.array(ids, pa.int64()),
                                               "partial": pa.array(outs, pa.binary()),
                                               "hit": pa.array(hits, pa.bool_())})

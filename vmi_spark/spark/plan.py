@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -353,12 +354,23 @@ def _quantile_splits(df: DataFrame, cols: list[str], num_bins: int, rows: int,
         h = F.pmod(F.xxhash64(*[F.col(quote(c)) for c in [label, *cols]]), F.lit(modulus))
         sample = df.where(h < threshold)
     out: dict[str, list[float]] = {}
-    for start in range(0, len(cols), _SPLIT_CHUNK):
-        chunk = cols[start:start + _SPLIT_CHUNK]
-        table = positional(sample, chunk).toArrow()
-        for i, c in enumerate(chunk):
-            v = table.column(i).to_numpy(zero_copy_only=False).astype(np.float64)
-            out[c] = equal_frequency_splits(v, num_bins)
+    # the columns come to the driver a chunk at a time; with more than one chunk the
+    # sample is cached first, so that the input is read (and hashed) once, not per chunk
+    cached = len(cols) > _SPLIT_CHUNK
+    frame = positional(sample, cols)
+    if cached:
+        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        for start in range(0, len(cols), _SPLIT_CHUNK):
+            names = frame.columns[start:start + _SPLIT_CHUNK]
+            table = frame.select(*names).toArrow()
+            for i, c in enumerate(cols[start:start + _SPLIT_CHUNK]):
+                v = table.column(i).to_numpy(zero_copy_only=False).astype(np.float64)
+                out[c] = equal_frequency_splits(v, num_bins)
+            del table
+    finally:
+        if cached:
+            frame.unpersist()
     return out
 
 

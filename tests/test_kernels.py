@@ -1,0 +1,152 @@
+"""The compiled (numba) loops of the naive bound give the numpy loops' integers bit for bit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from vmi_spark.core import bound, kernels
+from vmi_spark.core.bound import NAIVE, StepOps
+from vmi_spark.core.inmemory import InMemoryBackend
+from vmi_spark.core.tables import conditional
+
+numba_only = pytest.mark.skipif(kernels.BACKEND != "numba", reason="numba is not installed")
+
+
+def _numpy_loops(monkeypatch):
+    for name in ("row_posterior", "mix_log_sums", "pattern_counts"):
+        monkeypatch.setattr(kernels, name, getattr(kernels, name + "_np"))
+
+
+def _case(seed, n, d, arity, num_classes, peaked=False):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, num_classes, n)
+    codes = ((rng.integers(0, arity, (d, n)) + (rng.random((d, n)) < 0.5) * y) % arity)
+    codes = codes.astype(np.uint8)
+    if peaked:  # near-deterministic features: posteriors of 1e-200 and smaller
+        codes[:4] = (y % arity).astype(np.uint8)
+        codes[0, :5] = (codes[0, :5] + 1) % arity
+    counts = InMemoryBackend(codes, y, NAIVE, arity, num_classes).feature_counts()
+    return codes, y, counts
+
+
+@numba_only
+@pytest.mark.parametrize("num_classes", [2, 3])
+@pytest.mark.parametrize("n", [1, 7, 5000, 70001])
+def test_compiled_loops_equal_numpy_loops(num_classes, n):
+    codes, y, counts = _case(n + num_classes, n, 9, 5, num_classes)
+    codes = np.frombuffer(codes.tobytes(), dtype=np.uint8).reshape(codes.shape)  # read-only
+    cond = conditional(counts)
+    rng = np.random.default_rng(n)
+    pattern_post = rng.random((6, num_classes))
+    pattern_post /= pattern_post.sum(axis=1, keepdims=True)
+    ids = rng.integers(0, 6, n).astype(np.intp)
+    rest = (1, 4, 2)
+    post = kernels.row_posterior(pattern_post, ids, codes, rest, cond)
+    post_np = kernels.row_posterior_np(pattern_post, ids, codes, rest, cond)
+    assert post.shape == (num_classes, n)
+    assert np.array_equal(post.view(np.int64), post_np.view(np.int64))
+    cands = np.array([0, 3, 5, 6, 7, 8])
+    got = kernels.mix_log_sums(codes, cands, post, cond)
+    assert np.array_equal(got, kernels.mix_log_sums_np(codes, cands, post_np, cond))
+    assert np.array_equal(kernels.pattern_counts(codes[3], ids, 6, 5),
+                          kernels.pattern_counts_np(codes[3], ids, 6, 5))
+
+
+def test_mix_log_sums_is_the_rounded_log_mixture():
+    """Against a plain per-row float64 computation, rounded row by row."""
+    codes, y, counts = _case(3, 4000, 6, 4, 2)
+    cond = conditional(counts)
+    rng = np.random.default_rng(0)
+    post = rng.random((2, 4000))
+    post /= post.sum(axis=0)
+    got = kernels.mix_log_sums(codes, np.arange(6), post, cond)
+    for i in range(6):
+        mix = np.array([post[0, k] * cond[i, codes[i, k], 0] + post[1, k] * cond[i, codes[i, k], 1]
+                        for k in range(4000)])
+        assert got[i] == int(np.sum(np.rint(np.log(mix) * 2.0**32)))
+
+
+@pytest.mark.parametrize("m", [1, 3, 6])
+@pytest.mark.parametrize("peaked", [False, True])
+def test_naive_partials_same_with_numpy_loops(monkeypatch, m, peaked):
+    codes, y, counts = _case(m, 9000, 12, 4, 3, peaked=peaked)
+    cond = conditional(counts)
+    prior = counts[0].sum(axis=0) / counts[0].sum()
+    cands = np.ones(12, bool)
+    cands[:m] = False
+    ops = StepOps(NAIVE, prior, cond, cands, tuple(range(m)))
+    first = bound.naive_partials(codes, ops)
+    monkeypatch.setattr(bound, "PATTERN_RATIO", 10**12)  # force the per-row loops
+    rows = bound.naive_partials(codes, ops)
+    _numpy_loops(monkeypatch)
+    rows_np = bound.naive_partials(codes, ops)
+    assert np.array_equal(first, rows) and np.array_equal(rows, rows_np)
+    assert (first[~cands] == 0).all()
+
+
+def test_naive_own_is_the_count_weighted_rounded_log():
+    counts = np.array([[[3, 0], [1, 2]]])  # one feature, 2 states, 2 classes
+    cond = np.array([[[0.75, 0.0], [0.25, 1.0]]])
+    expected = 3 * round(np.log(0.75) * 2**32) + 1 * round(np.log(0.25) * 2**32) + 0
+    assert bound.naive_own(counts, cond).tolist() == [expected]
+
+
+def test_naive_bound_from_own_and_partials_matches_float64_definition():
+    codes, y, counts = _case(11, 6000, 8, 4, 2)
+    cond = conditional(counts)
+    prior = counts[0].sum(axis=0) / 6000
+    cands = np.ones(8, bool)
+    cands[:3] = False
+    ops = StepOps(NAIVE, prior, cond, cands, (0, 1, 2))
+    total = (bound.naive_partials(codes, ops) + bound.naive_own(counts, cond)) / bound.SCALE
+    post = np.tile(prior, (6000, 1))
+    for f in range(3):
+        post = post * cond[f][codes[f]]
+        post /= post.sum(axis=1, keepdims=True)
+    for i in range(3, 8):
+        c = cond[i][codes[i]]
+        ref = np.mean(np.log(c[np.arange(6000), y]) - np.log((post * c).sum(axis=1)))
+        assert total[i] / 6000 == pytest.approx(ref, abs=1e-9)
+
+
+def test_numpy_log_does_not_depend_on_position_or_stride():
+    """Both paths take their logs with np.log on buffers of different shapes."""
+    x = np.random.default_rng(5).random(40013) ** 40 + 1e-300
+    full = np.log(x)
+    for start in range(4):
+        for stride in (1, 2, 3, 8):
+            assert np.array_equal(np.log(x[start::stride]), full[start::stride])
+    assert all(np.log(x[i:i + 1])[0] == full[i] for i in range(0, 40013, 1009))
+    assert np.array_equal(np.log(x.reshape(-1, 1)).ravel(), full)
+
+
+def test_environment_variable_forces_numpy_loops():
+    code = "import vmi_spark.core.kernels as k; print(k.BACKEND)"
+    env = dict(os.environ, VMI_SPARK_KERNELS="numpy")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "numpy"
+
+
+@numba_only
+def test_a_loop_numba_cannot_compile_falls_back_to_numpy(monkeypatch):
+    from numba.core.errors import TypingError
+
+    def broken(*args):
+        raise TypingError("no implementation for these types")
+
+    monkeypatch.setattr(kernels, "_impl", {})
+    monkeypatch.setattr(kernels, "BACKEND", "numba")
+    call = kernels._guarded(broken, kernels.pattern_counts_np)
+    ids = np.array([0, 1, 1, 0], dtype=np.intp)
+    codes_i = np.array([2, 0, 2, 2], dtype=np.uint8)
+    with pytest.warns(RuntimeWarning, match="numpy loops"):
+        got = call(codes_i, ids, 2, 3)
+    assert got.tolist() == [[0, 1], [0, 0], [2, 1]]
+    assert kernels.BACKEND == "numpy"
+    assert call(codes_i, ids, 2, 3).tolist() == got.tolist()  # no second warning needed

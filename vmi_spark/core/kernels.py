@@ -1,0 +1,214 @@
+"""The per-row loops of the naive bound: compiled with numba when it is installed.
+
+Three loops dominate a ``vmi_naive`` pass: folding the block's features into the
+per-row posterior, the per-row mixture ``sum_y r_k(y) p(x_i^k | y)`` of every
+candidate, and counting rows per (pattern of x_S, x_i). Each has a numba and a
+numpy implementation doing the same IEEE operations in the same order (products
+and left-to-right sums, never a fused multiply-add), and every logarithm is taken
+by numpy's ``np.log`` on a contiguous buffer on both paths, so both give the same
+integers bit for bit. numba is an optional extra (``pip install vmi-spark[fast]``);
+``VMI_SPARK_KERNELS=numpy`` forces the numpy loops.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+
+#: fixed-point scale of per-row log contributions (2**32, as in :mod:`.bound`)
+SCALE = float(2**32)
+#: floor for the mixture probability; only reached if a posterior underflows
+TINY = 1e-300
+#: cells (rows x candidates) one compiled call fills before the logs are taken
+_CHUNK_CELLS = 1 << 16
+
+
+def _load_numba():
+    if os.environ.get("VMI_SPARK_KERNELS", "").strip().lower() == "numpy":
+        return None
+    try:
+        import numba
+    except ImportError:
+        return None
+    return numba
+
+
+def _fixed_rows_np(buf: np.ndarray) -> np.ndarray:
+    """Row sums of rint(buf * 2**32) as int64 (``buf`` holds logs)."""
+    buf *= SCALE
+    return np.rint(buf, out=buf).astype(np.int64).sum(axis=1)
+
+
+# ----------------------------------------------------------------------------- numpy
+
+
+def row_posterior_np(pattern_post, ids, codes, rest, cond):
+    """(L, n) posterior of every row: its pattern's, then ``rest`` folded in per row."""
+    post = pattern_post.take(ids, axis=0)
+    for f in rest:
+        post *= cond[f].take(codes[f], axis=0)
+        total = post[:, 0].copy()
+        for c in range(1, post.shape[1]):
+            total += post[:, c]
+        post /= total[:, None]
+    return np.ascontiguousarray(post.T)
+
+
+def mix_log_sums_np(codes, cands, post, cond):
+    """Per candidate i: sum_k rint(2**32 log max(sum_y r_k(y) p(x_i^k | y), TINY))."""
+    n = codes.shape[1]
+    out = np.zeros(len(cands), dtype=np.int64)
+    for j, i in enumerate(cands):
+        a = codes[i].astype(np.intp)
+        c = cond[i]
+        mix = post[0] * c[:, 0].take(a)
+        for k in range(1, post.shape[0]):
+            mix += post[k] * c[:, k].take(a)
+        np.maximum(mix, TINY, out=mix)
+        np.log(mix, out=mix)
+        out[j] = _fixed_rows_np(mix.reshape(1, n))[0]
+    return out
+
+
+def pattern_counts_np(codes_i, ids, num, arity):
+    """(arity, num) int64 counts of rows per (x_i = a, pattern)."""
+    key = codes_i.astype(np.intp) * num + ids
+    return np.bincount(key, minlength=arity * num).reshape(arity, num)
+
+
+# ----------------------------------------------------------------------------- numba
+
+
+def _compile(numba, cache=True):
+    jit = numba.njit(cache=cache, nogil=True)
+
+    @jit
+    def row_posterior(pattern_post, ids, codes, rest, cond):
+        n = ids.shape[0]
+        num_classes = pattern_post.shape[1]
+        out = np.empty((num_classes, n))
+        p = np.empty(num_classes)
+        for k in range(n):
+            for c in range(num_classes):
+                p[c] = pattern_post[ids[k], c]
+            for f in rest:
+                a = codes[f, k]
+                for c in range(num_classes):
+                    p[c] *= cond[f, a, c]
+                total = p[0]
+                for c in range(1, num_classes):
+                    total += p[c]
+                for c in range(num_classes):
+                    p[c] /= total
+            for c in range(num_classes):
+                out[c, k] = p[c]
+        return out
+
+    @jit
+    def mix2(codes, cands, post, cond, buf):
+        n = codes.shape[1]
+        p0 = post[0]
+        p1 = post[1]
+        for j in range(cands.shape[0]):
+            i = cands[j]
+            c0 = cond[i, :, 0].copy()
+            c1 = cond[i, :, 1].copy()
+            a = codes[i]
+            row = buf[j]
+            for k in range(n):
+                v = a[k]
+                m = p0[k] * c0[v]
+                m += p1[k] * c1[v]
+                row[k] = m if m > TINY else TINY
+
+    @jit
+    def mix_any(codes, cands, post, cond, buf):
+        n = codes.shape[1]
+        num_classes = post.shape[0]
+        for j in range(cands.shape[0]):
+            i = cands[j]
+            c = cond[i]
+            a = codes[i]
+            row = buf[j]
+            for k in range(n):
+                v = a[k]
+                m = post[0, k] * c[v, 0]
+                for y in range(1, num_classes):
+                    m += post[y, k] * c[v, y]
+                row[k] = m if m > TINY else TINY
+
+    @jit
+    def fixed_rows(buf, out):
+        for j in range(buf.shape[0]):
+            t = 0
+            for v in buf[j]:
+                t += np.int64(np.rint(v * 4294967296.0))
+            out[j] = t
+
+    @jit
+    def pattern_counts(codes_i, ids, num, arity):
+        out = np.zeros((arity, num), dtype=np.int64)
+        for k in range(ids.shape[0]):
+            out[codes_i[k], ids[k]] += 1
+        return out
+
+    def mix_log_sums(codes, cands, post, cond):
+        n = codes.shape[1]
+        cands = np.asarray(cands, dtype=np.int64)
+        out = np.zeros(len(cands), dtype=np.int64)
+        step = max(1, _CHUNK_CELLS // max(n, 1))
+        buf = np.empty((min(step, len(cands)), n))
+        mix = mix2 if post.shape[0] == 2 else mix_any
+        for s in range(0, len(cands), step):
+            part = cands[s:s + step]
+            view = buf[:len(part)]
+            mix(codes, part, post, cond, view)
+            np.log(view, out=view)
+            fixed_rows(view, out[s:s + len(part)])
+        return out
+
+    def posterior(pattern_post, ids, codes, rest, cond):
+        return row_posterior(np.ascontiguousarray(pattern_post), ids, codes,
+                             np.asarray(rest, dtype=np.int64), cond)
+
+    def counts(codes_i, ids, num, arity):
+        return pattern_counts(codes_i, ids, int(num), int(arity))
+
+    return posterior, mix_log_sums, counts
+
+
+def _guarded(fast, slow):
+    """Call the compiled loop; if numba cannot compile it here, use numpy from then on."""
+    def call(*args):
+        global BACKEND
+        impl = _impl.get(fast, fast)
+        try:
+            return impl(*args)
+        except _NumbaError as exc:
+            warnings.warn(f"vmi_spark: numba could not compile a kernel ({type(exc).__name__}); "
+                          "using the numpy loops", RuntimeWarning, stacklevel=2)
+            _impl[fast] = slow
+            BACKEND = "numpy"
+            return slow(*args)
+    return call
+
+
+_impl: dict = {}
+_numba = _load_numba()
+if _numba is not None:
+    from numba.core.errors import NumbaError as _NumbaError
+
+    try:
+        _fast = _compile(_numba)
+    except RuntimeError:  # no writable cache directory: compile per process instead
+        _fast = _compile(_numba, cache=False)
+    row_posterior, mix_log_sums, pattern_counts = (
+        _guarded(f, s) for f, s in zip(_fast, (row_posterior_np, mix_log_sums_np,
+                                               pattern_counts_np)))
+    BACKEND = "numba"
+else:
+    row_posterior, mix_log_sums, pattern_counts = (
+        row_posterior_np, mix_log_sums_np, pattern_counts_np)
+    BACKEND = "numpy"
