@@ -108,6 +108,8 @@ def _bad_inputs(base: Path, spark, tmp: Path):
         "unknown method": (["--input", t, "--label", "y", "--method", "magic"], "invalid choice"),
         "bad number": (["--input", t, "--label", "y", "--num-features", "ten"], "invalid int value"),
         "no label arg": (["--input", t], "--label is required"),
+        "nan restart tolerance": (["--input", t, "--label", "y", "--restart-tolerance", "nan"],
+                                  "restartTolerance must be a number"),
     }
 
 

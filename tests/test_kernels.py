@@ -150,3 +150,52 @@ def test_a_loop_numba_cannot_compile_falls_back_to_numpy(monkeypatch):
     assert got.tolist() == [[0, 1], [0, 0], [2, 1]]
     assert kernels.BACKEND == "numpy"
     assert call(codes_i, ids, 2, 3).tolist() == got.tolist()  # no second warning needed
+
+
+@numba_only
+@pytest.mark.parametrize("num_classes", [2, 3])
+@pytest.mark.parametrize("n", [1, 9, 4000, 40001])
+def test_compiled_pairwise_loops_equal_numpy_loops(num_classes, n):
+    rng = np.random.default_rng(n * num_classes)
+    d, arity = 7, 4
+    codes = rng.integers(0, arity, (d, n)).astype(np.uint8)
+    y = rng.integers(0, num_classes, n)
+    table = np.log(rng.random((d, arity, arity, num_classes)))
+    table[rng.random(table.shape) < 0.1] = -np.inf  # log of an empty cell
+    start = np.log(rng.random((d, n, num_classes))) * 3
+    a, b = start.copy(), start.copy()
+    targets = np.array([0, 2, 3, 6])
+    kernels.pair_fold(a, table, codes, codes[5], targets)
+    kernels.pair_fold_np(b, table, codes, codes[5], targets)
+    assert np.array_equal(a, b)
+    # the own class of every row keeps a finite log (the row itself was counted)
+    a[:, np.arange(n), y] = np.where(np.isfinite(a[:, np.arange(n), y]), a[:, np.arange(n), y], -3.0)
+    post = rng.random((n, num_classes))
+    post /= post.sum(axis=1, keepdims=True)
+    cands = np.array([0, 2, 3, 6])
+    got = kernels.pair_scores(a, post, y, cands, 3)
+    assert np.array_equal(got, kernels.pair_scores_np(a, post, y, cands, 3))
+    for j, i in enumerate(cands):  # and against a plain per-row computation
+        lc = a[i] / 3
+        ref = np.rint((lc[np.arange(n), y] - np.log(np.maximum((post * np.exp(lc)).sum(axis=1),
+                                                                1e-300))) * 2.0**32)
+        assert abs(int(ref.astype(np.int64).sum()) - got[j]) <= n  # summation order may differ
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_pairwise_partials_same_with_numpy_loops(monkeypatch, m):
+    from vmi_spark.core.bound import PAIRWISE, BlockState, pair_counts, pairwise_partials
+    from vmi_spark.core.tables import pair_conditional, safe_log
+
+    codes, y, counts = _case(m + 20, 5000, 10, 4, 2, peaked=True)
+    cond = conditional(counts)
+    prior = counts[0].sum(axis=0) / counts[0].sum()
+    tables = {f: safe_log(pair_conditional(pair_counts(codes, y, f, 4, 2))) for f in range(m)}
+    cands = np.ones(10, bool)
+    cands[:m] = False
+    ops = StepOps(PAIRWISE, prior, cond, cands, tuple(range(m)), tables)
+    fast = pairwise_partials(codes, y, BlockState.initial(prior, 5000, 10), ops)
+    monkeypatch.setattr(kernels, "pair_fold", kernels.pair_fold_np)
+    monkeypatch.setattr(kernels, "pair_scores", kernels.pair_scores_np)
+    slow = pairwise_partials(codes, y, BlockState.initial(prior, 5000, 10), ops)
+    assert np.array_equal(fast, slow) and (fast[:m] == 0).all()

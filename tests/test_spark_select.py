@@ -268,3 +268,20 @@ def test_worker_block_cache_saves_transfers_and_changes_nothing(spark):
         assert sum(cached.cache_hits) > 0  # later passes found blocks in the workers
     finally:
         blocks.unpersist()
+
+
+def test_restart_tolerance_minus_inf_never_restarts(spark):
+    """-inf is the paper's dotted continuation: one block, equal to the core's run."""
+    pdf = random_discrete(3)
+    x = pdf.drop(columns="y").to_numpy()
+    core = select_vmi(InMemoryBackend(codes_of(x), pdf["y"].to_numpy(), "vmi_naive"),
+                      "vmi_naive", 8, -np.inf)
+    run = run_selection(spark.createDataFrame(pdf), "y", num_features=8,
+                        restart_tolerance=-np.inf)
+    assert run.selection.blocks == [0] * 8 and run.selection.restarts == 0
+    assert run.selection.selected == core.selected and run.selection.scores == core.scores
+    default = run_selection(spark.createDataFrame(pdf), "y", num_features=8)
+    assert default.selection.restarts > 0  # the data do restart under the default rule
+    n0 = default.selection.blocks.count(0)
+    assert run.selection.selected[:n0] == default.selection.selected[:n0]
+    assert run.report()["parameters"]["restart_tolerance"] == "-inf"

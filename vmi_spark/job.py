@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "this catalog table (saveAsTable), in the input's format and partitioning")
     p.add_argument("--restart-tolerance", type=float, default=0.0,
                    help="restart a block when the best gain is <= this (default 0.0; "
-                        "the authors' program uses 0.01)")
+                        "the authors' program uses 0.01; -inf never restarts)")
     p.add_argument("--num-bins", type=int, default=10)
     p.add_argument("--max-categories", type=int, default=32)
     p.add_argument("--max-classes", type=int, default=1000)

@@ -123,7 +123,8 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
         typeConverter=TypeConverters.toString)
     restartTolerance: Param[float] = Param(
         Params._dummy(), "restartTolerance",
-        "a block restarts when the best candidate raises its bound by no more than this (nats)",
+        "a block restarts when the best candidate raises its bound by no more than this (nats); "
+        "-inf never restarts",
         typeConverter=TypeConverters.toFloat)
     numBins: Param[int] = Param(
         Params._dummy(), "numBins",

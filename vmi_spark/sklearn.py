@@ -177,7 +177,8 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
     restart_tolerance : float, default=0.0
         VMI only: clear the block when the best candidate raises its bound by no
         more than this (nats). 0.0 is the paper's Algorithm 1; the authors'
-        program uses 0.01.
+        program uses 0.01; ``-inf`` never restarts (one block, the paper's
+        dotted continuation in Fig. 3).
     num_bins : int, default=10
         Equal-frequency bins for numeric columns with more than
         ``max_categories`` distinct values (2..255).
@@ -282,8 +283,9 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         if self.method not in METHODS:
             raise ValueError(f"unknown method {self.method!r}; expected one of {METHODS}")
         tol = self.restart_tolerance
-        if not isinstance(tol, numbers.Real) or not tol >= 0.0:
-            raise ValueError(f"restart_tolerance must be >= 0, got {tol!r}")
+        if not isinstance(tol, numbers.Real) or tol != tol:
+            raise ValueError(f"restart_tolerance must be a number (-inf: never restart), "
+                             f"got {tol!r}")
         for name, lo in (("num_bins", 2), ("max_categories", 1)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) \

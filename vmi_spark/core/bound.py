@@ -207,8 +207,7 @@ def pairwise_add(codes: np.ndarray, state: BlockState, f: int, ops: StepOps) -> 
     # the candidates, and the block features still to be folded in (their factor needs it)
     targets = ops.candidates.copy()
     targets[list(ops.block[m + 1:])] = True
-    for i in np.flatnonzero(targets):
-        state.pair_log[i] += table[i][codes[i], cf]
+    kernels.pair_fold(state.pair_log, table, codes, cf, np.flatnonzero(targets))
     state.block = (*state.block, f)
 
 
@@ -230,21 +229,12 @@ def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: BlockState,
     p(x_i | x_j, y) over the block's features j. Non-candidates get 0.
     """
     pairwise_sync(codes, state, ops)
-    num_features = codes.shape[0]
-    out = np.zeros(num_features, dtype=np.int64)
-    post = state.posterior
-    m = len(state.block)
-    rows = np.arange(codes.shape[1])
-    y = np.asarray(y, dtype=np.intp)
-    for i in np.flatnonzero(ops.candidates):
-        logc = state.pair_log[i] / m
-        factor = np.exp(logc)
-        mix = post[:, 0] * factor[:, 0]
-        for k in range(1, post.shape[1]):
-            mix += post[:, k] * factor[:, k]
-        with np.errstate(divide="ignore"):
-            vals = logc[rows, y] - np.log(np.maximum(mix, _TINY))
-        out[i] = fixed_sum(vals)
+    out = np.zeros(codes.shape[0], dtype=np.int64)
+    cands = np.flatnonzero(ops.candidates)
+    if len(cands):
+        y = np.asarray(y, dtype=np.intp)
+        out[cands] = kernels.pair_scores(state.pair_log, state.posterior, y, cands,
+                                         len(state.block))
     return out
 
 

@@ -2,7 +2,10 @@
 
 Three loops dominate a ``vmi_naive`` pass: folding the block's features into the
 per-row posterior, the per-row mixture ``sum_y r_k(y) p(x_i^k | y)`` of every
-candidate, and counting rows per (pattern of x_S, x_i). Each has a numba and a
+candidate, and counting rows per (pattern of x_S, x_i). Two dominate a
+``vmi_pairwise`` pass: adding log p(x_i | x_f, y) into every candidate's running
+sum, and the per-row mixture of the geometric means (``np.exp`` is numpy's on
+both paths too). Each has a numba and a
 numpy implementation doing the same IEEE operations in the same order (products
 and left-to-right sums, never a fused multiply-add), and every logarithm is taken
 by numpy's ``np.log`` on a contiguous buffer on both paths, so both give the same
@@ -76,6 +79,31 @@ def pattern_counts_np(codes_i, ids, num, arity):
     """(arity, num) int64 counts of rows per (x_i = a, pattern)."""
     key = codes_i.astype(np.intp) * num + ids
     return np.bincount(key, minlength=arity * num).reshape(arity, num)
+
+
+def pair_fold_np(pair_log, table, codes, cf, targets):
+    """pair_log[i] += log p(x_i | x_f, y) of every row, for every target i (in place)."""
+    for i in targets:
+        pair_log[i] += table[i][codes[i], cf]
+
+
+def pair_scores_np(pair_log, post, y, cands, m):
+    """Per candidate: sum_k rint(2**32 (l_k(y_k) - log max(sum_y r_k(y) e^{l_k(y)}, TINY)))
+    with l = pair_log[i] / m, the log of the pairwise Q's geometric mean."""
+    out = np.zeros(len(cands), dtype=np.int64)
+    rows = np.arange(post.shape[0])
+    for j, i in enumerate(cands):
+        logc = pair_log[i] / m
+        factor = np.exp(logc)
+        mix = post[:, 0] * factor[:, 0]
+        for k in range(1, post.shape[1]):
+            mix += post[:, k] * factor[:, k]
+        np.maximum(mix, TINY, out=mix)
+        np.log(mix, out=mix)
+        vals = logc[rows, y] - mix
+        vals *= SCALE
+        out[j] = np.rint(vals, out=vals).astype(np.int64).sum()
+    return out
 
 
 # ----------------------------------------------------------------------------- numba
@@ -169,6 +197,69 @@ def _compile(numba, cache=True):
             fixed_rows(view, out[s:s + len(part)])
         return out
 
+    @jit
+    def pair_fold(pair_log, table, codes, cf, targets):
+        n = codes.shape[1]
+        num_classes = pair_log.shape[2]
+        for i in targets:
+            for k in range(n):
+                a = codes[i, k]
+                b = cf[k]
+                for c in range(num_classes):
+                    pair_log[i, k, c] += table[i, a, b, c]
+
+    @jit
+    def pair_div(pair_log, cands, m, out):
+        for j in range(cands.shape[0]):
+            src = pair_log[cands[j]]
+            dst = out[j]
+            for k in range(src.shape[0]):
+                for c in range(src.shape[1]):
+                    dst[k, c] = src[k, c] / m
+
+    @jit
+    def pair_mix(post, factor, out):
+        num_classes = post.shape[1]
+        for j in range(factor.shape[0]):
+            f = factor[j]
+            row = out[j]
+            for k in range(post.shape[0]):
+                v = post[k, 0] * f[k, 0]
+                for c in range(1, num_classes):
+                    v += post[k, c] * f[k, c]
+                row[k] = v if v > TINY else TINY
+
+    @jit
+    def pair_fixed(logc, logmix, y, out):
+        for j in range(logc.shape[0]):
+            t = 0
+            for k in range(logc.shape[1]):
+                t += np.int64(np.rint((logc[j, k, y[k]] - logmix[j, k]) * 4294967296.0))
+            out[j] = t
+
+    def pair_scores(pair_log, post, y, cands, m):
+        n, num_classes = post.shape
+        cands = np.asarray(cands, dtype=np.int64)
+        out = np.zeros(len(cands), dtype=np.int64)
+        step = max(1, _CHUNK_CELLS // max(n, 1))
+        logc = np.empty((min(step, len(cands)), n, num_classes))
+        factor = np.empty_like(logc)
+        mix = np.empty((min(step, len(cands)), n))
+        y = np.asarray(y, dtype=np.int64)
+        post = np.ascontiguousarray(post)
+        for s in range(0, len(cands), step):
+            part = cands[s:s + step]
+            lc, fc, mx = logc[:len(part)], factor[:len(part)], mix[:len(part)]
+            pair_div(pair_log, part, np.int64(m), lc)
+            np.exp(lc, out=fc)
+            pair_mix(post, fc, mx)
+            np.log(mx, out=mx)
+            pair_fixed(lc, mx, y, out[s:s + len(part)])
+        return out
+
+    def fold(pair_log, table, codes, cf, targets):
+        pair_fold(pair_log, table, codes, cf, np.asarray(targets, dtype=np.int64))
+
     def posterior(pattern_post, ids, codes, rest, cond):
         return row_posterior(np.ascontiguousarray(pattern_post), ids, codes,
                              np.asarray(rest, dtype=np.int64), cond)
@@ -176,7 +267,7 @@ def _compile(numba, cache=True):
     def counts(codes_i, ids, num, arity):
         return pattern_counts(codes_i, ids, int(num), int(arity))
 
-    return posterior, mix_log_sums, counts
+    return posterior, mix_log_sums, counts, fold, pair_scores
 
 
 def _guarded(fast, slow):
@@ -204,11 +295,11 @@ if _numba is not None:
         _fast = _compile(_numba)
     except RuntimeError:  # no writable cache directory: compile per process instead
         _fast = _compile(_numba, cache=False)
-    row_posterior, mix_log_sums, pattern_counts = (
+    row_posterior, mix_log_sums, pattern_counts, pair_fold, pair_scores = (
         _guarded(f, s) for f, s in zip(_fast, (row_posterior_np, mix_log_sums_np,
-                                               pattern_counts_np)))
+                                               pattern_counts_np, pair_fold_np, pair_scores_np)))
     BACKEND = "numba"
 else:
-    row_posterior, mix_log_sums, pattern_counts = (
-        row_posterior_np, mix_log_sums_np, pattern_counts_np)
+    row_posterior, mix_log_sums, pattern_counts, pair_fold, pair_scores = (
+        row_posterior_np, mix_log_sums_np, pattern_counts_np, pair_fold_np, pair_scores_np)
     BACKEND = "numpy"

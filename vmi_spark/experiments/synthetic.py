@@ -18,18 +18,15 @@ SparkSession, on the raw continuous columns:
   a ``run_selection`` with ``num_features=1``: the plug-in MI of the 10-bin codes
   (histogram) and the one-feature variational bound under the KDE table (kde).
 * :func:`continuation` - the paper's dotted line: the bound of the first block plus the
-  best next feature *without a restart*. ``run_selection`` refuses a negative
-  ``restart_tolerance``, so this re-encodes the rows with the Spark run's own plan
-  (``vmi_spark.spark.encode.encode_column``) and runs ``vmi_spark.core.greedy.select_vmi``
-  on an ``InMemoryBackend`` (the same numpy kernels) with ``restart_tolerance=-inf``;
-  its first steps are checked to equal the Spark run's.
+  best next feature *without a restart*: a second ``run_selection`` with
+  ``restart_tolerance=-inf`` (never restart); its first steps are checked to equal the
+  default run's.
 """
 
 from __future__ import annotations
 
 import time
 import warnings
-from functools import partial
 
 import numpy as np
 from scipy import integrate
@@ -81,14 +78,16 @@ def monte_carlo_mi(feature: str, n: int = 400_000, seed: int = 0) -> float:
     return float(np.mean(np.log(pxy / px)))
 
 
-def _spark_run(spark, pdf, method: str, k: int, estimator: str = "histogram", num_bins: int = 10):
+def _spark_run(spark, pdf, method: str, k: int, estimator: str = "histogram", num_bins: int = 10,
+               restart_tolerance: float = 0.0):
     from ..spark.select import run_selection
 
     sdf = spark.createDataFrame(pdf)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return run_selection(sdf, "y", features=FEATURES, method=method, num_features=k,
-                             num_bins=num_bins, estimator=estimator)
+                             num_bins=num_bins, estimator=estimator,
+                             restart_tolerance=restart_tolerance)
 
 
 def run_selection_seeds(seeds=(0, 1, 2, 3, 4), num_rows: int = 5000, num_bins: int = 10,
@@ -138,29 +137,14 @@ def mi_table(num_rows: int = 100_000, seed: int = 2016, spark=None, num_bins: in
 
 def continuation(seed: int = 0, num_rows: int = 5000, estimator: str = "histogram", spark=None,
                  num_bins: int = 10) -> dict:
-    """The Spark run's bound per step, and the run without restarts (core, same plan/kernels)."""
-    import pyarrow as pa
-
-    from ..core.greedy import select_vmi
-    from ..core.inmemory import InMemoryBackend
-    from ..core.kde import kde_conditional
-    from ..spark.encode import encode_column
+    """The Spark run's bound per step, and the Spark run without restarts (``-inf``)."""
     from .selectors import local_spark
 
     spark = spark or local_spark()
     pdf = tree_model(num_rows, seed)
     run = _spark_run(spark, pdf, "vmi_naive", 9, estimator, num_bins)
-    plan = run.plan
-    codes = np.stack([encode_column(pa.array(pdf[c.name].to_numpy(np.float64)), c) for c in plan.columns])
-    y = pdf["y"].to_numpy()
-    arity = max(c.num_states for c in plan.columns)
-    backend = InMemoryBackend(codes, y, "vmi_naive", arity=arity, num_classes=2)
-    fn = None
-    if estimator == "kde":
-        fn = partial(kde_conditional, grid_columns=[j for j, c in enumerate(plan.columns) if c.kind == "grid"],
-                     grid_cells=[len(c.splits or []) + 1 for c in plan.columns],
-                     missing=[c.missing for c in plan.columns])
-    cont = select_vmi(backend, "vmi_naive", 9, restart_tolerance=-np.inf, conditional_fn=fn)
+    cont = _spark_run(spark, pdf, "vmi_naive", 9, estimator, num_bins,
+                      restart_tolerance=-np.inf).selection
     spark_sel = run.selection
     n0 = spark_sel.blocks.count(0)
     same = (list(cont.selected[:n0]) == list(spark_sel.selected[:n0])
@@ -188,7 +172,7 @@ def plot_bound(conts: list[dict], path: str) -> str:
         ax.plot(steps[:n0], c["spark_scores"][:n0], "o-", color=col,
                 label=f"VMI_naive, {c['estimator']} (Spark run_selection, seed {c['seed']})")
         ax.plot(steps[n0 - 1:], c["cont_scores"][n0 - 1:], "o:", color=col, alpha=0.7,
-                label=f"continuation without restart ({c['estimator']}, core InMemoryBackend)")
+                label=f"continuation without restart ({c['estimator']}, restartTolerance=-inf)")
         for i in range(9):
             name = c["spark_order"][i] if i < n0 else c["cont_order"][i]
             score = c["spark_scores"][i] if i < n0 else c["cont_scores"][i]
@@ -253,10 +237,9 @@ def report_markdown(rows: list[dict], exact: dict[str, float] | None = None,
     lines.append(f"* MIM: top three = {{x1, x4, x5}} in {mim}/{len(rows)} seeds.")
     if conts:
         lines += ["", "### Bound per step and the continuation after the first block", "",
-                  "Continuation = the greedy run without restarts (`restart_tolerance=-inf`), computed with "
-                  "`vmi_spark.core.greedy.select_vmi` on an `InMemoryBackend` holding the rows encoded with the "
-                  "Spark run's own plan (same kernels; `run_selection` refuses a negative tolerance). "
-                  "`matches Spark` = its first block equals the Spark run's (order and bound).", "",
+                  "Continuation = the greedy run without restarts: a second Spark `run_selection` "
+                  "with `restart_tolerance=-inf`. "
+                  "`matches Spark` = its first block equals the default run's (order and bound).", "",
                   "| estimator (seed) | Spark order | Spark bound per step | continuation order "
                   "| continuation bound | matches Spark |", "|---|---|---|---|---|---|"]
         for c in conts:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Callable
@@ -56,7 +57,9 @@ class SelectionRun:
             "classes": [str(c) for c in self.plan.classes],
             "prepare_seconds": self.prepare_seconds,
             "total_seconds": self.total_seconds,
-            "parameters": dict(self.params),
+            # JSON has no infinities: a non-finite parameter (restartTolerance -inf) is a string
+            "parameters": {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v)
+                           for k, v in self.params.items()},
             "warnings": list(self.warnings),
             "columns": [{"name": c.name, "kind": c.kind, "states": c.num_states,
                          "missing_state": c.missing} for c in self.plan.columns],
@@ -142,8 +145,8 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         raise InputError(f"unknown estimator '{estimator}' (choose from {', '.join(ESTIMATORS)})")
     if estimator == "kde" and method != NAIVE:
         raise InputError(f"the kde estimator supports method vmi_naive only, not '{method}'")
-    if not restart_tolerance >= 0.0:
-        raise InputError(f"restartTolerance must be >= 0, got {restart_tolerance}")
+    if math.isnan(restart_tolerance):
+        raise InputError("restartTolerance must be a number (-inf: never restart), got nan")
     if features_col is not None:
         df, features = expand_vector(df, features_col, label)
     features = resolve_columns(df, label, features)
