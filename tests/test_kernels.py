@@ -199,3 +199,16 @@ def test_pairwise_partials_same_with_numpy_loops(monkeypatch, m):
     monkeypatch.setattr(kernels, "pair_scores", kernels.pair_scores_np)
     slow = pairwise_partials(codes, y, BlockState.initial(prior, 5000, 10), ops)
     assert np.array_equal(fast, slow) and (fast[:m] == 0).all()
+
+
+def test_pair_counts_against_a_plain_loop():
+    rng = np.random.default_rng(4)
+    codes = rng.integers(0, 3, (4, 300)).astype(np.uint8)
+    y = rng.integers(0, 2, 300)
+    expected = np.zeros((4, 3, 3, 2), dtype=np.int64)
+    for i in range(4):
+        for k in range(300):
+            expected[i, codes[i, k], codes[2, k], y[k]] += 1
+    assert np.array_equal(kernels.pair_counts(codes, y, 2, 3, 2), expected)
+    assert np.array_equal(kernels.pair_counts_np(codes, y, 2, 3, 2), expected)
+    assert np.array_equal(bound.pair_counts_many(codes, y, [2, 0], 3, 2)[0], expected)

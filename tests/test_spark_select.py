@@ -196,6 +196,7 @@ def test_pairwise_state_chain_checkpoints_and_recovers_lost_state(spark, monkeyp
     expected = select_vmi(InMemoryBackend(codes_of(x), y, "vmi_pairwise"), "vmi_pairwise", 9, 0.01)
     assert max(expected.blocks.count(b) for b in set(expected.blocks)) >= 4
     monkeypatch.setattr(B, "CHECKPOINT_EVERY", 2)
+    monkeypatch.setattr(B, "PAIRWISE_RESIDENT", False)  # the persisted state chain
     original = B.SparkBackend._pairwise_pass
     calls = {"n": 0, "failed": 0}
 
@@ -285,3 +286,56 @@ def test_restart_tolerance_minus_inf_never_restarts(spark):
     n0 = default.selection.blocks.count(0)
     assert run.selection.selected[:n0] == default.selection.selected[:n0]
     assert run.report()["parameters"]["restart_tolerance"] == "-inf"
+
+
+def test_many_binned_columns_take_split_points_from_one_cached_sample(spark, monkeypatch):
+    """More columns than one driver chunk (the sample is cached and fetched chunk by chunk):
+    the splits still equal exact per-column quantiles."""
+    import pandas as pd
+
+    from vmi_spark.spark import plan as plan_mod
+
+    monkeypatch.setattr(plan_mod, "_SPLIT_CHUNK", 3)
+    rng = np.random.default_rng(5)
+    n, d = 400, 8
+    pdf = pd.DataFrame({f"c{j}": rng.normal(size=n) * (j + 1) for j in range(d)})
+    pdf["y"] = rng.integers(0, 2, n)
+    run = run_selection(spark.createDataFrame(pdf).repartition(3), "y", num_features=2,
+                        num_bins=5)
+    for j, col in enumerate(run.plan.columns):
+        s = np.sort(pdf[f"c{j}"].to_numpy())
+        assert col.splits == [float(s[k]) for k in (80, 160, 240, 320)], col.name
+
+
+@pytest.mark.parametrize("budget", [None, 0])
+def test_pairwise_state_kept_in_workers_equals_the_core(spark, monkeypatch, budget):
+    """Workers keep and update their blocks' pairwise state; a state they cannot keep
+    (budget 0) is rebuilt from the cached blocks in every pass. Same result either way."""
+    from helpers import lung
+    from vmi_spark.spark import backend as B
+    from vmi_spark.spark.encode import encode_blocks
+    from vmi_spark.spark.plan import build_plan, prepare_frame
+
+    x, labels = lung()
+    y = np.unique(labels, return_inverse=True)[1]
+    expected = select_vmi(InMemoryBackend(codes_of(x), y, "vmi_pairwise"), "vmi_pairwise", 9, 0.01)
+    assert expected.restarts >= 1
+    if budget is not None:
+        monkeypatch.setattr(B, "WORKER_STATE_BYTES", budget)
+    df = spark.createDataFrame(lung_frame()).repartition(3)
+    features = [c for c in df.columns if c != "label"]
+    typed, plan = build_plan(prepare_frame(df, "label", features), "label", features, 10, 32,
+                             1000, "keep")
+    blocks = encode_blocks(typed, plan, 20).persist()
+    try:
+        be = B.SparkBackend(blocks, len(features), plan.arity, len(plan.classes), "vmi_pairwise")
+        assert be.resident
+        sel = select_vmi(be, "vmi_pairwise", 9, 0.01)
+        assert sel.selected == expected.selected and sel.scores == expected.scores
+        num_blocks = blocks.count()
+        if budget == 0:
+            assert sum(be.cache_hits) == 0  # nothing kept: every pass rebuilt every block
+        else:
+            assert any(h == num_blocks for h in be.cache_hits)  # whole passes from the workers
+    finally:
+        blocks.unpersist()

@@ -249,13 +249,7 @@ def run_block(codes: np.ndarray, y: np.ndarray, state: BlockState | None,
 
 def pair_counts(codes: np.ndarray, y: np.ndarray, f: int, arity: int, num_classes: int) -> np.ndarray:
     """``n(x_i = a, x_f = b, y)`` for every feature i: shape (D, A, A, L), int64."""
-    num_features, n = codes.shape
-    base = (codes[f].astype(np.int64) * num_classes + y)  # (n,)
-    per = arity * arity * num_classes
-    idx = (np.arange(num_features, dtype=np.int64)[:, None] * per
-           + codes.astype(np.int64) * (arity * num_classes) + base[None, :])
-    flat = np.bincount(idx.ravel(), minlength=num_features * per)
-    return flat.reshape(num_features, arity, arity, num_classes)
+    return kernels.pair_counts(codes, np.asarray(y, dtype=np.int64), f, arity, num_classes)
 
 
 def feature_counts(codes: np.ndarray, y: np.ndarray, arity: int, num_classes: int) -> np.ndarray:
@@ -273,19 +267,11 @@ def pair_counts_many(codes: np.ndarray, y: np.ndarray, fs, arity: int,
     """``n(x_i = a, x_f = b, y)`` for every feature i and every f in ``fs``.
 
     Shape (len(fs), D, A, A, L), int64; ``out[k]`` equals ``pair_counts(codes, y, fs[k], ...)``.
-    The (D, n) index of the x_i codes is built once and reused for every f.
     """
     fs = [int(f) for f in fs]
-    num_features, n = codes.shape
-    per = arity * arity * num_classes
+    num_features = codes.shape[0]
     out = np.empty((len(fs), num_features, arity, arity, num_classes), dtype=np.int64)
-    if not fs:
-        return out
-    rows = (np.arange(num_features, dtype=np.int64)[:, None] * per
-            + codes.astype(np.int64) * (arity * num_classes))
     y64 = np.asarray(y, dtype=np.int64)
     for k, f in enumerate(fs):
-        idx = rows + (codes[f].astype(np.int64) * num_classes + y64)[None, :]
-        out[k] = np.bincount(idx.ravel(), minlength=num_features * per).reshape(
-            num_features, arity, arity, num_classes)
+        out[k] = kernels.pair_counts(codes, y64, f, arity, num_classes)
     return out

@@ -5,7 +5,8 @@ per-row posterior, the per-row mixture ``sum_y r_k(y) p(x_i^k | y)`` of every
 candidate, and counting rows per (pattern of x_S, x_i). Two dominate a
 ``vmi_pairwise`` pass: adding log p(x_i | x_f, y) into every candidate's running
 sum, and the per-row mixture of the geometric means (``np.exp`` is numpy's on
-both paths too). Each has a numba and a
+both paths too). Counting ``n(x_i, x_f, y)`` (pairwise and the classic criteria)
+is an integer loop. Each has a numba and a
 numpy implementation doing the same IEEE operations in the same order (products
 and left-to-right sums, never a fused multiply-add), and every logarithm is taken
 by numpy's ``np.log`` on a contiguous buffer on both paths, so both give the same
@@ -104,6 +105,17 @@ def pair_scores_np(pair_log, post, y, cands, m):
         vals *= SCALE
         out[j] = np.rint(vals, out=vals).astype(np.int64).sum()
     return out
+
+
+def pair_counts_np(codes, y, f, arity, num_classes):
+    """``n(x_i = a, x_f = b, y)`` for every feature i: (D, A, A, L) int64."""
+    num_features = codes.shape[0]
+    base = codes[f].astype(np.int64) * num_classes + y  # (n,)
+    per = arity * arity * num_classes
+    idx = (np.arange(num_features, dtype=np.int64)[:, None] * per
+           + codes.astype(np.int64) * (arity * num_classes) + base[None, :])
+    flat = np.bincount(idx.ravel(), minlength=num_features * per)
+    return flat.reshape(num_features, arity, arity, num_classes)
 
 
 # ----------------------------------------------------------------------------- numba
@@ -257,6 +269,22 @@ def _compile(numba, cache=True):
             pair_fixed(lc, mx, y, out[s:s + len(part)])
         return out
 
+    @jit
+    def pair_counts_loop(codes, y, f, arity, num_classes):
+        num_features, n = codes.shape
+        out = np.zeros((num_features, arity, arity, num_classes), dtype=np.int64)
+        cf = codes[f]
+        for i in range(num_features):
+            ci = codes[i]
+            oi = out[i]
+            for k in range(n):
+                oi[ci[k], cf[k], y[k]] += 1
+        return out
+
+    def pair_counts(codes, y, f, arity, num_classes):
+        return pair_counts_loop(codes, np.asarray(y, dtype=np.int64), int(f), int(arity),
+                                int(num_classes))
+
     def fold(pair_log, table, codes, cf, targets):
         pair_fold(pair_log, table, codes, cf, np.asarray(targets, dtype=np.int64))
 
@@ -267,7 +295,7 @@ def _compile(numba, cache=True):
     def counts(codes_i, ids, num, arity):
         return pattern_counts(codes_i, ids, int(num), int(arity))
 
-    return posterior, mix_log_sums, counts, fold, pair_scores
+    return posterior, mix_log_sums, counts, fold, pair_scores, pair_counts
 
 
 def _guarded(fast, slow):
@@ -295,11 +323,13 @@ if _numba is not None:
         _fast = _compile(_numba)
     except RuntimeError:  # no writable cache directory: compile per process instead
         _fast = _compile(_numba, cache=False)
-    row_posterior, mix_log_sums, pattern_counts, pair_fold, pair_scores = (
+    row_posterior, mix_log_sums, pattern_counts, pair_fold, pair_scores, pair_counts = (
         _guarded(f, s) for f, s in zip(_fast, (row_posterior_np, mix_log_sums_np,
-                                               pattern_counts_np, pair_fold_np, pair_scores_np)))
+                                               pattern_counts_np, pair_fold_np, pair_scores_np,
+                                               pair_counts_np)))
     BACKEND = "numba"
 else:
-    row_posterior, mix_log_sums, pattern_counts, pair_fold, pair_scores = (
-        row_posterior_np, mix_log_sums_np, pattern_counts_np, pair_fold_np, pair_scores_np)
+    row_posterior, mix_log_sums, pattern_counts, pair_fold, pair_scores, pair_counts = (
+        row_posterior_np, mix_log_sums_np, pattern_counts_np, pair_fold_np, pair_scores_np,
+        pair_counts_np)
     BACKEND = "numpy"

@@ -44,6 +44,11 @@ from ..core.bound import (
 
 log = logging.getLogger("vmi_spark")
 
+#: bytes of pairwise state one Python worker process keeps between passes
+WORKER_STATE_BYTES = 2 << 30
+#: keep the pairwise state in the Python workers (False: the persisted state chain)
+PAIRWISE_RESIDENT = True
+
 STATE_SCHEMA = ("block_id long, n int, codes binary, y binary, post binary, pair binary, "
                 "held binary, partial binary")
 #: passes of the pairwise state chain between two local checkpoints (bounds the lineage)
@@ -77,6 +82,37 @@ def _cache_get(key):
     if item is not None:
         _WORKER_BLOCKS.move_to_end(key)
     return item
+
+
+# Pairwise state a Python worker holds, keyed like the blocks: the posterior and the running
+# log sums of the block's rows after the features in ``state.block``. A pass takes a state
+# out while it updates it and puts it back only when the update is complete, so a failed
+# task leaves no half-updated state behind; the next pass rebuilds that block instead.
+_WORKER_STATES: OrderedDict = OrderedDict()
+_state_bytes = 0
+
+
+def _state_nbytes(state: BlockState) -> int:
+    return state.posterior.nbytes + state.pair_log.nbytes
+
+
+def _state_put(key, state: BlockState, budget: int) -> None:
+    global _state_bytes
+    if _state_nbytes(state) > budget:
+        return
+    _WORKER_STATES[key] = state
+    _state_bytes += _state_nbytes(state)
+    while _state_bytes > budget:
+        _, old = _WORKER_STATES.popitem(last=False)
+        _state_bytes -= _state_nbytes(old)
+
+
+def _state_take(key) -> BlockState | None:
+    global _state_bytes
+    state = _WORKER_STATES.pop(key, None)
+    if state is not None:
+        _state_bytes -= _state_nbytes(state)
+    return state
 
 
 def binary_values(arr: pa.Array) -> list[memoryview]:
@@ -154,6 +190,48 @@ def _naive_cached_fn(ops: StepOps, token: str):
     return fn
 
 
+def _pairwise_resident_fn(ops: StepOps, token: str, budget: int):
+    """A pairwise pass over block ids: the blocks whose codes and state this worker holds.
+
+    A state can be brought to ``ops.block`` if what it holds is a prefix of it and the
+    tables of the features still to fold in were shipped; otherwise the block is a miss.
+    """
+    def fn(batches):
+        for rb in batches:
+            ids = rb.column("block_id").to_pylist()
+            outs, hits = [], []
+            for bid in ids:
+                item = _cache_get((token, bid))
+                state = _state_take((token, bid)) if item is not None else None
+                ok = (state is not None and ops.block[:len(state.block)] == state.block
+                      and all(f in ops.pair_log_tables for f in ops.block[len(state.block):]))
+                if ok:
+                    assert item is not None and state is not None
+                    outs.append(pairwise_partials(item[0], item[1], state, ops).tobytes())
+                    _state_put((token, bid), state, budget)
+                else:
+                    outs.append(b"")
+                hits.append(ok)
+            yield pa.RecordBatch.from_pydict({"block_id": pa.array(ids, pa.int64()),
+                                              "partial": pa.array(outs, pa.binary()),
+                                              "hit": pa.array(hits, pa.bool_())})
+    return fn
+
+
+def _pairwise_rebuild_fn(ops: StepOps, num_features: int, token: str, budget: int):
+    """A pairwise pass over cached blocks that builds each block's state from nothing."""
+    def fn(batches):
+        for rb in batches:
+            ids = rb.column("block_id").to_pylist()
+            outs = []
+            for k, n, codes, y in _blocks(rb, num_features, token):
+                state = BlockState.initial(ops.prior, n, num_features)
+                outs.append(pairwise_partials(codes, y, state, ops).tobytes())
+                _state_put((token, ids[k]), state, budget)
+            yield pa.RecordBatch.from_pydict({"partial": pa.array(outs, pa.binary())})
+    return fn
+
+
 def _pairwise_fn(ops: StepOps, num_features: int, num_classes: int):
     def fn(batches):
         for rb in batches:
@@ -210,7 +288,9 @@ class SparkBackend:
         self._feature_counts: np.ndarray | None = None
         # identifies this run's blocks in the Python workers' caches
         self.token = uuid.uuid4().hex if worker_cache else None
-        self.cache_hits: list[int] = []  # per naive pass: blocks scored from worker caches
+        self.cache_hits: list[int] = []  # per pass: blocks scored from worker caches
+        self.state_budget = WORKER_STATE_BYTES
+        self.resident = PAIRWISE_RESIDENT and self.token is not None
         self.describe = describe or (lambda text: _set_description(blocks, text))
 
     def _counts(self, pair_with) -> np.ndarray:
@@ -242,6 +322,8 @@ class SparkBackend:
         self.describe(ops.label)
         try:
             if ops.method == PAIRWISE:
+                if self.resident:
+                    return self._run_pairwise_resident(ops)
                 return self._run_pairwise(ops)
             return self._run_naive(ops)
         finally:
@@ -264,6 +346,31 @@ class SparkBackend:
         rows = source.mapInArrow(_naive_fn(ops, self.num_features, self.token),
                                  "partial binary").collect()
         return _exact_sum(partials + [r[0] for r in rows], self.num_features)
+
+    def _run_pairwise_resident(self, ops: StepOps) -> np.ndarray:
+        """Workers update the state they hold in place; missing blocks are rebuilt."""
+        assert self.token is not None
+        held = self.state_block
+        common = 0
+        while common < min(len(held), len(ops.block)) and held[common] == ops.block[common]:
+            common += 1
+        # ship the tables of the features the workers' states still have to fold in
+        need = ops.block[common:]
+        shipped = StepOps(ops.method, ops.prior, ops.cond, ops.candidates, ops.block,
+                          {f: ops.pair_log_tables[f] for f in need}, ops.label)
+        rows = (self.blocks.select("block_id").mapInArrow(
+            _pairwise_resident_fn(shipped, self.token, self.state_budget),
+            "block_id long, partial binary, hit boolean").collect())
+        partials = [r[1] for r in rows if r[2]]
+        missed = [int(r[0]) for r in rows if not r[2]]
+        self.cache_hits.append(len(partials))
+        if missed:
+            source = (self.blocks if len(missed) == len(rows)
+                      else self.blocks.where(F.col("block_id").isin(missed)))
+            fn = _pairwise_rebuild_fn(ops, self.num_features, self.token, self.state_budget)
+            partials += [r[0] for r in source.mapInArrow(fn, "partial binary").collect()]
+        self.state_block = tuple(ops.block)
+        return _exact_sum(partials, self.num_features)
 
     def _pairwise_pass(self, ops: StepOps, source: DataFrame, held: tuple[int, ...]):
         # ship only the tables of the features the state still has to fold in
