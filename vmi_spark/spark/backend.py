@@ -10,11 +10,14 @@ them, so the result is the same for every partitioning.
   emits only its (D,) partial sums. Nothing is persisted per step, the lineage of a
   step is the cached blocks, and a lost executor costs only a recomputation of its
   blocks.
-* ``vmi_pairwise`` keeps per-row state (D x L running log sums), held in a persisted
-  DataFrame that each pass maps into the next one. The lineage is cut with a local
-  checkpoint every :data:`CHECKPOINT_EVERY` passes, and if a pass fails because
-  state blocks were lost (an executor died), the state is rebuilt from the cached
-  blocks and the tables the driver keeps, and the pass is retried.
+* ``vmi_pairwise`` keeps per-row state (D x L running log sums). By default the Python
+  workers hold it next to their cached blocks and update it in place: a pass over block
+  ids scores the blocks whose state a worker can bring to the current block, and a
+  second pass rebuilds the missing ones from the cached codes and the tables the driver
+  keeps (same integers). Without the worker cache the state is a persisted DataFrame
+  that each pass maps into the next one; its lineage is cut with a local checkpoint
+  every :data:`CHECKPOINT_EVERY` passes, and if a pass fails because state blocks were
+  lost (an executor died), the state is rebuilt and the pass retried.
 
 The tables travel inside the pass's function, which Spark ships once per pass.
 """
