@@ -177,20 +177,29 @@ def _naive_fn(ops: StepOps, num_features: int, token: str | None = None):
     return fn
 
 
-def _naive_cached_fn(ops: StepOps, token: str):
-    """A naive pass over block ids only: scores the blocks this worker holds, flags misses."""
+def _by_ids_fn(score):
+    """A pass over block ids only: ``score(block_id)`` gives the partial sums of a block
+    this worker can score from what it holds, or None (a miss, flagged for a second pass)."""
     def fn(batches):
         for rb in batches:
             ids = rb.column("block_id").to_pylist()
             outs, hits = [], []
             for bid in ids:
-                item = _cache_get((token, bid))
-                hits.append(item is not None)
-                outs.append(naive_partials(item[0], ops).tobytes() if item else b"")
+                out = score(bid)
+                hits.append(out is not None)
+                outs.append(out if out is not None else b"")
             yield pa.RecordBatch.from_pydict({"block_id": pa.array(ids, pa.int64()),
                                               "partial": pa.array(outs, pa.binary()),
                                               "hit": pa.array(hits, pa.bool_())})
     return fn
+
+
+def _naive_cached_fn(ops: StepOps, token: str):
+    """A naive pass over block ids: scores the blocks this worker holds."""
+    def score(bid):
+        item = _cache_get((token, bid))
+        return naive_partials(item[0], ops).tobytes() if item is not None else None
+    return _by_ids_fn(score)
 
 
 def _pairwise_resident_fn(ops: StepOps, token: str, budget: int):
@@ -199,26 +208,16 @@ def _pairwise_resident_fn(ops: StepOps, token: str, budget: int):
     A state can be brought to ``ops.block`` if what it holds is a prefix of it and the
     tables of the features still to fold in were shipped; otherwise the block is a miss.
     """
-    def fn(batches):
-        for rb in batches:
-            ids = rb.column("block_id").to_pylist()
-            outs, hits = [], []
-            for bid in ids:
-                item = _cache_get((token, bid))
-                state = _state_take((token, bid)) if item is not None else None
-                ok = (state is not None and ops.block[:len(state.block)] == state.block
-                      and all(f in ops.pair_log_tables for f in ops.block[len(state.block):]))
-                if ok:
-                    assert item is not None and state is not None
-                    outs.append(pairwise_partials(item[0], item[1], state, ops).tobytes())
-                    _state_put((token, bid), state, budget)
-                else:
-                    outs.append(b"")
-                hits.append(ok)
-            yield pa.RecordBatch.from_pydict({"block_id": pa.array(ids, pa.int64()),
-                                              "partial": pa.array(outs, pa.binary()),
-                                              "hit": pa.array(hits, pa.bool_())})
-    return fn
+    def score(bid):
+        item = _cache_get((token, bid))
+        state = _state_take((token, bid)) if item is not None else None
+        if (item is None or state is None or ops.block[:len(state.block)] != state.block
+                or not all(f in ops.pair_log_tables for f in ops.block[len(state.block):])):
+            return None
+        out = pairwise_partials(item[0], item[1], state, ops).tobytes()
+        _state_put((token, bid), state, budget)  # back only once complete
+        return out
+    return _by_ids_fn(score)
 
 
 def _pairwise_rebuild_fn(ops: StepOps, num_features: int, token: str, budget: int):
@@ -332,23 +331,27 @@ class SparkBackend:
         finally:
             self.describe("")
 
-    def _run_naive(self, ops: StepOps) -> np.ndarray:
+    def _two_passes(self, first, second) -> list[bytes]:
+        """Partials of every block: ``first`` over block ids (what the workers hold), then
+        ``second`` over the cached blocks it missed (all of them if ``first`` is None)."""
         partials: list[bytes] = []
         source = self.blocks
-        if self.token is not None:  # first the blocks the Python workers already hold
-            rows = (self.blocks.select("block_id").mapInArrow(
-                _naive_cached_fn(ops, self.token), "block_id long, partial binary, hit boolean")
-                .collect())
+        if first is not None:
+            rows = (self.blocks.select("block_id")
+                    .mapInArrow(first, "block_id long, partial binary, hit boolean").collect())
             partials = [r[1] for r in rows if r[2]]
             missed = [int(r[0]) for r in rows if not r[2]]
             self.cache_hits.append(len(partials))
             if not missed:
-                return _exact_sum(partials, self.num_features)
+                return partials
             if len(missed) < len(rows):
                 source = self.blocks.where(F.col("block_id").isin(missed))
-        rows = source.mapInArrow(_naive_fn(ops, self.num_features, self.token),
-                                 "partial binary").collect()
-        return _exact_sum(partials + [r[0] for r in rows], self.num_features)
+        return partials + [r[0] for r in source.mapInArrow(second, "partial binary").collect()]
+
+    def _run_naive(self, ops: StepOps) -> np.ndarray:
+        first = _naive_cached_fn(ops, self.token) if self.token is not None else None
+        partials = self._two_passes(first, _naive_fn(ops, self.num_features, self.token))
+        return _exact_sum(partials, self.num_features)
 
     def _run_pairwise_resident(self, ops: StepOps) -> np.ndarray:
         """Workers update the state they hold in place; missing blocks are rebuilt."""
@@ -361,17 +364,9 @@ class SparkBackend:
         need = ops.block[common:]
         shipped = StepOps(ops.method, ops.prior, ops.cond, ops.candidates, ops.block,
                           {f: ops.pair_log_tables[f] for f in need}, ops.label)
-        rows = (self.blocks.select("block_id").mapInArrow(
+        partials = self._two_passes(
             _pairwise_resident_fn(shipped, self.token, self.state_budget),
-            "block_id long, partial binary, hit boolean").collect())
-        partials = [r[1] for r in rows if r[2]]
-        missed = [int(r[0]) for r in rows if not r[2]]
-        self.cache_hits.append(len(partials))
-        if missed:
-            source = (self.blocks if len(missed) == len(rows)
-                      else self.blocks.where(F.col("block_id").isin(missed)))
-            fn = _pairwise_rebuild_fn(ops, self.num_features, self.token, self.state_budget)
-            partials += [r[0] for r in source.mapInArrow(fn, "partial binary").collect()]
+            _pairwise_rebuild_fn(ops, self.num_features, self.token, self.state_budget))
         self.state_block = tuple(ops.block)
         return _exact_sum(partials, self.num_features)
 
