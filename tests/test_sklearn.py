@@ -109,11 +109,22 @@ def test_params_and_clone():
 
 @pytest.mark.parametrize("bad", [{"n_features_to_select": 0}, {"method": "nope"},
                                  {"num_bins": 1}, {"max_categories": 256},
-                                 {"restart_tolerance": -1.0}])
+                                 {"restart_tolerance": float("nan")},
+                                 {"restart_tolerance": "0.1"}])
 def test_bad_params(bad):
     df = random_discrete(0, n=60, d=4)
     with pytest.raises(ValueError):
         VMIFeatureSelector(**bad).fit(df.drop(columns="y"), df["y"])
+
+
+def test_minus_inf_restart_tolerance_keeps_one_block():
+    df = random_discrete(2, n=400, d=8)
+    x, y = df.drop(columns="y"), df["y"]
+    never = VMIFeatureSelector(n_features_to_select=6, restart_tolerance=-np.inf).fit(x, y)
+    assert never.selection_.blocks == [0] * 6 and never.selection_.restarts == 0
+    default = VMIFeatureSelector(n_features_to_select=6).fit(x, y)
+    n0 = default.selection_.blocks.count(0)
+    assert never.selection_.selected[:n0] == default.selection_.selected[:n0]
 
 
 def test_transform_keeps_selected_columns():
