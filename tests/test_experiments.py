@@ -118,6 +118,25 @@ def test_cv_evaluate_and_wtl_on_tiny_data():
     assert cv.k_grid(34) == list(range(10, 35)) and cv.k_grid(5) == [5]
 
 
+def test_report_keeps_a_method_one_dataset_did_not_run():
+    """A method missing from one dataset's run is "not run" in that row, not dropped
+    from every row, and W/T/L counts only the datasets that ran both methods."""
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, 120)
+    codes = rng.integers(0, 3, (120, 6)).astype(np.uint8)
+    codes[:, 2] = np.where(rng.random(120) < 0.9, y, 1 - y)
+    full = cv.evaluate("promoter", codes, y, ["mim", "cife", "vmi_naive"], [1, 2],
+                       protocol="once", n_folds=3, log=None)
+    part = cv.evaluate("lung", codes, y, ["mim", "vmi_naive"], [1, 2], protocol="once",
+                       n_folds=3, log=None)
+    text = cv.report_markdown([full, part], ["mim", "cife", "vmi_naive"])
+    rows = [ln for ln in text.splitlines() if ln.startswith("| Lung |")]
+    assert "not run" in rows[0] and rows[0].count("|") == 8  # Dataset, N x d x L, folds, K + 3
+    wtl_row = next(ln for ln in text.splitlines() if ln.startswith("| W/T/L VMI_naive | |"))
+    cells = [c.strip() for c in wtl_row.split("|")[5:-1]]
+    assert sum(map(int, cells[0].split("/"))) == 2 and sum(map(int, cells[1].split("/"))) == 1
+
+
 @needs_data
 def test_quick_cli_end_to_end(tmp_path):
     out = tmp_path / "report.md"

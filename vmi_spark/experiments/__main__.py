@@ -186,7 +186,8 @@ def merge_reports(paths: list[str], out: str, methods, figdir: str | None = None
             by_name[r.name] = r
             notes[r.name] = tag
     results = [by_name[n] for n in D.NAMES if n in by_name]
-    methods = [m for m in methods if all(m in r.fold_errors for r in results)]
+    # a method missing from some dataset's run is shown as "not run" in that row
+    methods = [m for m in methods if any(m in r.fold_errors for r in results)]
     meta = {"protocol": ", ".join(sorted(protocols)), "merged from": ", ".join(paths),
             "selector per row": "; ".join(f"{n}: {notes[n]}" for n in D.NAMES if n in notes)}
     text = cv.report_markdown(results, methods, "Merged results", meta, row_notes=notes)

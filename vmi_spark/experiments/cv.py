@@ -270,8 +270,11 @@ def report_markdown(results: list[DatasetResult], methods=ALL_METHODS, title: st
               "|---|---|---|---|" + "---|" * len(methods)]
     for r in results:
         cells = []
-        best = min(r.mean_std(m)[0] for m in methods)
+        best = min(r.mean_std(m)[0] for m in methods if m in r.fold_errors)
         for m in methods:
+            if m not in r.fold_errors:  # a method this dataset's run did not include
+                cells.append("not run")
+                continue
             mean, sd = r.mean_std(m)
             c = _fmt(mean, sd)
             cells.append(f"**{c}**" if np.isclose(mean, best) else c)
@@ -288,7 +291,8 @@ def report_markdown(results: list[DatasetResult], methods=ALL_METHODS, title: st
             if b not in baselines:
                 cells.append("")
                 continue
-            marks = [wtl(r, vmi, b) for r in results]
+            marks = [wtl(r, vmi, b) for r in results
+                     if vmi in r.fold_errors and b in r.fold_errors]
             cells.append(f"{marks.count('W')}/{marks.count('T')}/{marks.count('L')}")
         lines.append(f"| W/T/L {paper.METHOD_LABELS[vmi]} | | | | " + " | ".join(cells) + " |")
     lines += ["", "## Paper (supplementary Table 5), same rows", "",
@@ -307,7 +311,8 @@ def report_markdown(results: list[DatasetResult], methods=ALL_METHODS, title: st
     for r in results:
         row = paper.TABLE5.get(r.name, {})
         lines.append(f"| {paper.DATASET_LABELS.get(r.name, r.name)} | "
-                     + " | ".join(f"{r.mean_std(m)[0] - row[m][0]:+.1f}" if m in row else "" for m in methods)
+                     + " | ".join(f"{r.mean_std(m)[0] - row[m][0]:+.1f}"
+                                  if m in row and m in r.fold_errors else "" for m in methods)
                      + " |")
     lines += ["", "## Alternative spread: std over the K grid of the fold-mean error (%)", "",
               "Same means as above; the spread is the std (ddof=1) over K of the error averaged over folds, "
@@ -330,6 +335,7 @@ def report_markdown(results: list[DatasetResult], methods=ALL_METHODS, title: st
               "|---|---|" + "---|" * len(methods)]
     for r in results:
         lines.append(f"| {r.name} | {r.seconds:.1f} | "
-                     + " | ".join(f"{r.select_seconds.get(m, 0):.1f}" for m in methods) + " |")
+                     + " | ".join(f"{r.select_seconds[m]:.1f}" if m in r.select_seconds else ""
+                                  for m in methods) + " |")
     lines.append("")
     return "\n".join(lines)
