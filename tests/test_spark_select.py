@@ -336,6 +336,9 @@ def test_pairwise_state_kept_in_workers_equals_the_core(spark, monkeypatch, budg
         if budget == 0:
             assert sum(be.cache_hits) == 0  # nothing kept: every pass rebuilt every block
         else:
-            assert any(h == num_blocks for h in be.cache_hits)  # whole passes from the workers
+            # blocks were scored from state the workers kept (which worker runs a task is
+            # Spark's choice, so a pass may also miss some and rebuild them)
+            assert sum(be.cache_hits) > 0
+            assert all(0 <= h <= num_blocks for h in be.cache_hits)
     finally:
         blocks.unpersist()
