@@ -164,7 +164,7 @@ def naive_ops(prior, cond, block, d):
 class numpy_kernels:
     """Run the in-process kernels with the numpy loops (the fallback) inside the block."""
 
-    names = ("row_posterior", "mix_log_sums", "pattern_counts")
+    names = core_kernels.LOOPS
 
     def __enter__(self):
         self.saved = {k: getattr(core_kernels, k) for k in self.names}

@@ -18,7 +18,7 @@ numba_only = pytest.mark.skipif(kernels.BACKEND != "numba", reason="numba is not
 
 
 def _numpy_loops(monkeypatch):
-    for name in ("row_posterior", "mix_log_sums", "pattern_counts"):
+    for name in kernels.LOOPS:
         monkeypatch.setattr(kernels, name, getattr(kernels, name + "_np"))
 
 
@@ -195,8 +195,7 @@ def test_pairwise_partials_same_with_numpy_loops(monkeypatch, m):
     cands[:m] = False
     ops = StepOps(PAIRWISE, prior, cond, cands, tuple(range(m)), tables)
     fast = pairwise_partials(codes, y, BlockState.initial(prior, 5000, 10), ops)
-    monkeypatch.setattr(kernels, "pair_fold", kernels.pair_fold_np)
-    monkeypatch.setattr(kernels, "pair_scores", kernels.pair_scores_np)
+    _numpy_loops(monkeypatch)
     slow = pairwise_partials(codes, y, BlockState.initial(prior, 5000, 10), ops)
     assert np.array_equal(fast, slow) and (fast[:m] == 0).all()
 

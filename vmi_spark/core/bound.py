@@ -26,22 +26,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import kernels
+from .kernels import fixed_log
 
-#: fixed-point scale of per-row log contributions
-SCALE = float(2**32)
+#: fixed-point scale of per-row log contributions (defined with the loops that round)
+SCALE = kernels.SCALE
+
 #: rows per block; keeps an int64 block sum far from overflow (|log| < 700)
 MAX_BLOCK_ROWS = 1 << 16
-#: floor for the mixture probability; only reached if a posterior underflows
-_TINY = 1e-300
-
 NAIVE = "vmi_naive"
 PAIRWISE = "vmi_pairwise"
 METHODS = (NAIVE, PAIRWISE)
-
-
-def fixed_sum(values: np.ndarray) -> int:
-    """Sum of ``values`` after rounding each to a multiple of 2**-32 (as an int)."""
-    return int(np.rint(np.asarray(values, dtype=np.float64) * SCALE).astype(np.int64).sum())
 
 
 @dataclass
@@ -62,14 +56,6 @@ class StepOps:
     block: tuple[int, ...] = ()
     pair_log_tables: dict[int, np.ndarray] = field(default_factory=dict)
     label: str = ""
-
-
-def _normalise(post: np.ndarray) -> None:
-    """Divide each row by its sum, summing classes left to right (bitwise reproducible)."""
-    total = post[:, 0].copy()
-    for c in range(1, post.shape[1]):
-        total += post[:, c]
-    post /= total[:, None]
 
 
 #: the pattern kernel is used while (patterns x states) <= rows / PATTERN_RATIO
@@ -107,16 +93,8 @@ def naive_posterior(codes: np.ndarray, block, cond: np.ndarray, prior: np.ndarra
     post = np.tile(np.asarray(prior, dtype=np.float64), (num, 1))
     for f, pc in zip(block[:used], pat_codes):
         post *= cond[f].take(pc, axis=0)
-        _normalise(post)
+        kernels.normalise(post)
     return ids, post, tuple(block[used:])
-
-
-def _fixed_log(values: np.ndarray) -> np.ndarray:
-    """rint(2**32 log max(values, 1e-300)) as int64 (``values`` is overwritten)."""
-    np.maximum(values, _TINY, out=values)
-    np.log(values, out=values)
-    values *= SCALE
-    return np.rint(values, out=values).astype(np.int64)
 
 
 def naive_own(counts: np.ndarray, cond: np.ndarray) -> np.ndarray:
@@ -128,7 +106,7 @@ def naive_own(counts: np.ndarray, cond: np.ndarray) -> np.ndarray:
     """
     counts = np.asarray(counts, dtype=np.int64)
     seen = counts > 0
-    table = _fixed_log(np.where(seen, cond, 1.0).astype(np.float64))
+    table = fixed_log(np.where(seen, cond, 1.0).astype(np.float64))
     return (np.where(seen, table, 0) * counts).sum(axis=(1, 2))
 
 
@@ -161,7 +139,7 @@ def naive_partials(codes: np.ndarray, ops: StepOps) -> np.ndarray:
             for k in range(1, num_classes):
                 mix += post[None, :, k] * c[:, None, k]
             cnt = kernels.pattern_counts(codes[i], ids, num, arity)
-            out[i] = -int((cnt * _fixed_log(mix)).sum())
+            out[i] = -int((cnt * fixed_log(mix)).sum())
         return out
     rows = kernels.row_posterior(post, ids, codes, rest, cond)
     out[cands] = -kernels.mix_log_sums(codes, cands, rows, cond)
@@ -202,7 +180,7 @@ def pairwise_add(codes: np.ndarray, state: BlockState, f: int, ops: StepOps) -> 
         factor = ops.cond[f].take(cf, axis=0)
     post = state.posterior
     post *= factor
-    _normalise(post)
+    kernels.normalise(post)
     table = ops.pair_log_tables[f]
     # the candidates, and the block features still to be folded in (their factor needs it)
     targets = ops.candidates.copy()

@@ -157,14 +157,14 @@ def select_vmi(
     if conditional_fn is not None and method != NAIVE:
         raise ValueError("conditional_fn is supported for vmi_naive only")
     cond = conditional(counts) if conditional_fn is None else conditional_fn(counts)
+    # the naive bound's first term depends only on the counts: added to every naive pass
+    own = naive_own(counts, cond) if method == NAIVE else np.zeros(num_cols, dtype=np.int64)
     if conditional_fn is None:
         mi = mutual_information(counts)
     else:  # the one-feature bound under the given table: I_LB of block {i} for every i
         ops = StepOps(method=method, prior=prior, cond=cond,
                       candidates=np.ones(num_cols, dtype=bool), label=f"{method} relevance")
-        mi = (backend.run(ops) + naive_own(counts, cond)).astype(np.float64) / SCALE / n_rows
-    # the naive bound's first term depends only on the counts: add it to every pass
-    own = naive_own(counts, cond) if method == NAIVE else np.zeros(num_cols, dtype=np.int64)
+        mi = (backend.run(ops) + own).astype(np.float64) / SCALE / n_rows
     result = Selection(method=method, num_rows=n_rows, mutual_information=[float(v) for v in mi])
 
     chosen = np.zeros(num_cols, dtype=bool)

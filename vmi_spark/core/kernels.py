@@ -21,7 +21,7 @@ import warnings
 
 import numpy as np
 
-#: fixed-point scale of per-row log contributions (2**32, as in :mod:`.bound`)
+#: fixed-point scale of per-row log contributions
 SCALE = float(2**32)
 #: floor for the mixture probability; only reached if a posterior underflows
 TINY = 1e-300
@@ -39,10 +39,30 @@ def _load_numba():
     return numba
 
 
-def _fixed_rows_np(buf: np.ndarray) -> np.ndarray:
-    """Row sums of rint(buf * 2**32) as int64 (``buf`` holds logs)."""
-    buf *= SCALE
-    return np.rint(buf, out=buf).astype(np.int64).sum(axis=1)
+#: the loops with a compiled and a numpy implementation (``name`` and ``name + "_np"``)
+LOOPS = ("row_posterior", "mix_log_sums", "pattern_counts", "pair_fold", "pair_scores",
+         "pair_counts")
+
+
+def fixed(values: np.ndarray) -> np.ndarray:
+    """rint(values * 2**32) as int64 (``values`` is overwritten)."""
+    values *= SCALE
+    return np.rint(values, out=values).astype(np.int64)
+
+
+def fixed_log(values: np.ndarray) -> np.ndarray:
+    """rint(2**32 log max(values, 1e-300)) as int64 (``values`` is overwritten)."""
+    np.maximum(values, TINY, out=values)
+    np.log(values, out=values)
+    return fixed(values)
+
+
+def normalise(post: np.ndarray) -> None:
+    """Divide each row by its sum, summing classes left to right (bitwise reproducible)."""
+    total = post[:, 0].copy()
+    for c in range(1, post.shape[1]):
+        total += post[:, c]
+    post /= total[:, None]
 
 
 # ----------------------------------------------------------------------------- numpy
@@ -53,16 +73,12 @@ def row_posterior_np(pattern_post, ids, codes, rest, cond):
     post = pattern_post.take(ids, axis=0)
     for f in rest:
         post *= cond[f].take(codes[f], axis=0)
-        total = post[:, 0].copy()
-        for c in range(1, post.shape[1]):
-            total += post[:, c]
-        post /= total[:, None]
+        normalise(post)
     return np.ascontiguousarray(post.T)
 
 
 def mix_log_sums_np(codes, cands, post, cond):
     """Per candidate i: sum_k rint(2**32 log max(sum_y r_k(y) p(x_i^k | y), TINY))."""
-    n = codes.shape[1]
     out = np.zeros(len(cands), dtype=np.int64)
     for j, i in enumerate(cands):
         a = codes[i].astype(np.intp)
@@ -70,9 +86,7 @@ def mix_log_sums_np(codes, cands, post, cond):
         mix = post[0] * c[:, 0].take(a)
         for k in range(1, post.shape[0]):
             mix += post[k] * c[:, k].take(a)
-        np.maximum(mix, TINY, out=mix)
-        np.log(mix, out=mix)
-        out[j] = _fixed_rows_np(mix.reshape(1, n))[0]
+        out[j] = fixed_log(mix).sum()
     return out
 
 
@@ -101,9 +115,7 @@ def pair_scores_np(pair_log, post, y, cands, m):
             mix += post[:, k] * factor[:, k]
         np.maximum(mix, TINY, out=mix)
         np.log(mix, out=mix)
-        vals = logc[rows, y] - mix
-        vals *= SCALE
-        out[j] = np.rint(vals, out=vals).astype(np.int64).sum()
+        out[j] = fixed(logc[rows, y] - mix).sum()
     return out
 
 
@@ -184,7 +196,7 @@ def _compile(numba, cache=True):
         for j in range(buf.shape[0]):
             t = 0
             for v in buf[j]:
-                t += np.int64(np.rint(v * 4294967296.0))
+                t += np.int64(np.rint(v * SCALE))
             out[j] = t
 
     @jit
@@ -246,7 +258,7 @@ def _compile(numba, cache=True):
         for j in range(logc.shape[0]):
             t = 0
             for k in range(logc.shape[1]):
-                t += np.int64(np.rint((logc[j, k, y[k]] - logmix[j, k]) * 4294967296.0))
+                t += np.int64(np.rint((logc[j, k, y[k]] - logmix[j, k]) * SCALE))
             out[j] = t
 
     def pair_scores(pair_log, post, y, cands, m):
