@@ -665,17 +665,24 @@ def _reset_hwm(pid="self"):
 
 
 E2E_PAIRWISE = True
+#: e2e: "auto" reads the Parquet files with pyarrow in the workers (the job's default for a
+#: Parquet --input), "spark" with Spark's reader (the ML API on an arbitrary DataFrame)
+E2E_READER = "auto"
+#: e2e: an existing table written by data.write_mixed_parquet with the same rows (else a new one)
+E2E_PATH = None
 
 
 def bench_e2e(scale, k_naive=50, k_pair=20):
+    from vmi_spark.spark.arrow_source import parquet_source
     from vmi_spark.spark.select import run_selection
     n, d = int(1_000_000 * scale), 1000
     tmp = tempfile.mkdtemp(prefix="vmi-e2e-")
-    path = os.path.join(tmp, "table.parquet")
-    res = {"rows": n, "features": d, "load_start": load()}
+    path = E2E_PATH or os.path.join(tmp, "table.parquet")
+    res = {"rows": n, "features": d, "reader": E2E_READER, "load_start": load()}
     try:
-        t, _ = timed(write_mixed_parquet, path, n, d)
-        res["write_parquet_s"] = t
+        if E2E_PATH is None:
+            t, _ = timed(write_mixed_parquet, path, n, d)
+            res["write_parquet_s"] = t
         res["parquet_bytes"] = os.path.getsize(path)
         s = spark()
         jpid = _jvm_pid()
@@ -687,7 +694,13 @@ def bench_e2e(scale, k_naive=50, k_pair=20):
                 seen["storage"] = storage_info()
 
         df = s.read.parquet(path)
-        t, run = timed(run_selection, df, "label", method=NAIVE, num_features=k_naive, on_step=on_step)
+        assert df.count() == n, f"{path} has {df.count()} rows, not {n}"
+
+        def source(cols):  # what the job does for a Parquet --input (timed with the run)
+            return parquet_source(df, cols) if E2E_READER == "auto" else None
+
+        t, run = timed(lambda: run_selection(df, "label", method=NAIVE, num_features=k_naive,
+                                             on_step=on_step, source=source(df.columns)))
         info = seen.get("storage", [])
         cached = sum(r["mem_bytes"] + r["disk_bytes"] for r in info)
         res["naive"] = {"k": k_naive, "seconds": t, "prepare_s": run.prepare_seconds,
@@ -706,9 +719,10 @@ def bench_e2e(scale, k_naive=50, k_pair=20):
         _reset_hwm(jpid)
         seen.clear()
         cols = ["label"] + [c for c in df.columns if c != "label"][:200]
-        t, run = timed(run_selection, df.select(*cols), "label", method=PAIRWISE,
-                       num_features=k_pair, on_step=lambda sel: seen.setdefault("storage", storage_info())
-                       if len(sel.selected) == 3 else None)
+        t, run = timed(lambda: run_selection(
+            df, "label", features=cols[1:], method=PAIRWISE, num_features=k_pair,
+            on_step=lambda sel: seen.setdefault("storage", storage_info())
+            if len(sel.selected) == 3 else None, source=source(cols)))
         info = seen.get("storage", [])
         res["pairwise"] = {"k": k_pair, "features": 200, "seconds": t, "prepare_s": run.prepare_seconds,
                            "step_seconds": list(run.selection.step_seconds),
@@ -797,9 +811,15 @@ def main(argv=None):
     ap.add_argument("--peer-limit", type=float, nargs=2, default=None, metavar=("MRMR_SPARK", "SKFEATURE"),
                     help="stop a peer after this many seconds (its time is then a lower bound)")
     ap.add_argument("--no-e2e-pairwise", action="store_true", help="e2e: vmi_naive only")
+    ap.add_argument("--e2e-reader", choices=("auto", "spark"), default="auto",
+                    help="e2e: read the Parquet files with pyarrow in the workers (auto, the job's "
+                         "default) or with Spark's reader")
+    ap.add_argument("--e2e-path", default=None,
+                    help="e2e: reuse this table (from data.write_mixed_parquet, same rows)")
     a = ap.parse_args(argv)
-    global E2E_PAIRWISE
+    global E2E_PAIRWISE, E2E_READER, E2E_PATH
     E2E_PAIRWISE = not a.no_e2e_pairwise
+    E2E_READER, E2E_PATH = a.e2e_reader, a.e2e_path
     if a.peer_limit:
         PEER_LIMIT_S.update(mrmr_spark=a.peer_limit[0], skfeature=a.peer_limit[1])
     names = list(BENCHES) if "all" in a.bench else a.bench

@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="input format: any data source name Spark can read, e.g. parquet, csv, "
                         "orc, json, delta, iceberg (default parquet; csv is read with a header "
                         "row and inferred types)")
+    p.add_argument("--reader", default="auto", choices=("auto", "spark"),
+                   help="how a Parquet --input is read: auto reads the files with pyarrow in "
+                        "the Python workers when it can (same result, faster on wide tables), "
+                        "spark always uses Spark's reader")
     p.add_argument("--label", help="label column")
     p.add_argument("--features", help="comma-separated feature columns (default: all but the label)")
     p.add_argument("--method", default="vmi_naive", choices=METHOD_CHOICES)
@@ -334,9 +338,17 @@ def run(args: argparse.Namespace, spark) -> dict[str, Any]:
     if features is not None and any(not c for c in features):
         raise InputError("--features has an empty column name")
     names = features if features is not None else [c for c in df.columns if c != label]
+    source = None
+    if (not demo and args.input and (args.format or "parquet") == "parquet"
+            and args.reader == "auto" and set([label, *names]) <= set(df.columns)):
+        from .spark.arrow_source import parquet_source
+
+        source = parquet_source(df, [label, *names])
+        log.debug("reading %s with %s", args.input,
+                  "pyarrow in the Python workers" if source is not None else "Spark")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = run_selection(df, label, features=features, method=args.method, num_features=k,
+        result = run_selection(df, label, source=source, features=features, method=args.method, num_features=k,
                                restart_tolerance=args.restart_tolerance, num_bins=args.num_bins,
                                max_categories=args.max_categories, max_classes=args.max_classes,
                                handle_invalid=args.handle_invalid, estimator=args.estimator,
@@ -347,6 +359,7 @@ def run(args: argparse.Namespace, spark) -> dict[str, Any]:
     report = result.report()
     report["input"] = "demo: synthetic tree model" if demo else (args.input or args.table)
     report["format"] = None if demo else (args.format or (None if args.table else "parquet"))
+    report["reader"] = None if demo else ("pyarrow" if source is not None else "spark")
     if demo:
         print_summary(report)
     elif args.write_selected or args.output_table:

@@ -170,7 +170,9 @@ def positional(df: DataFrame, names: list[str], prefix: str = "_c") -> DataFrame
     with a dot, a backtick or a ``*`` fails there; the executor functions read the
     columns by position instead.
     """
-    return df.select(*[F.col(quote(c)).alias(f"{prefix}{i}") for i, c in enumerate(names)])
+    # one selectExpr, not a Column per name: on a wide table each PySpark Column call is a
+    # round trip to the JVM (milliseconds each, seconds for 1,000 columns)
+    return df.selectExpr(*[f"{quote(c)} AS {prefix}{i}" for i, c in enumerate(names)])
 
 
 def prepare_frame(df: DataFrame, label: str, features: list[str]) -> DataFrame:
@@ -182,22 +184,26 @@ def prepare_frame(df: DataFrame, label: str, features: list[str]) -> DataFrame:
     fields = {f.name: f.dataType for f in df.schema.fields}
     cols = []
     for c in [label, *features]:
-        dt = fields[c]
+        dt, q = fields[c], quote(c)
         if _is_numeric(dt):
-            v = F.col(quote(c)).cast("double")
-            cols.append(F.when(v == F.lit(0.0), F.lit(0.0)).otherwise(v).alias(c))
+            v = f"CAST({q} AS DOUBLE)"
+            cols.append(f"CASE WHEN {v} = 0.0D THEN 0.0D ELSE {v} END AS {q}")
         elif isinstance(dt, T.BooleanType):
-            cols.append(F.col(quote(c)).cast("int").cast("double").alias(c))
+            cols.append(f"CAST(CAST({q} AS INT) AS DOUBLE) AS {q}")
         else:
-            cols.append(F.col(quote(c)).cast("string").alias(c))
-    return df.select(*cols)
+            cols.append(f"CAST({q} AS STRING) AS {q}")
+    return df.selectExpr(*cols)  # one JVM call (see positional)
 
 
 def build_plan(df: DataFrame, label: str, features: list[str], num_bins: int,
-               max_categories: int, max_classes: int, handle_invalid: str) -> tuple[DataFrame, EncodingPlan]:
+               max_categories: int, max_classes: int, handle_invalid: str,
+               reader: Any = None) -> tuple[DataFrame, EncodingPlan]:
     """Compute the encoding plan; returns the filtered, typed frame and the plan.
 
-    ``df`` must come from :func:`prepare_frame` (doubles and strings only).
+    ``df`` must come from :func:`prepare_frame` (doubles and strings only). With a
+    ``reader`` (:class:`vmi_spark.spark.arrow_source.ParquetReader`) the passes over the
+    rows read the Parquet files behind ``df`` instead, ``df`` may be the untyped input
+    (only its schema is used), and it is returned unfiltered; the plan is the same.
     """
     if not 2 <= num_bins <= MAX_ARITY - 1:
         raise InputError(f"numBins must be between 2 and {MAX_ARITY - 1}, got {num_bins}")
@@ -209,28 +215,33 @@ def build_plan(df: DataFrame, label: str, features: list[str], num_bins: int,
         raise InputError(f"handleInvalid must be keep, skip or error, got {handle_invalid!r}")
     types = {f.name: f.dataType for f in df.schema.fields}
     ldt = types[label]
-    stats = _column_stats(df, label, features, max_categories, max_classes, handle_invalid)
+    if reader is not None:
+        stats = reader.column_stats(label, features, max_categories, max_classes, handle_invalid)
+    else:
+        stats = _column_stats(df, label, features, max_categories, max_classes, handle_invalid)
     total, null_labels = stats["rows"], stats["null_labels"]
     if total == 0:
         raise InputError("the input has no rows")
     if null_labels == total:
         raise InputError(f"no labelled rows: every value of label column '{label}' is null")
-    lab_missing = _missing(label, ldt)
-    df = df.where(~lab_missing)
+    if reader is None:  # a reader drops the same rows itself
+        df = df.where(~_missing(label, ldt))
     missing = dict(zip(features, stats["missing"]))
     skipped = 0
+    skip_cols: list[str] = []  # rows with a missing value in one of these are dropped
     if handle_invalid == "error":
         bad = next((c for c in features if missing[c] > 0), None)
         if bad is not None:
             raise InputError(f"feature column '{bad}' has {missing[bad]} missing values "
                              "(null or NaN) and handleInvalid is 'error'")
     elif handle_invalid == "skip" and stats["skipped"]:
+        skip_cols = [c for c in features if missing[c]]
         cond = None
         for c in features:
             if missing[c]:
                 m = _missing(c, types[c])
                 cond = m if cond is None else (cond | m)
-        if cond is not None:
+        if cond is not None and reader is None:
             df = df.where(~cond)
         skipped = stats["skipped"]
         missing = {c: 0 for c in features}
@@ -266,7 +277,10 @@ def build_plan(df: DataFrame, label: str, features: list[str], num_bins: int,
             plans.append(ColumnPlan(c, "bins", splits=[], missing=miss))
             to_bin.append(c)
     if to_bin:
-        splits = _quantile_splits(df, to_bin, num_bins, rows, label)
+        if reader is not None:
+            splits = reader.quantile_splits(label, to_bin, num_bins, rows, skip_cols)
+        else:
+            splits = _quantile_splits(df, to_bin, num_bins, rows, label)
         for p in plans:
             if p.name in splits:
                 p.splits = splits[p.name]
@@ -277,6 +291,34 @@ def build_plan(df: DataFrame, label: str, features: list[str], num_bins: int,
     return df, plan
 
 
+def missing_mask(arr: pa.Array) -> np.ndarray | None:
+    """Where ``arr`` is null or NaN, or None when nothing is (the common case, cheaply)."""
+    if pa.types.is_floating(arr.type):
+        m = np.isnan(arr.to_numpy(zero_copy_only=False))  # nulls come out as NaN
+        return m if m.any() else None
+    if arr.null_count == 0:
+        return None
+    return ~arr.is_valid().to_numpy(zero_copy_only=False)
+
+
+def _and_not(keep: np.ndarray | None, m: np.ndarray | None) -> np.ndarray | None:
+    """``keep & ~m`` where None means all rows (keep) or no rows (m)."""
+    if m is None:
+        return keep
+    return ~m if keep is None else keep & ~m
+
+
+def _add_distinct(seen: set | None, arr: pa.Array, rows: np.ndarray | None, cap: int) -> set | None:
+    """``seen`` plus the distinct values of ``arr`` at ``rows``; None once above ``cap``."""
+    if seen is None:
+        return None
+    u = pc.unique(arr if rows is None else arr.filter(pa.array(rows)))
+    if len(u) > cap:
+        return None
+    seen |= set(u.to_pylist())
+    return None if len(seen) > cap else seen
+
+
 def _stats_fn(num_features: int, max_categories: int, max_classes: int, skip: bool):
     def fn(batches):
         rows = null_labels = skipped = 0
@@ -285,27 +327,22 @@ def _stats_fn(num_features: int, max_categories: int, max_classes: int, skip: bo
         classes: set | None = set()
         for rb in batches:
             rows += rb.num_rows
-            keep = ~pc.is_null(rb.column(0), nan_is_null=True).to_numpy(zero_copy_only=False)
-            null_labels += int((~keep).sum())
-            miss = [pc.is_null(rb.column(j + 1), nan_is_null=True).to_numpy(zero_copy_only=False)
-                    for j in range(num_features)]
+            lab_miss = missing_mask(rb.column(0))
+            keep = None if lab_miss is None else ~lab_miss  # None: every row
+            null_labels += 0 if lab_miss is None else int(lab_miss.sum())
+            miss = [missing_mask(rb.column(j + 1)) for j in range(num_features)]
             for j, m in enumerate(miss):
-                missing[j] += int((m & keep).sum())
-            if skip and num_features:
-                anym = np.logical_or.reduce(miss)
-                skipped += int((anym & keep).sum())
-                keep &= ~anym
-            if classes is not None:
-                classes |= set(pc.unique(rb.column(0).filter(pa.array(keep))).to_pylist())
-                if len(classes) > max_classes:
-                    classes = None
+                if m is not None:
+                    missing[j] += int((m if keep is None else m & keep).sum())
+            if skip and any(m is not None for m in miss):
+                anym = np.logical_or.reduce([m for m in miss if m is not None])
+                skipped += int((anym if keep is None else anym & keep).sum())
+                keep = _and_not(keep, anym)
+            classes = _add_distinct(classes, rb.column(0), keep, max_classes)
             for j in range(num_features):
-                if values[j] is None:
-                    continue
-                arr = rb.column(j + 1).filter(pa.array(keep & ~miss[j]))
-                values[j] |= set(pc.unique(arr).to_pylist())
-                if len(values[j]) > max_categories:
-                    values[j] = None
+                if values[j] is not None:
+                    values[j] = _add_distinct(values[j], rb.column(j + 1),
+                                              _and_not(keep, miss[j]), max_categories)
         yield pa.RecordBatch.from_pydict({"stats": [json.dumps({
             "rows": rows, "null_labels": null_labels, "skipped": skipped,
             "missing": missing.tolist(),
@@ -322,6 +359,12 @@ def _column_stats(df: DataFrame, label: str, features: list[str], max_categories
     fn = _stats_fn(d, max_categories, max_classes, handle_invalid == "skip")
     frame = positional(df, [label, *features])
     parts = [json.loads(r[0]) for r in frame.mapInArrow(fn, "stats string").collect()]
+    return _merge_stats(parts, d, max_categories, max_classes)
+
+
+def _merge_stats(parts: list[dict[str, Any]], d: int, max_categories: int,
+                 max_classes: int) -> dict[str, Any]:
+    """Add up the statistics of the tasks (distinct sets: union, capped)."""
     out: dict[str, Any] = {"rows": 0, "null_labels": 0, "skipped": 0, "missing": [0] * d,
                            "classes": set(), "values": [set() for _ in range(d)]}
     for p in parts:
@@ -351,8 +394,8 @@ def _quantile_splits(df: DataFrame, cols: list[str], num_bins: int, rows: int,
         # are kept however the table is partitioned or ordered
         modulus = 1 << 30
         threshold = int(modulus * SAMPLE_ROWS / rows)
-        h = F.pmod(F.xxhash64(*[F.col(quote(c)) for c in [label, *cols]]), F.lit(modulus))
-        sample = df.where(h < threshold)
+        h = f"pmod(xxhash64({', '.join(quote(c) for c in [label, *cols])}), {modulus})"
+        sample = df.where(F.expr(f"{h} < {threshold}"))
     out: dict[str, list[float]] = {}
     # the columns come to the driver a chunk at a time; with more than one chunk the
     # sample is cached first, so that the input is read (and hashed) once, not per chunk

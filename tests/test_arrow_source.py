@@ -1,0 +1,140 @@
+"""The Parquet fast path (pyarrow in the workers) gives what Spark's reader gives.
+
+The plan (categories, bin edges, missing states, dropped rows), the selection and the
+scores must be identical, also when the bin edges come from the hashed sample, which
+needs Spark's ``xxhash64`` reproduced bit for bit (checked here against Spark itself).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import functions as F
+
+from vmi_spark.job import main
+from vmi_spark.spark import plan as plan_module
+from vmi_spark.spark import sparkhash
+from vmi_spark.spark.arrow_source import parquet_source
+from vmi_spark.spark.select import run_selection
+
+
+def test_xxhash64_matches_spark(spark):
+    rng = np.random.default_rng(0)
+    n = 400
+    a = rng.standard_normal(n)
+    a[:7] = [0.0, -0.0, np.nan, np.inf, -np.inf, 5e-324, -1.5e308]
+    b = rng.integers(0, 5, n).astype(float)
+    b_valid = rng.random(n) > 0.2
+    # lengths 0..70 cover every branch of XXH64 over bytes (32-byte stripes, words, tail)
+    words = ["x" * k for k in range(71)] + ["ünï", "çødé" * 9, None]
+    s = [words[i % len(words)] for i in range(n)]
+    rows = [(s[i], float(a[i]), float(b[i]) if b_valid[i] else None) for i in range(n)]
+    df = spark.createDataFrame(rows, "s string, a double, b double")
+    want = np.array([r[0] for r in df.select(F.xxhash64("s", "a", "b")).collect()],
+                    dtype=np.int64).view(np.uint64)
+    h = sparkhash.hash_strings(s, np.full(n, sparkhash.SEED, dtype=np.uint64))
+    h = sparkhash.hash_doubles(a, None, h)
+    h = sparkhash.hash_doubles(np.where(b_valid, b, np.nan), b_valid, h)
+    np.testing.assert_array_equal(h, want)
+    # the sample rule: pmod(xxhash64(...), 2^30) < threshold
+    pm = np.array([r[0] for r in df.select(F.pmod(F.xxhash64("a"), F.lit(1 << 30))).collect()])
+    mine = sparkhash.hash_doubles(a, None, np.full(n, sparkhash.SEED, dtype=np.uint64))
+    np.testing.assert_array_equal(sparkhash.in_sample(mine, 1 << 29, 1 << 30), pm < (1 << 29))
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Three Parquet files, several row groups each, with every kind of column and value
+    the typing has to get right: float32 with NaN and -0.0, nullable int64, strings with
+    nulls, float64, booleans, and a string label with nulls."""
+    base = tmp_path_factory.mktemp("arrow") / "t"
+    base.mkdir()
+    rng = np.random.default_rng(1)
+    for f in range(3):
+        n = 1500 + 250 * f
+        y = rng.integers(0, 3, n)
+        a = (rng.standard_normal(n) + y).astype(np.float32)
+        a[:10], a[10:20] = np.nan, -0.0
+        b = rng.integers(-3, 4, n).astype(np.int64)
+        c = np.array(["u", "v", "w", "ü"], dtype=object)[(y + rng.integers(0, 2, n)) % 4]
+        c[5:9] = None
+        e = rng.standard_normal(n) * 2 + (y == 1)
+        lab = np.array(["no", "yes", "maybe"], dtype=object)[y]
+        lab[:3] = None
+        table = pa.table({
+            "label": pa.array(lab, pa.string()), "a": pa.array(a),
+            "b": pa.array(b, mask=rng.random(n) < 0.02), "c": pa.array(c, pa.string()),
+            "e": pa.array(e), "flag": pa.array(rng.random(n) < 0.3 + 0.2 * (y == 2))})
+        pq.write_table(table, str(base / f"part-{f}.parquet"), row_group_size=600)
+    return base
+
+
+@pytest.mark.parametrize("handle_invalid", ["keep", "skip"])
+@pytest.mark.parametrize("sample_rows", [None, 1500])
+def test_same_plan_selection_and_scores_as_spark(spark, files, monkeypatch, handle_invalid,
+                                                 sample_rows):
+    if sample_rows is not None:  # bin edges from the hashed sample, not all rows
+        monkeypatch.setattr(plan_module, "SAMPLE_ROWS", sample_rows)
+    df = spark.read.parquet(str(files))
+    source = parquet_source(df, df.columns)
+    assert source is not None and len(source.files) == 3 and len(source.units) == 10
+    kw = dict(method="vmi_pairwise", num_features=4, num_bins=6, handle_invalid=handle_invalid)
+    with pytest.warns(UserWarning):  # null labels dropped (and rows skipped)
+        ref = run_selection(df, "label", **kw)
+    with pytest.warns(UserWarning):
+        fast = run_selection(df, "label", source=source, **kw)
+    assert fast.plan.to_json() == ref.plan.to_json()
+    assert fast.selection.selected == ref.selection.selected
+    assert fast.selection.scores == ref.selection.scores
+    # the plan is not trivial: bins with edges, categories, a missing state, dropped rows
+    kinds = {c.name: c for c in ref.plan.columns}
+    assert kinds["a"].kind == "bins" and len(kinds["a"].splits) == 5
+    assert kinds["c"].values == ["u", "v", "w", "ü"]
+    assert ref.plan.rows_dropped == 9
+    if handle_invalid == "keep":
+        assert kinds["a"].missing and kinds["b"].missing
+    else:
+        assert ref.plan.rows_skipped > 0
+
+
+def test_sample_keeps_the_rows_spark_keeps(spark, files, monkeypatch):
+    """The sampled split points differ from the full-data ones, and equal Spark's."""
+    df = spark.read.parquet(str(files))
+    source = parquet_source(df, df.columns)
+    full = run_selection(df, "label", num_features=1, num_bins=7, source=source)
+    monkeypatch.setattr(plan_module, "SAMPLE_ROWS", 1200)
+    spark_sample = run_selection(df, "label", num_features=1, num_bins=7)
+    arrow_sample = run_selection(df, "label", num_features=1, num_bins=7, source=source)
+    edges = {r: {c.name: c.splits for c in x.plan.columns if c.kind == "bins"}
+             for r, x in (("full", full), ("spark", spark_sample), ("arrow", arrow_sample))}
+    assert edges["arrow"] == edges["spark"]
+    assert edges["arrow"] != edges["full"]
+
+
+def test_not_a_plain_parquet_scan_uses_spark(spark, tmp_path):
+    from decimal import Decimal
+
+    local = spark.createDataFrame([(0, 1.0), (1, 2.0)], "y int, x double")
+    assert parquet_source(local, ["y", "x"]) is None  # no files behind it
+    pq.write_table(pa.table({"y": pa.array([0, 1], pa.int32()),
+                             "x": pa.array([Decimal("1.5"), Decimal("2.5")], pa.decimal128(5, 2))}),
+                   str(tmp_path / "d.parquet"))
+    dec = spark.read.parquet(str(tmp_path / "d.parquet"))
+    assert parquet_source(dec, ["y", "x"]) is None  # decimals: Spark's cast, not pyarrow's
+
+
+def test_job_reads_parquet_with_pyarrow_and_matches_spark_reader(spark, files, tmp_path, capsys):
+    reports = {}
+    for reader in ("auto", "spark"):
+        out = tmp_path / reader
+        rc = main(["--input", str(files), "--label", "label", "--num-features", "3",
+                   "--method", "vmi_naive", "--reader", reader, "--output", str(out)], spark=spark)
+        assert rc == 0, capsys.readouterr()
+        reports[reader] = json.loads((out / "selection.json").read_text())
+    assert reports["auto"]["reader"] == "pyarrow" and reports["spark"]["reader"] == "spark"
+    for key in ("selected", "scores", "columns", "num_rows", "rows_dropped"):
+        assert reports["auto"][key] == reports["spark"][key]

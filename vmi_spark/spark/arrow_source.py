@@ -1,0 +1,295 @@
+"""Read a Parquet input with pyarrow inside the Python workers (the job's fast path).
+
+Spark hands wide rows to Python workers at a few hundred nanoseconds per cell: above
+100 columns it turns off whole-stage code generation and columnar output, and every
+cell then crosses from the JVM's row format into Arrow one at a time. pyarrow reads
+the same Parquet file at about 20 ns per cell. So when the input is a plain Parquet
+scan, the three passes that touch every cell -- the column statistics, the sample the
+bin edges are placed on, and the encoding into one-byte blocks -- read the files
+directly: Spark schedules one task per group of Parquet row groups (the same unit
+Spark's own reader splits files by), and each task reads its row groups with pyarrow.
+Only counts, the sample and the one-byte blocks go back through the JVM.
+
+The result is the same plan and the same blocks as the Spark reader would give: the
+values are typed the same way as :func:`vmi_spark.spark.plan.prepare_frame` (doubles
+with -0.0 as 0.0, booleans as 0/1, strings), the same rows are dropped, and the
+sample is chosen by the same ``xxhash64`` of the typed row (:mod:`.sparkhash`). A
+file pyarrow cannot open from the driver, or a column whose Parquet type is not a
+plain number, boolean or string, makes :func:`parquet_source` return None and the
+caller uses the Spark reader.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from . import plan as _plan
+from .encode import BLOCK_SCHEMA, _encoder
+from .plan import _SPLIT_CHUNK, EncodingPlan, _merge_stats, _stats_fn, equal_frequency_splits
+from .sparkhash import SEED, hash_doubles, hash_strings, in_sample
+
+log = logging.getLogger("vmi_spark")
+
+#: rows per record batch read from a row group
+BATCH_ROWS = 16384
+#: Parquet row groups per task (more tasks than slots keeps every core busy)
+_TASKS_PER_SLOT = 4
+
+# Spark type of a column -> the Arrow types Spark reads it from (anything else: Spark reader)
+_ARROW_TYPES: dict[type, tuple[pa.DataType, ...]] = {
+    T.DoubleType: (pa.float64(),),
+    T.FloatType: (pa.float32(),),
+    T.LongType: (pa.int64(),),
+    T.IntegerType: (pa.int32(),),
+    T.ShortType: (pa.int16(),),
+    T.ByteType: (pa.int8(),),
+    T.BooleanType: (pa.bool_(),),
+    T.StringType: (pa.string(), pa.large_string()),
+}
+
+
+@dataclass(frozen=True)
+class ParquetSource:
+    """The Parquet files behind a DataFrame, in units of row groups."""
+
+    files: tuple[str, ...]
+    units: tuple[tuple[int, int, int], ...]  # (file index, row group, rows)
+    kinds: dict[str, str]  # column -> "double" | "string" (the typed frame's types)
+
+    @property
+    def num_rows(self) -> int:
+        return sum(u[2] for u in self.units)
+
+
+def _open(uri: str):
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    fs, path = pafs.FileSystem.from_uri(uri)
+    return pq.ParquetFile(fs.open_input_file(path))
+
+
+def parquet_source(df: DataFrame, columns: list[str]) -> ParquetSource | None:
+    """A :class:`ParquetSource` for ``df`` if it is a plain scan of Parquet files that
+    pyarrow can read with the same column types, else None (use the Spark reader).
+
+    ``df`` must be exactly what ``spark.read.parquet(path)`` returned: a filter or a
+    projection on it would not be seen here. The job calls this only for ``--input``
+    with format parquet.
+    """
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    try:
+        files = tuple(sorted(df.inputFiles()))
+    except Exception as exc:  # not a file scan
+        log.debug("Parquet fast path off: %s", str(exc).splitlines()[0] if str(exc) else exc)
+        return None
+    if not files:
+        return None
+    units: list[tuple[int, int, int]] = []
+    try:
+        for i, uri in enumerate(files):
+            pf = _open(uri)
+            schema = pf.schema_arrow
+            for c in columns:
+                want = _ARROW_TYPES.get(type(fields[c]))
+                idx = schema.get_field_index(c)
+                if want is None or idx < 0 or schema.field(idx).type not in want:
+                    log.debug("Parquet fast path off: column '%s' of %s is not read as %s", c,
+                              uri, fields[c].simpleString())
+                    pf.close()
+                    return None
+            md = pf.metadata
+            units.extend((i, g, md.row_group(g).num_rows) for g in range(md.num_row_groups))
+            pf.close()
+    except Exception as exc:  # a file system pyarrow cannot open, an unreadable footer
+        log.debug("Parquet fast path off: %s", str(exc).splitlines()[0] if str(exc) else exc)
+        return None
+    kinds = {c: "string" if isinstance(fields[c], T.StringType) else "double" for c in columns}
+    return ParquetSource(files, tuple(u for u in units if u[2] > 0), kinds)
+
+
+def _typed(arr: pa.Array, kind: str) -> pa.Array:
+    """A column typed as :func:`plan.prepare_frame` types it (doubles: -0.0 as 0.0)."""
+    if kind == "string":
+        return arr.cast(pa.string())
+    if not pa.types.is_floating(arr.type):
+        return arr.cast(pa.float64())  # integers and booleans have no -0.0
+    return pc.add(arr.cast(pa.float64()), 0.0)  # -0.0 + 0.0 == +0.0; NaN and null stay
+
+
+def _read_fn(source: ParquetSource, columns: list[str]):
+    """Executor side: the typed record batches ``[columns...]`` of a task's row groups."""
+    kinds = [source.kinds[c] for c in columns]
+    files = source.files
+
+    units = source.units
+
+    def batches(unit_batches):
+        pf, current = None, -1
+        try:
+            for ub in unit_batches:
+                for u in ub.column(0).to_pylist():
+                    f, g, _ = units[u]
+                    if f != current:  # a task's units are contiguous: one file open at a time
+                        if pf is not None:
+                            pf.close()
+                        pf, current = _open(files[f]), f
+                    for rb in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[g],
+                                              columns=columns, use_threads=False):
+                        idx = {name: k for k, name in enumerate(rb.schema.names)}
+                        yield pa.RecordBatch.from_arrays(
+                            [_typed(rb.column(idx[c]), k) for c, k in zip(columns, kinds)],
+                            names=[f"_c{j}" for j in range(len(columns))])
+        finally:
+            if pf is not None:
+                pf.close()
+    return batches
+
+
+def _kept(rb: pa.RecordBatch, skip: bool) -> pa.RecordBatch:
+    """The rows :func:`plan.build_plan` keeps: a label (column 0), and if ``skip`` no
+    missing value in the other columns."""
+    drop = _plan.missing_mask(rb.column(0))
+    if skip:
+        for j in range(1, rb.num_columns):
+            m = _plan.missing_mask(rb.column(j))
+            if m is not None:
+                drop = m if drop is None else drop | m
+    return rb if drop is None or not drop.any() else rb.filter(pa.array(~drop))
+
+
+def _units_frame(spark, source: ParquetSource, slots: int) -> DataFrame:
+    """One row per unit (its index into ``source.units``), in contiguous ranges over at most
+    :data:`_TASKS_PER_SLOT` tasks per slot (``spark.range``: no sampling job, no shuffle)."""
+    n = len(source.units)
+    return spark.range(0, n, 1, max(1, min(n, _TASKS_PER_SLOT * slots)))
+
+
+class ParquetReader:
+    """The three passes of planning and encoding, over the files of a :class:`ParquetSource`.
+
+    :func:`vmi_spark.spark.plan.build_plan` and :func:`vmi_spark.spark.select.run_selection`
+    call these in place of the passes over the typed DataFrame.
+    """
+
+    def __init__(self, spark, source: ParquetSource, slots: int):
+        self.spark, self.source, self.slots = spark, source, slots
+
+    def column_stats(self, label: str, features: list[str], max_categories: int,
+                     max_classes: int, handle_invalid: str) -> dict:
+        return column_stats(self.spark, self.source, label, features, max_categories,
+                            max_classes, handle_invalid, self.slots)
+
+    def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
+                        skip_cols: list[str]) -> dict[str, list[float]]:
+        return quantile_splits(self.spark, self.source, label, cols, num_bins, rows, skip_cols,
+                               self.slots)
+
+    def encode_blocks(self, plan: EncodingPlan, block_rows: int, skip: bool) -> DataFrame:
+        return encode_blocks(self.spark, self.source, plan, block_rows, skip, self.slots)
+
+
+def column_stats(spark, source: ParquetSource, label: str, features: list[str],
+                 max_categories: int, max_classes: int, handle_invalid: str,
+                 slots: int) -> dict:
+    """:func:`plan._column_stats` over the Parquet files (same statistics)."""
+    read = _read_fn(source, [label, *features])
+    stats = _stats_fn(len(features), max_categories, max_classes, handle_invalid == "skip")
+
+    def fn(unit_batches):
+        yield from stats(read(unit_batches))
+
+    parts = [json.loads(r[0]) for r in
+             _units_frame(spark, source, slots).mapInArrow(fn, "stats string").collect()]
+    return _merge_stats(parts, len(features), max_categories, max_classes)
+
+
+def quantile_splits(spark, source: ParquetSource, label: str, cols: list[str], num_bins: int,
+                    rows: int, skip_cols: list[str], slots: int) -> dict[str, list[float]]:
+    """:func:`plan._quantile_splits` over the Parquet files: the same rows are sampled
+    (Spark's ``xxhash64`` of the typed label and columns), the same split points placed.
+
+    Each task sends its sampled values as one binary value per chunk of columns; a
+    shuffle by chunk brings each chunk's values together, and the split points are
+    computed where they land, so no more than a chunk of the sample is in one place.
+    """
+    feats = list(cols)
+    # the rows build_plan keeps: a label, and (handleInvalid skip) no missing value in skip_cols
+    read = _read_fn(source, [label, *feats, *[c for c in skip_cols if c not in feats]])
+    label_kind = source.kinds[label]
+    modulus = 1 << 30
+    threshold = int(modulus * _plan.SAMPLE_ROWS / rows) if rows > _plan.SAMPLE_ROWS else None
+    chunks = [list(range(s, min(s + _SPLIT_CHUNK, len(feats))))
+              for s in range(0, len(feats), _SPLIT_CHUNK)]
+
+    def sample(unit_batches):
+        kept: list[list[np.ndarray]] = [[] for _ in feats]
+        for rb in read(unit_batches):
+            rb = _kept(rb, bool(skip_cols))
+            if rb.num_rows == 0:
+                continue
+            values = [rb.column(j + 1).to_numpy(zero_copy_only=False).astype(np.float64)
+                      for j in range(len(feats))]
+            if threshold is not None:
+                h = np.full(rb.num_rows, SEED, dtype=np.uint64)
+                lab = rb.column(0)
+                if label_kind == "string":
+                    h = hash_strings(lab.to_pylist(), h)
+                else:
+                    h = hash_doubles(lab.to_numpy(zero_copy_only=False).astype(np.float64), None, h)
+                for j, v in enumerate(values):
+                    valid = ~pc.is_null(rb.column(j + 1)).to_numpy(zero_copy_only=False)
+                    h = hash_doubles(v, valid, h)
+                take = in_sample(h, threshold, modulus)
+                values = [v[take] for v in values]
+            for j, v in enumerate(values):
+                kept[j].append(v)
+        for k, chunk in enumerate(chunks):  # one batch per chunk: a value stays < 2 GiB
+            if not kept[chunk[0]]:
+                continue
+            mat = np.stack([np.concatenate(kept[j]) for j in chunk])
+            for j in chunk:
+                kept[j] = []
+            yield pa.RecordBatch.from_pydict({"chunk": pa.array([k], pa.int32()),
+                                              "values": pa.array([mat.tobytes()], pa.binary())})
+
+    def splits(batches):
+        got: dict[int, list[np.ndarray]] = {}
+        for rb in batches:
+            for k, blob in zip(rb.column("chunk").to_pylist(), rb.column("values").to_pylist()):
+                width = len(chunks[k])
+                got.setdefault(k, []).append(np.frombuffer(blob, dtype=np.float64).reshape(width, -1))
+        for k in sorted(got):
+            mat = np.concatenate(got[k], axis=1)
+            out = [json.dumps(equal_frequency_splits(mat[i], num_bins)) for i in range(len(chunks[k]))]
+            yield pa.RecordBatch.from_pydict({"column": pa.array(chunks[k], pa.int32()),
+                                              "splits": pa.array(out, pa.string())})
+
+    sampled = _units_frame(spark, source, slots).mapInArrow(sample, "chunk int, values binary")
+    parts = max(1, min(len(chunks), slots))
+    result = (sampled.repartition(parts, "chunk")
+              .mapInArrow(splits, "column int, splits string").collect())
+    out = {feats[r[0]]: json.loads(r[1]) for r in result}
+    for c in feats:  # no rows at all: no split points
+        out.setdefault(c, [])
+    return out
+
+
+def encode_blocks(spark, source: ParquetSource, plan: EncodingPlan, block_rows: int,
+                  skip: bool, slots: int) -> DataFrame:
+    """:func:`encode.encode_blocks` over the Parquet files (same codes, in blocks)."""
+    read = _read_fn(source, [plan.label, *plan.features])
+    encode = _encoder(plan, block_rows)
+
+    def fn(unit_batches):
+        yield from encode(_kept(rb, skip) for rb in read(unit_batches))
+
+    return _units_frame(spark, source, slots).mapInArrow(fn, BLOCK_SCHEMA)
