@@ -342,3 +342,46 @@ def test_pairwise_state_kept_in_workers_equals_the_core(spark, monkeypatch, budg
             assert all(0 <= h <= num_blocks for h in be.cache_hits)
     finally:
         blocks.unpersist()
+
+
+def test_pass_over_every_block_id_scores_current_states_once(monkeypatch):
+    """The first pass of a pairwise step (every task looks at every block id, in-process
+    here): a worker scores each block whose state is at the version the driver expects,
+    once per pass however many of the pass's tasks it runs, drops a stale copy, and leaves
+    a state it cannot bring to the current block alone."""
+    import pyarrow as pa
+
+    from vmi_spark.core.bound import BlockState, StepOps
+    from vmi_spark.spark import backend as B
+
+    calls = []
+
+    def fake_partials(codes, y, state, ops):
+        calls.append(int(codes[0, 0]))
+        state.block = tuple(ops.block)
+        return np.full(3, int(codes[0, 0]), dtype=np.int64)
+
+    monkeypatch.setattr(B, "pairwise_partials", fake_partials)
+    monkeypatch.setattr(B, "_WORKER_STATES", B.OrderedDict())
+    monkeypatch.setattr(B, "_STATE_SERIALS", {})
+    monkeypatch.setattr(B, "_SCORED", {})
+    monkeypatch.setattr(B, "_state_bytes", 0)
+    tok = "t"
+    for bid in (1, 2, 3, 5):
+        B._cache_put((tok, bid), np.full((3, 4), bid, dtype=np.uint8), np.zeros(4, dtype=np.intp))
+        held = (0,) if bid != 5 else (2,)  # block 5 holds a feature the current block lacks
+        B._state_put((tok, bid), BlockState(np.zeros((4, 2)), np.zeros((3, 4, 2)), held),
+                     1 << 20, serial=4 if bid == 3 else 5)  # block 3: a stale copy
+    ops = StepOps("vmi_pairwise", np.array([0.5, 0.5]), None, None, (0, 1),
+                  {1: np.zeros(1)}, "step")
+    fn = B._pairwise_everywhere_fn(ops, tok, 1 << 20, [1, 2, 3, 4, 5], 6,
+                                   {1: 5, 2: 5, 3: 5, 5: 5})
+    unit = [pa.RecordBatch.from_pydict({"id": [0]})]
+    out = pa.Table.from_batches(list(fn(iter(unit))))
+    assert out.column("block_id").to_pylist() == [1, 2] and calls == [1, 2]
+    assert [np.frombuffer(p, dtype=np.int64)[0] for p in out.column("partial").to_pylist()] == [1, 2]
+    assert (tok, 3) not in B._WORKER_STATES  # stale copy dropped
+    assert B._WORKER_STATES[(tok, 5)].block == (2,) and B._STATE_SERIALS[(tok, 5)] == 5
+    assert B._STATE_SERIALS[(tok, 1)] == 6 and B._WORKER_STATES[(tok, 1)].block == (0, 1)
+    again = pa.Table.from_batches(list(fn(iter(unit))))  # a second task of the same pass
+    assert again.num_rows == 0 and calls == [1, 2]

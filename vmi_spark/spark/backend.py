@@ -91,28 +91,50 @@ def _cache_get(key):
 # log sums of the block's rows after the features in ``state.block``. A pass takes a state
 # out while it updates it and puts it back only when the update is complete, so a failed
 # task leaves no half-updated state behind; the next pass rebuilds that block instead.
+# Each state carries the serial of the pass that last updated it: the driver knows which
+# pass last scored every block, so a stale copy (the block was rebuilt in another worker
+# since) is recognised and dropped instead of being scored twice.
 _WORKER_STATES: OrderedDict = OrderedDict()
+_STATE_SERIALS: dict = {}
 _state_bytes = 0
+# (run token, pass serial) -> the block ids this worker has scored in that pass
+_SCORED: dict = {}
 
 
 def _state_nbytes(state: BlockState) -> int:
     return state.posterior.nbytes + state.pair_log.nbytes
 
 
-def _state_put(key, state: BlockState, budget: int) -> None:
+def _state_put(key, state: BlockState, budget: int, serial: int = 0) -> None:
     global _state_bytes
+    _state_take(key)  # an older copy of the same block
     if _state_nbytes(state) > budget:
         return
     _WORKER_STATES[key] = state
+    _STATE_SERIALS[key] = serial
     _state_bytes += _state_nbytes(state)
     while _state_bytes > budget:
-        _, old = _WORKER_STATES.popitem(last=False)
+        old_key, old = _WORKER_STATES.popitem(last=False)
+        _STATE_SERIALS.pop(old_key, None)
         _state_bytes -= _state_nbytes(old)
+
+
+def _state_peek(key) -> tuple[BlockState | None, int | None]:
+    """The state kept for ``key`` and its pass serial, left in place."""
+    return _WORKER_STATES.get(key), _STATE_SERIALS.get(key)
+
+
+def _scored_in(token: str, serial: int) -> set:
+    """The block ids this worker has scored in pass ``serial`` (older passes forgotten)."""
+    for old in [k for k in _SCORED if k[0] == token and k[1] != serial]:
+        del _SCORED[old]
+    return _SCORED.setdefault((token, serial), set())
 
 
 def _state_take(key) -> BlockState | None:
     global _state_bytes
     state = _WORKER_STATES.pop(key, None)
+    _STATE_SERIALS.pop(key, None)
     if state is not None:
         _state_bytes -= _state_nbytes(state)
     return state
@@ -202,25 +224,52 @@ def _naive_cached_fn(ops: StepOps, token: str):
     return _by_ids_fn(score)
 
 
-def _pairwise_resident_fn(ops: StepOps, token: str, budget: int):
-    """A pairwise pass over block ids: the blocks whose codes and state this worker holds.
+def _pairwise_everywhere_fn(ops: StepOps, token: str, budget: int, ids: list[int], serial: int,
+                            expected: dict[int, int]):
+    """Pass 1 of a pairwise step: one task per task slot, each over *every* block id.
 
-    A state can be brought to ``ops.block`` if what it holds is a prefix of it and the
-    tables of the features still to fold in were shipped; otherwise the block is a miss.
+    Which Python worker runs which partition's task is Spark's choice and changes from pass
+    to pass, so a pass over each partition's own ids finds the state of about half of the
+    blocks in another worker. Here every worker that runs a task looks at every id and
+    scores the blocks whose codes and state it holds, wherever their partition is: the
+    state of the last pass that scored a block (``expected``: block id -> pass serial) is
+    brought to ``ops.block`` if what it holds is a prefix of it and the tables of the
+    features still to fold in were shipped. A block is scored at most once per worker and
+    pass (two tasks can run in one worker one after the other); the driver keeps one
+    result per block (equal integers) and rebuilds the blocks nobody scored.
     """
-    def score(bid):
-        item = _cache_get((token, bid))
-        state = _state_take((token, bid)) if item is not None else None
-        if (item is None or state is None or ops.block[:len(state.block)] != state.block
-                or not all(f in ops.pair_log_tables for f in ops.block[len(state.block):])):
-            return None
-        out = pairwise_partials(item[0], item[1], state, ops).tobytes()
-        _state_put((token, bid), state, budget)  # back only once complete
-        return out
-    return _by_ids_fn(score)
+    def fn(batches):
+        for _ in batches:  # one row per task, nothing to read
+            pass
+        # module state only through module functions: a closure would ship copies of the
+        # driver's (empty) dictionaries instead of using this worker's
+        done = _scored_in(token, serial)
+        out_ids, outs = [], []
+        for bid in ids:
+            key = (token, bid)
+            kept, kept_serial = _state_peek(key)
+            if bid in done or kept is None:
+                continue
+            if kept_serial != expected.get(bid):
+                _state_take(key)  # stale: the block was scored from a newer state elsewhere
+                continue
+            item = _cache_get(key)
+            held = kept.block
+            if (item is None or ops.block[:len(held)] != held
+                    or not all(f in ops.pair_log_tables for f in ops.block[len(held):])):
+                continue
+            state = _state_take(key)
+            assert state is not None
+            outs.append(pairwise_partials(item[0], item[1], state, ops).tobytes())
+            out_ids.append(bid)
+            done.add(bid)
+            _state_put(key, state, budget, serial)  # back only once complete
+        yield pa.RecordBatch.from_pydict({"block_id": pa.array(out_ids, pa.int64()),
+                                          "partial": pa.array(outs, pa.binary())})
+    return fn
 
 
-def _pairwise_rebuild_fn(ops: StepOps, num_features: int, token: str, budget: int):
+def _pairwise_rebuild_fn(ops: StepOps, num_features: int, token: str, budget: int, serial: int):
     """A pairwise pass over cached blocks that builds each block's state from nothing."""
     def fn(batches):
         for rb in batches:
@@ -229,8 +278,9 @@ def _pairwise_rebuild_fn(ops: StepOps, num_features: int, token: str, budget: in
             for k, n, codes, y in _blocks(rb, num_features, token):
                 state = BlockState.initial(ops.prior, n, num_features)
                 outs.append(pairwise_partials(codes, y, state, ops).tobytes())
-                _state_put((token, ids[k]), state, budget)
-            yield pa.RecordBatch.from_pydict({"partial": pa.array(outs, pa.binary())})
+                _state_put((token, ids[k]), state, budget, serial)
+            yield pa.RecordBatch.from_pydict({"block_id": pa.array(ids, pa.int64()),
+                                              "partial": pa.array(outs, pa.binary())})
     return fn
 
 
@@ -293,6 +343,9 @@ class SparkBackend:
         self.cache_hits: list[int] = []  # per pass: blocks scored from worker caches
         self.state_budget = WORKER_STATE_BYTES
         self.resident = PAIRWISE_RESIDENT and self.token is not None
+        self._serial = 0  # passes run (pairwise state versions)
+        self._serials: dict[int, int] = {}  # block id -> serial of the pass that scored it
+        self._block_ids: list[int] = []
         self.describe = describe or (lambda text: _set_description(blocks, text))
 
     def _counts(self, pair_with) -> np.ndarray:
@@ -364,11 +417,37 @@ class SparkBackend:
         need = ops.block[common:]
         shipped = StepOps(ops.method, ops.prior, ops.cond, ops.candidates, ops.block,
                           {f: ops.pair_log_tables[f] for f in need}, ops.label)
-        partials = self._two_passes(
-            _pairwise_resident_fn(shipped, self.token, self.state_budget),
-            _pairwise_rebuild_fn(ops, self.num_features, self.token, self.state_budget))
+        self._serial += 1
+        partials: dict[int, bytes] = {}
+        if self._block_ids:
+            slots = self._slots()
+            first = _pairwise_everywhere_fn(shipped, self.token, self.state_budget,
+                                            self._block_ids, self._serial, self._serials)
+            rows = (self.blocks.sparkSession.range(0, slots, 1, slots)
+                    .mapInArrow(first, "block_id long, partial binary").collect())
+            for r in rows:
+                partials.setdefault(int(r[0]), r[1])
+            self.cache_hits.append(len(partials))
+        missed = [b for b in self._block_ids if b not in partials]
+        if missed or not self._block_ids:
+            source = self.blocks
+            if partials:
+                source = self.blocks.where(F.col("block_id").isin(missed))
+            rebuild = _pairwise_rebuild_fn(ops, self.num_features, self.token, self.state_budget,
+                                           self._serial)
+            for r in source.mapInArrow(rebuild, "block_id long, partial binary").collect():
+                partials[int(r[0])] = r[1]
+            if not self._block_ids:
+                self._block_ids = sorted(partials)
+        self._serials = {b: self._serial for b in partials}
         self.state_block = tuple(ops.block)
-        return _exact_sum(partials, self.num_features)
+        return _exact_sum(list(partials.values()), self.num_features)
+
+    def _slots(self) -> int:
+        """Task slots of the session: the tasks of a pass over every block id."""
+        from .select import parallelism
+
+        return parallelism(self.blocks.sparkSession)
 
     def _pairwise_pass(self, ops: StepOps, source: DataFrame, held: tuple[int, ...]):
         # ship only the tables of the features the state still has to fold in
