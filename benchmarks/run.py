@@ -665,6 +665,8 @@ def _reset_hwm(pid="self"):
 
 
 E2E_PAIRWISE = True
+#: e2e: run the vmi_naive part (False: pairwise only)
+E2E_NAIVE = True
 #: e2e: "auto" reads the Parquet files with pyarrow in the workers (the job's default for a
 #: Parquet --input), "spark" with Spark's reader (the ML API on an arbitrary DataFrame)
 E2E_READER = "auto"
@@ -699,6 +701,8 @@ def bench_e2e(scale, k_naive=50, k_pair=20):
         def source(cols):  # what the job does for a Parquet --input (timed with the run)
             return parquet_source(df, cols) if E2E_READER == "auto" else None
 
+        if not E2E_NAIVE:
+            return _e2e_pairwise(res, df, source, jpid, k_pair)
         t, run = timed(lambda: run_selection(df, "label", method=NAIVE, num_features=k_naive,
                                              on_step=on_step, source=source(df.columns)))
         info = seen.get("storage", [])
@@ -715,24 +719,31 @@ def bench_e2e(scale, k_naive=50, k_pair=20):
         print("  storage: " + json.dumps([{k: v for k, v in r.items() if k != "name"} for r in info]), flush=True)
         if not E2E_PAIRWISE:
             return res
-        _reset_hwm()
-        _reset_hwm(jpid)
-        seen.clear()
-        cols = ["label"] + [c for c in df.columns if c != "label"][:200]
-        t, run = timed(lambda: run_selection(
-            df, "label", features=cols[1:], method=PAIRWISE, num_features=k_pair,
-            on_step=lambda sel: seen.setdefault("storage", storage_info())
-            if len(sel.selected) == 3 else None, source=source(cols)))
-        info = seen.get("storage", [])
-        res["pairwise"] = {"k": k_pair, "features": 200, "seconds": t, "prepare_s": run.prepare_seconds,
-                           "step_seconds": list(run.selection.step_seconds),
-                           "selected": run.report()["selected"], "storage_at_step3": info,
-                           "cached_bytes_with_state": sum(r["mem_bytes"] + r["disk_bytes"] for r in info),
-                           "driver_python_peak_rss_mb": _hwm_kb() / 1024,
-                           "driver_jvm_peak_rss_mb": _hwm_kb(jpid) / 1024, "load": load()}
-        print(f"  e2e pairwise: {t:.1f}s load {load()}", flush=True)
+        _e2e_pairwise(res, df, source, jpid, k_pair)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    res["load_end"] = load()
+    return res
+
+
+def _e2e_pairwise(res, df, source, jpid, k_pair):
+    from vmi_spark.spark.select import run_selection
+    _reset_hwm()
+    _reset_hwm(jpid)
+    seen = {}
+    cols = ["label"] + [c for c in df.columns if c != "label"][:200]
+    t, run = timed(lambda: run_selection(
+        df, "label", features=cols[1:], method=PAIRWISE, num_features=k_pair,
+        on_step=lambda sel: seen.setdefault("storage", storage_info())
+        if len(sel.selected) == 3 else None, source=source(cols)))
+    info = seen.get("storage", [])
+    res["pairwise"] = {"k": k_pair, "features": 200, "seconds": t, "prepare_s": run.prepare_seconds,
+                       "step_seconds": list(run.selection.step_seconds),
+                       "selected": run.report()["selected"], "storage_at_step3": info,
+                       "cached_bytes_with_state": sum(r["mem_bytes"] + r["disk_bytes"] for r in info),
+                       "driver_python_peak_rss_mb": _hwm_kb() / 1024,
+                       "driver_jvm_peak_rss_mb": _hwm_kb(jpid) / 1024, "load": load()}
+    print(f"  e2e pairwise: {t:.1f}s load {load()}", flush=True)
     res["load_end"] = load()
     return res
 
@@ -811,14 +822,15 @@ def main(argv=None):
     ap.add_argument("--peer-limit", type=float, nargs=2, default=None, metavar=("MRMR_SPARK", "SKFEATURE"),
                     help="stop a peer after this many seconds (its time is then a lower bound)")
     ap.add_argument("--no-e2e-pairwise", action="store_true", help="e2e: vmi_naive only")
+    ap.add_argument("--no-e2e-naive", action="store_true", help="e2e: vmi_pairwise only")
     ap.add_argument("--e2e-reader", choices=("auto", "spark"), default="auto",
                     help="e2e: read the Parquet files with pyarrow in the workers (auto, the job's "
                          "default) or with Spark's reader")
     ap.add_argument("--e2e-path", default=None,
                     help="e2e: reuse this table (from data.write_mixed_parquet, same rows)")
     a = ap.parse_args(argv)
-    global E2E_PAIRWISE, E2E_READER, E2E_PATH
-    E2E_PAIRWISE = not a.no_e2e_pairwise
+    global E2E_PAIRWISE, E2E_NAIVE, E2E_READER, E2E_PATH
+    E2E_PAIRWISE, E2E_NAIVE = not a.no_e2e_pairwise, not a.no_e2e_naive
     E2E_READER, E2E_PATH = a.e2e_reader, a.e2e_path
     if a.peer_limit:
         PEER_LIMIT_S.update(mrmr_spark=a.peer_limit[0], skfeature=a.peer_limit[1])
