@@ -374,8 +374,7 @@ def test_pass_over_every_block_id_scores_current_states_once(monkeypatch):
                      1 << 20, serial=4 if bid == 3 else 5)  # block 3: a stale copy
     ops = StepOps("vmi_pairwise", np.array([0.5, 0.5]), None, None, (0, 1),
                   {1: np.zeros(1)}, "step")
-    fn = B._pairwise_everywhere_fn(ops, tok, 1 << 20, [1, 2, 3, 4, 5], 6,
-                                   {1: 5, 2: 5, 3: 5, 5: 5})
+    fn = B._pairwise_everywhere_fn(ops, tok, 1 << 20, [1, 2, 3, 4, 5], 6)  # expects serial 5
     unit = [pa.RecordBatch.from_pydict({"id": [0]})]
     out = pa.Table.from_batches(list(fn(iter(unit))))
     assert out.column("block_id").to_pylist() == [1, 2] and calls == [1, 2]

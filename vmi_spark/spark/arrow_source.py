@@ -185,22 +185,30 @@ class ParquetReader:
 
     def column_stats(self, label: str, features: list[str], max_categories: int,
                      max_classes: int, handle_invalid: str) -> dict:
-        return column_stats(self.spark, self.source, label, features, max_categories,
-                            max_classes, handle_invalid, self.slots)
+        """:func:`plan._column_stats` over the Parquet files (same statistics)."""
+        return _column_stats(self.spark, self.source, label, features, max_categories,
+                             max_classes, handle_invalid, self.slots)
 
     def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
                         skip_cols: list[str]) -> dict[str, list[float]]:
-        return quantile_splits(self.spark, self.source, label, cols, num_bins, rows, skip_cols,
-                               self.slots)
+        """:func:`plan._quantile_splits` over the Parquet files (see :func:`_quantile_splits`)."""
+        return _quantile_splits(self.spark, self.source, label, cols, num_bins, rows,
+                                skip_cols, self.slots)
 
     def encode_blocks(self, plan: EncodingPlan, block_rows: int, skip: bool) -> DataFrame:
-        return encode_blocks(self.spark, self.source, plan, block_rows, skip, self.slots)
+        """:func:`encode.encode_blocks` over the Parquet files (same codes, in blocks)."""
+        read = _read_fn(self.source, [plan.label, *plan.features])
+        encode = _encoder(plan, block_rows)
+
+        def fn(unit_batches):
+            yield from encode(_kept(rb, skip) for rb in read(unit_batches))
+
+        return _units_frame(self.spark, self.source, self.slots).mapInArrow(fn, BLOCK_SCHEMA)
 
 
-def column_stats(spark, source: ParquetSource, label: str, features: list[str],
-                 max_categories: int, max_classes: int, handle_invalid: str,
-                 slots: int) -> dict:
-    """:func:`plan._column_stats` over the Parquet files (same statistics)."""
+def _column_stats(spark, source: ParquetSource, label: str, features: list[str],
+                  max_categories: int, max_classes: int, handle_invalid: str,
+                  slots: int) -> dict:
     read = _read_fn(source, [label, *features])
     stats = _stats_fn(len(features), max_categories, max_classes, handle_invalid == "skip")
 
@@ -212,8 +220,8 @@ def column_stats(spark, source: ParquetSource, label: str, features: list[str],
     return _merge_stats(parts, len(features), max_categories, max_classes)
 
 
-def quantile_splits(spark, source: ParquetSource, label: str, cols: list[str], num_bins: int,
-                    rows: int, skip_cols: list[str], slots: int) -> dict[str, list[float]]:
+def _quantile_splits(spark, source: ParquetSource, label: str, feats: list[str], num_bins: int,
+                     rows: int, skip_cols: list[str], slots: int) -> dict[str, list[float]]:
     """:func:`plan._quantile_splits` over the Parquet files: the same rows are sampled
     (Spark's ``xxhash64`` of the typed label and columns), the same split points placed.
 
@@ -221,7 +229,6 @@ def quantile_splits(spark, source: ParquetSource, label: str, cols: list[str], n
     shuffle by chunk brings each chunk's values together, and the split points are
     computed where they land, so no more than a chunk of the sample is in one place.
     """
-    feats = list(cols)
     # the rows build_plan keeps: a label, and (handleInvalid skip) no missing value in skip_cols
     read = _read_fn(source, [label, *feats, *[c for c in skip_cols if c not in feats]])
     label_kind = source.kinds[label]
@@ -281,15 +288,3 @@ def quantile_splits(spark, source: ParquetSource, label: str, cols: list[str], n
     for c in feats:  # no rows at all: no split points
         out.setdefault(c, [])
     return out
-
-
-def encode_blocks(spark, source: ParquetSource, plan: EncodingPlan, block_rows: int,
-                  skip: bool, slots: int) -> DataFrame:
-    """:func:`encode.encode_blocks` over the Parquet files (same codes, in blocks)."""
-    read = _read_fn(source, [plan.label, *plan.features])
-    encode = _encoder(plan, block_rows)
-
-    def fn(unit_batches):
-        yield from encode(_kept(rb, skip) for rb in read(unit_batches))
-
-    return _units_frame(spark, source, slots).mapInArrow(fn, BLOCK_SCHEMA)

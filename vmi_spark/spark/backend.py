@@ -224,15 +224,14 @@ def _naive_cached_fn(ops: StepOps, token: str):
     return _by_ids_fn(score)
 
 
-def _pairwise_everywhere_fn(ops: StepOps, token: str, budget: int, ids: list[int], serial: int,
-                            expected: dict[int, int]):
+def _pairwise_everywhere_fn(ops: StepOps, token: str, budget: int, ids: list[int], serial: int):
     """Pass 1 of a pairwise step: one task per task slot, each over *every* block id.
 
     Which Python worker runs which partition's task is Spark's choice and changes from pass
     to pass, so a pass over each partition's own ids finds the state of about half of the
     blocks in another worker. Here every worker that runs a task looks at every id and
-    scores the blocks whose codes and state it holds, wherever their partition is: the
-    state of the last pass that scored a block (``expected``: block id -> pass serial) is
+    scores the blocks whose codes and state it holds, wherever their partition is: a state
+    from the previous pass (every pass scores every block, so serial ``serial - 1``) is
     brought to ``ops.block`` if what it holds is a prefix of it and the tables of the
     features still to fold in were shipped. A block is scored at most once per worker and
     pass (two tasks can run in one worker one after the other); the driver keeps one
@@ -250,7 +249,7 @@ def _pairwise_everywhere_fn(ops: StepOps, token: str, budget: int, ids: list[int
             kept, kept_serial = _state_peek(key)
             if bid in done or kept is None:
                 continue
-            if kept_serial != expected.get(bid):
+            if kept_serial != serial - 1:
                 _state_take(key)  # stale: the block was scored from a newer state elsewhere
                 continue
             item = _cache_get(key)
@@ -343,9 +342,9 @@ class SparkBackend:
         self.cache_hits: list[int] = []  # per pass: blocks scored from worker caches
         self.state_budget = WORKER_STATE_BYTES
         self.resident = PAIRWISE_RESIDENT and self.token is not None
-        self._serial = 0  # passes run (pairwise state versions)
-        self._serials: dict[int, int] = {}  # block id -> serial of the pass that scored it
+        self._serial = 0  # pairwise passes run: the version of the states they leave
         self._block_ids: list[int] = []
+        self._slots: int | None = None
         self.describe = describe or (lambda text: _set_description(blocks, text))
 
     def _counts(self, pair_with) -> np.ndarray:
@@ -420,9 +419,13 @@ class SparkBackend:
         self._serial += 1
         partials: dict[int, bytes] = {}
         if self._block_ids:
-            slots = self._slots()
+            if self._slots is None:
+                from .select import parallelism
+
+                self._slots = parallelism(self.blocks.sparkSession)
+            slots = self._slots
             first = _pairwise_everywhere_fn(shipped, self.token, self.state_budget,
-                                            self._block_ids, self._serial, self._serials)
+                                            self._block_ids, self._serial)
             rows = (self.blocks.sparkSession.range(0, slots, 1, slots)
                     .mapInArrow(first, "block_id long, partial binary").collect())
             for r in rows:
@@ -439,15 +442,8 @@ class SparkBackend:
                 partials[int(r[0])] = r[1]
             if not self._block_ids:
                 self._block_ids = sorted(partials)
-        self._serials = {b: self._serial for b in partials}
         self.state_block = tuple(ops.block)
         return _exact_sum(list(partials.values()), self.num_features)
-
-    def _slots(self) -> int:
-        """Task slots of the session: the tasks of a pass over every block id."""
-        from .select import parallelism
-
-        return parallelism(self.blocks.sparkSession)
 
     def _pairwise_pass(self, ops: StepOps, source: DataFrame, held: tuple[int, ...]):
         # ship only the tables of the features the state still has to fold in

@@ -236,13 +236,13 @@ def build_plan(df: DataFrame, label: str, features: list[str], num_bins: int,
                              "(null or NaN) and handleInvalid is 'error'")
     elif handle_invalid == "skip" and stats["skipped"]:
         skip_cols = [c for c in features if missing[c]]
-        cond = None
-        for c in features:
-            if missing[c]:
+        if reader is None:  # a reader drops these rows itself
+            cond = None
+            for c in skip_cols:
                 m = _missing(c, types[c])
                 cond = m if cond is None else (cond | m)
-        if cond is not None and reader is None:
-            df = df.where(~cond)
+            if cond is not None:
+                df = df.where(~cond)
         skipped = stats["skipped"]
         missing = {c: 0 for c in features}
     rows = total - null_labels - skipped
