@@ -238,19 +238,24 @@ def test_every_step_pass_carries_a_job_description(spark, monkeypatch):
     assert spark.sparkContext.getLocalProperty("spark.job.description") is None
 
 
+def _encoded_blocks(spark, pdf, block_rows: int):
+    """(persisted encoded blocks, plan) of a pandas frame with label ``y``, in 3 partitions."""
+    from vmi_spark.spark.encode import encode_blocks
+    from vmi_spark.spark.plan import build_plan, prepare_frame
+
+    features = [c for c in pdf.columns if c != "y"]
+    df = spark.createDataFrame(pdf).repartition(3)
+    typed, plan = build_plan(prepare_frame(df, "y", features), "y", features, 10, 32, 1000, "keep")
+    return encode_blocks(typed, plan, block_rows).persist(), plan
+
+
 def test_worker_block_cache_saves_transfers_and_changes_nothing(spark):
     """Naive passes score the blocks Python workers already hold; misses fall back."""
     from vmi_spark.core.bound import StepOps
     from vmi_spark.core.tables import conditional
     from vmi_spark.spark.backend import SparkBackend
-    from vmi_spark.spark.encode import encode_blocks
-    from vmi_spark.spark.plan import build_plan, prepare_frame
 
-    pdf = random_discrete(4, n=3000, d=9)
-    features = [c for c in pdf.columns if c != "y"]
-    df = spark.createDataFrame(pdf).repartition(3)
-    typed, plan = build_plan(prepare_frame(df, "y", features), "y", features, 10, 32, 1000, "keep")
-    blocks = encode_blocks(typed, plan, 500).persist()
+    blocks, plan = _encoded_blocks(spark, random_discrete(4, n=3000, d=9), 500)
     try:
         cached = SparkBackend(blocks, 9, plan.arity, 3, "vmi_naive")
         plain = SparkBackend(blocks, 9, plan.arity, 3, "vmi_naive", worker_cache=False)
@@ -330,11 +335,23 @@ def test_pairwise_state_kept_in_workers_equals_the_core(spark, monkeypatch, budg
     try:
         be = B.SparkBackend(blocks, len(features), plan.arity, len(plan.classes), "vmi_pairwise")
         assert be.resident
+        continues = []  # per pass: does it extend the block the states held?
+        run = be.run
+
+        def recording_run(ops):
+            before = be.state_block
+            continues.append(bool(before) and tuple(ops.block[:len(before)]) == before)
+            return run(ops)
+
+        be.run = recording_run
         sel = select_vmi(be, "vmi_pairwise", 9, 0.01)
         assert sel.selected == expected.selected and sel.scores == expected.scores
         num_blocks = blocks.count()
+        assert len(be.cache_hits) == len(continues) and any(continues)
         if budget == 0:
-            assert sum(be.cache_hits) == 0  # nothing kept: every pass rebuilt every block
+            # nothing kept: a pass that extends a block rebuilt every block (a pass that
+            # starts a block may start the states in the workers that hold the codes)
+            assert all(h == 0 for h, c in zip(be.cache_hits, continues) if c)
         else:
             # blocks were scored from state the workers kept (which worker runs a task is
             # Spark's choice, so a pass may also miss some and rebuild them)
@@ -344,11 +361,12 @@ def test_pairwise_state_kept_in_workers_equals_the_core(spark, monkeypatch, budg
         blocks.unpersist()
 
 
-def test_pass_over_every_block_id_scores_current_states_once(monkeypatch):
-    """The first pass of a pairwise step (every task looks at every block id, in-process
-    here): a worker scores each block whose state is at the version the driver expects,
-    once per pass however many of the pass's tasks it runs, drops a stale copy, and leaves
-    a state it cannot bring to the current block alone."""
+def test_pass_over_every_block_id_scores_owned_blocks_once(monkeypatch):
+    """The first pass of a step (every task looks at every block id, in-process here): a
+    worker scores each block it owns at the serial the driver expects, once per pass however
+    many of the pass's tasks it runs, drops a stale copy (codes and state), leaves a state
+    it cannot bring to the current block alone, and restarts a state in place when every
+    table of the block was shipped."""
     import pyarrow as pa
 
     from vmi_spark.core.bound import BlockState, StepOps
@@ -362,25 +380,112 @@ def test_pass_over_every_block_id_scores_current_states_once(monkeypatch):
         return np.full(3, int(codes[0, 0]), dtype=np.int64)
 
     monkeypatch.setattr(B, "pairwise_partials", fake_partials)
+    monkeypatch.setattr(B, "_WORKER_BLOCKS", B.OrderedDict())
     monkeypatch.setattr(B, "_WORKER_STATES", B.OrderedDict())
-    monkeypatch.setattr(B, "_STATE_SERIALS", {})
+    monkeypatch.setattr(B, "_OWNED", {})
     monkeypatch.setattr(B, "_SCORED", {})
     monkeypatch.setattr(B, "_state_bytes", 0)
+    monkeypatch.setattr(B, "_worker_bytes", 0)
     tok = "t"
-    for bid in (1, 2, 3, 5):
+    for bid in (1, 2, 3, 5, 6):
         B._cache_put((tok, bid), np.full((3, 4), bid, dtype=np.uint8), np.zeros(4, dtype=np.intp))
-        held = (0,) if bid != 5 else (2,)  # block 5 holds a feature the current block lacks
-        B._state_put((tok, bid), BlockState(np.zeros((4, 2)), np.zeros((3, 4, 2)), held),
-                     1 << 20, serial=4 if bid == 3 else 5)  # block 3: a stale copy
+        B._own((tok, bid), 4 if bid == 3 else 5)  # block 3: a stale copy
+        if bid != 6:  # block 6: owned, its state was evicted
+            held = (0,) if bid != 5 else (2,)  # block 5 holds a feature the block lacks
+            B._state_put((tok, bid), BlockState(np.zeros((4, 2)), np.zeros((3, 4, 2)), held),
+                         1 << 20)
     ops = StepOps("vmi_pairwise", np.array([0.5, 0.5]), None, None, (0, 1),
-                  {1: np.zeros(1)}, "step")
-    fn = B._pairwise_everywhere_fn(ops, tok, 1 << 20, [1, 2, 3, 4, 5], 6)  # expects serial 5
+                  {0: np.zeros(1), 1: np.zeros(1)}, "step")
+    shipped = StepOps(ops.method, ops.prior, None, None, (0, 1), {1: np.zeros(1)}, "step")
+    held_fn, _ = B._pairwise_scorers(ops, shipped, 3, 1 << 20)
+    fn = B._first_pass_fn(held_fn, tok, [1, 2, 3, 4, 5, 6], 6)  # expects serial 5
     unit = [pa.RecordBatch.from_pydict({"id": [0]})]
     out = pa.Table.from_batches(list(fn(iter(unit))))
     assert out.column("block_id").to_pylist() == [1, 2] and calls == [1, 2]
     assert [np.frombuffer(p, dtype=np.int64)[0] for p in out.column("partial").to_pylist()] == [1, 2]
-    assert (tok, 3) not in B._WORKER_STATES  # stale copy dropped
-    assert B._WORKER_STATES[(tok, 5)].block == (2,) and B._STATE_SERIALS[(tok, 5)] == 5
-    assert B._STATE_SERIALS[(tok, 1)] == 6 and B._WORKER_STATES[(tok, 1)].block == (0, 1)
+    assert (tok, 3) not in B._WORKER_STATES and (tok, 3) not in B._WORKER_BLOCKS  # stale
+    assert B._WORKER_STATES[(tok, 5)].block == (2,) and B._OWNED[(tok, 5)] == 5  # untouched
+    assert (tok, 6) not in B._WORKER_STATES and B._OWNED[(tok, 6)] == 5  # a miss
+    assert B._OWNED[(tok, 1)] == 6 and B._WORKER_STATES[(tok, 1)].block == (0, 1)
     again = pa.Table.from_batches(list(fn(iter(unit))))  # a second task of the same pass
     assert again.num_rows == 0 and calls == [1, 2]
+
+    # the next step starts a new block (a restart): every table of it is shipped, so a
+    # block without a state, or with one that is not a prefix, starts from nothing here
+    B._own((tok, 5), 6)
+    B._own((tok, 6), 6)
+    new = StepOps("vmi_pairwise", ops.prior, None, None, (1,), {1: np.zeros(1)}, "step")
+    held_fn, _ = B._pairwise_scorers(new, new, 3, 1 << 20)
+    out = pa.Table.from_batches(list(B._first_pass_fn(held_fn, tok, [1, 2, 5, 6], 7)(iter(unit))))
+    assert out.column("block_id").to_pylist() == [1, 2, 5, 6] and calls[2:] == [1, 2, 5, 6]
+    assert all(B._WORKER_STATES[(tok, b)].block == (1,) for b in (1, 2, 5, 6))
+
+
+def test_first_count_pass_alone_gives_ownership(monkeypatch):
+    """Only the first pass over the blocks makes owners: a later count pass that reads a
+    block in another worker must not make a second one."""
+    import pyarrow as pa
+
+    from vmi_spark.spark import backend as B
+
+    monkeypatch.setattr(B, "_WORKER_BLOCKS", B.OrderedDict())
+    monkeypatch.setattr(B, "_OWNED", {})
+    monkeypatch.setattr(B, "_worker_bytes", 0)
+    codes = np.array([[0, 1, 1], [1, 0, 1]], dtype=np.uint8)
+    rb = pa.RecordBatch.from_pydict({
+        "block_id": pa.array([7], pa.int64()), "n": pa.array([3], pa.int32()),
+        "codes": pa.array([codes.tobytes()], pa.binary()),
+        "y": pa.array([np.array([0, 1, 1], dtype=np.uint16).tobytes()], pa.binary())})
+    later = B._count_fn(2, 2, 2, None, "t", grant=False)
+    out = pa.Table.from_batches(list(later(iter([rb]))))
+    assert out.column("block_ids").to_pylist() == [[7]]
+    expected = np.zeros((2, 2, 2), dtype=np.int64)  # (feature, value, class), by hand
+    expected[0] = [[1, 0], [0, 2]]
+    expected[1] = [[0, 1], [1, 1]]
+    got = np.frombuffer(out.column("counts")[0].as_py(), dtype=np.int64).reshape(2, 2, 2)
+    assert (got == expected).all()
+    assert ("t", 7) in B._WORKER_BLOCKS and ("t", 7) not in B._OWNED
+    first = B._count_fn(2, 2, 2, None, "t", grant=True)
+    list(first(iter([rb])))
+    assert B._OWNED[("t", 7)] == 0
+    B._own(("t", 7), 3)
+    list(first(iter([rb])))  # a first read never takes ownership back to 0
+    assert B._OWNED[("t", 7)] == 3
+
+
+def test_count_passes_sum_in_the_task_and_split_bulk_pair_counts(spark, monkeypatch):
+    """A count pass sends one array per task (its blocks summed there), and bulk pair
+    counts are split into passes that fit the transfer budget; the totals equal a plain
+    numpy count over all rows."""
+    from vmi_spark.spark import backend as B
+
+    blocks, plan = _encoded_blocks(spark, random_discrete(6, n=900, d=7), 100)
+    try:
+        rows = blocks.collect()
+        codes = np.concatenate([np.frombuffer(r["codes"], np.uint8).reshape(7, r["n"])
+                                for r in rows], axis=1)
+        y = np.concatenate([np.frombuffer(r["y"], np.uint16) for r in rows]).astype(np.intp)
+        a, L = plan.arity, len(plan.classes)
+        expected = np.zeros((7, 7, a, a, L), dtype=np.int64)  # [f, i, x_i, x_f, y], by rows
+        for k in range(codes.shape[1]):
+            for f in range(7):
+                for i in range(7):
+                    expected[f, i, codes[i, k], codes[f, k], y[k]] += 1
+
+        be = B.SparkBackend(blocks, 7, a, L, "mrmr")
+        fn = B._count_fn(7, a, L, None, be.token, grant=True)
+        tasks = blocks.mapInArrow(fn, "block_ids array<long>, counts binary").collect()
+        assert len(tasks) <= blocks.rdd.getNumPartitions() < len(rows)  # one row per task
+        assert sorted(b for t in tasks for b in t[0]) == sorted(r["block_id"] for r in rows)
+
+        passes = []
+        counts = be._counts
+        monkeypatch.setattr(be, "_counts", lambda fs: passes.append(fs) or counts(fs))
+        monkeypatch.setattr(B, "COUNT_PASS_BYTES", 3 * 7 * a * a * L * 8)
+        got = be.pair_counts_many(list(range(7)))
+        assert passes == [[0, 1, 2], [3, 4, 5], [6]]
+        assert got.shape == expected.shape and (got == expected).all()
+        fc = be.feature_counts()
+        assert (fc == expected[0].sum(axis=2)).all()  # n(x_i, y) from the pair table of f=0
+    finally:
+        blocks.unpersist()

@@ -5,19 +5,23 @@ counts; the driver adds them). A greedy step is one ``mapInArrow`` pass whose
 blocks emit the exact fixed-point partial sums of every candidate; the driver adds
 them, so the result is the same for every partitioning.
 
-* ``vmi_naive`` passes are stateless: each block rebuilds the posterior of its rows
-  from the features of the current selection block (m gathers per row, m << D) and
-  emits only its (D,) partial sums. Nothing is persisted per step, the lineage of a
-  step is the cached blocks, and a lost executor costs only a recomputation of its
-  blocks.
+* A step is two passes at most. The first runs one task per task slot and shows every
+  task *every* block id: a Python worker scores the blocks it owns (it scored them in the
+  previous step, or read them first in the count pass), from the codes it keeps between
+  passes, wherever Spark put the block's partition. The second pass reads only the blocks
+  nobody scored from the cached DataFrame (the truth) and scores them there. The worker
+  caches only save transfers and never change a result.
+* ``vmi_naive`` passes are stateless: each block rebuilds the posterior of its rows from
+  the features of the current selection block (m gathers per row, m << D) and emits only
+  its (D,) partial sums.
 * ``vmi_pairwise`` keeps per-row state (D x L running log sums). By default the Python
-  workers hold it next to their cached blocks and update it in place: a pass over block
-  ids scores the blocks whose state a worker can bring to the current block, and a
-  second pass rebuilds the missing ones from the cached codes and the tables the driver
-  keeps (same integers). Without the worker cache the state is a persisted DataFrame
-  that each pass maps into the next one; its lineage is cut with a local checkpoint
-  every :data:`CHECKPOINT_EVERY` passes, and if a pass fails because state blocks were
-  lost (an executor died), the state is rebuilt and the pass retried.
+  workers hold it next to their blocks' codes and update it in place; a block whose state
+  a worker cannot bring to the current block is rebuilt in the second pass from the cached
+  codes and the tables the driver keeps (same integers). Without the worker cache the
+  state is a persisted DataFrame that each pass maps into the next one; its lineage is
+  cut with a local checkpoint every :data:`CHECKPOINT_EVERY` passes, and if a pass fails
+  because state blocks were lost (an executor died), the state is rebuilt and the pass
+  retried.
 
 The tables travel inside the pass's function, which Spark ships once per pass.
 """
@@ -58,14 +62,28 @@ STATE_SCHEMA = ("block_id long, n int, codes binary, y binary, post binary, pair
 CHECKPOINT_EVERY = 8
 #: bytes of decoded blocks one Python worker process keeps between passes
 WORKER_CACHE_BYTES = 1 << 30
+#: bytes of counts one task of a count pass sends (bulk pair counts are split to fit)
+COUNT_PASS_BYTES = 32 << 20
 
 # Blocks a Python worker has seen, keyed by (run token, block id): Spark reuses its Python
-# workers between tasks, so a naive pass can score the blocks a worker already holds without
-# moving their codes from the JVM again. A miss (another worker, an evicted or lost block)
-# is answered by a pass over the cached DataFrame, which is the truth; the cache only saves
-# transfers and never changes a result.
+# workers between tasks, so a pass can score the blocks a worker already holds without
+# moving their codes from the JVM again.
 _WORKER_BLOCKS: OrderedDict = OrderedDict()
 _worker_bytes = 0
+# Which blocks this worker owns: key -> serial of the step pass in which it last scored the
+# block (0: read first in a count pass). The first pass of step ``s`` scores only the blocks
+# owned at ``s - 1``. Every step scores every block once (here or in the second pass), so
+# after a block's partition moved to another worker the old copy is recognised as stale and
+# dropped instead of being scored twice.
+_OWNED: dict = {}
+# Pairwise state a Python worker holds, keyed like the blocks: the posterior and the running
+# log sums of the block's rows after the features in ``state.block``. A pass takes a state
+# out while it updates it and puts it back only when the update is complete, so a failed
+# task leaves no half-updated state behind; the next pass rebuilds that block instead.
+_WORKER_STATES: OrderedDict = OrderedDict()
+_state_bytes = 0
+# (run token, pass serial) -> the block ids this worker has scored in that pass
+_SCORED: dict = {}
 
 
 def _cache_put(key, codes: np.ndarray, y: np.ndarray) -> None:
@@ -76,8 +94,9 @@ def _cache_put(key, codes: np.ndarray, y: np.ndarray) -> None:
     _WORKER_BLOCKS[key] = item
     _worker_bytes += item[0].nbytes + item[1].nbytes
     while _worker_bytes > WORKER_CACHE_BYTES:
-        _, (c, yy) = _WORKER_BLOCKS.popitem(last=False)
+        old_key, (c, yy) = _WORKER_BLOCKS.popitem(last=False)
         _worker_bytes -= c.nbytes + yy.nbytes
+        _OWNED.pop(old_key, None)
 
 
 def _cache_get(key):
@@ -87,41 +106,57 @@ def _cache_get(key):
     return item
 
 
-# Pairwise state a Python worker holds, keyed like the blocks: the posterior and the running
-# log sums of the block's rows after the features in ``state.block``. A pass takes a state
-# out while it updates it and puts it back only when the update is complete, so a failed
-# task leaves no half-updated state behind; the next pass rebuilds that block instead.
-# Each state carries the serial of the pass that last updated it: the driver knows which
-# pass last scored every block, so a stale copy (the block was rebuilt in another worker
-# since) is recognised and dropped instead of being scored twice.
-_WORKER_STATES: OrderedDict = OrderedDict()
-_STATE_SERIALS: dict = {}
-_state_bytes = 0
-# (run token, pass serial) -> the block ids this worker has scored in that pass
-_SCORED: dict = {}
+def _cache_drop(key) -> None:
+    """Forget a block: its codes, its state and its ownership."""
+    global _worker_bytes
+    item = _WORKER_BLOCKS.pop(key, None)
+    if item is not None:
+        _worker_bytes -= item[0].nbytes + item[1].nbytes
+    _OWNED.pop(key, None)
+    _state_take(key)
+
+
+def _own(key, serial: int, first_read: bool = False) -> None:
+    """Record that this worker scored the block in pass ``serial`` (or, ``first_read``,
+    read it in a count pass: serial 0 unless it already owns it)."""
+    if key not in _WORKER_BLOCKS:
+        return
+    if first_read:
+        _OWNED.setdefault(key, 0)
+    else:
+        _OWNED[key] = serial
+
+
+def _owns(key, serial: int) -> bool:
+    """Whether this worker owns the block at pass ``serial``; a stale copy is dropped."""
+    owned = _OWNED.get(key)
+    if owned is None:
+        return False
+    if owned != serial:
+        _cache_drop(key)
+        return False
+    return True
 
 
 def _state_nbytes(state: BlockState) -> int:
     return state.posterior.nbytes + state.pair_log.nbytes
 
 
-def _state_put(key, state: BlockState, budget: int, serial: int = 0) -> None:
+def _state_put(key, state: BlockState, budget: int) -> None:
     global _state_bytes
     _state_take(key)  # an older copy of the same block
     if _state_nbytes(state) > budget:
         return
     _WORKER_STATES[key] = state
-    _STATE_SERIALS[key] = serial
     _state_bytes += _state_nbytes(state)
     while _state_bytes > budget:
-        old_key, old = _WORKER_STATES.popitem(last=False)
-        _STATE_SERIALS.pop(old_key, None)
+        _, old = _WORKER_STATES.popitem(last=False)
         _state_bytes -= _state_nbytes(old)
 
 
-def _state_peek(key) -> tuple[BlockState | None, int | None]:
-    """The state kept for ``key`` and its pass serial, left in place."""
-    return _WORKER_STATES.get(key), _STATE_SERIALS.get(key)
+def _state_peek(key) -> BlockState | None:
+    """The state kept for ``key``, left in place."""
+    return _WORKER_STATES.get(key)
 
 
 def _scored_in(token: str, serial: int) -> set:
@@ -134,7 +169,6 @@ def _scored_in(token: str, serial: int) -> set:
 def _state_take(key) -> BlockState | None:
     global _state_bytes
     state = _WORKER_STATES.pop(key, None)
-    _STATE_SERIALS.pop(key, None)
     if state is not None:
         _state_bytes -= _state_nbytes(state)
     return state
@@ -150,20 +184,20 @@ def binary_values(arr: pa.Array) -> list[memoryview]:
 
 
 def _blocks(rb: pa.RecordBatch, num_features: int, token: str | None = None):
-    """(n, codes (D, n) uint8, y (n,) intp) of every block row of a record batch.
+    """(block id, n, codes (D, n) uint8, y (n,) intp) of every block row of a record batch.
 
     With a ``token``, the blocks are also kept in this worker's cache (:func:`_cache_put`).
     """
     ns = rb.column("n").to_pylist()
-    ids = rb.column("block_id").to_pylist() if token is not None else None
+    ids = rb.column("block_id").to_pylist()
     codes = binary_values(rb.column("codes"))
     ys = binary_values(rb.column("y"))
     for k, n in enumerate(ns):
         c = np.frombuffer(codes[k], dtype=np.uint8).reshape(num_features, n)
         y = np.frombuffer(ys[k], dtype=np.uint16).astype(np.intp)
-        if ids is not None:
+        if token is not None:
             _cache_put((token, ids[k]), c, y)
-        yield k, n, c, y
+        yield ids[k], n, c, y
 
 
 def _exact_sum(partials: list[bytes], num_features: int) -> np.ndarray:
@@ -174,68 +208,90 @@ def _exact_sum(partials: list[bytes], num_features: int) -> np.ndarray:
     return total
 
 
-def _count_fn(num_features: int, arity: int, num_classes: int, pair_with, token=None):
+def _count_fn(num_features: int, arity: int, num_classes: int, pair_with, token=None,
+              grant: bool = False):
+    """Counts of a task's blocks, summed in the task: one row (its block ids, the counts).
+
+    ``grant``: the first pass over the blocks, which gives each worker ownership of the
+    blocks it reads (serial 0; a later count pass reads blocks wherever Spark runs its
+    tasks, and must not make a second owner).
+    """
     def fn(batches):
+        total, ids = None, []
         for rb in batches:
-            outs = []
-            for _, _, codes, y in _blocks(rb, num_features, token):
+            for bid, _, codes, y in _blocks(rb, num_features, token):
+                if grant and token is not None:
+                    _own((token, bid), 0, first_read=True)
                 if pair_with is None:
                     c = feature_counts(codes, y, arity, num_classes)
                 elif isinstance(pair_with, list):
                     c = pair_counts_many(codes, y, pair_with, arity, num_classes)
                 else:
                     c = pair_counts(codes, y, pair_with, arity, num_classes)
-                outs.append(c.astype(np.int64).tobytes())
-            yield pa.RecordBatch.from_pydict({"counts": pa.array(outs, pa.binary())})
+                c = c.astype(np.int64, copy=False)
+                total = c.copy() if total is None else np.add(total, c, out=total)
+                ids.append(bid)
+        if total is not None:
+            yield pa.RecordBatch.from_pydict({"block_ids": pa.array([ids], pa.list_(pa.int64())),
+                                              "counts": pa.array([total.tobytes()], pa.binary())})
     return fn
 
 
-def _naive_fn(ops: StepOps, num_features: int, token: str | None = None):
-    def fn(batches):
-        for rb in batches:
-            outs = [naive_partials(codes, ops).tobytes()
-                    for _, _, codes, y in _blocks(rb, num_features, token)]
-            yield pa.RecordBatch.from_pydict({"partial": pa.array(outs, pa.binary())})
-    return fn
+def _naive_scorers(ops: StepOps):
+    """(score a block this worker holds by key, score codes read from the JVM)."""
+    def held(key):
+        item = _cache_get(key)
+        return naive_partials(item[0], ops) if item is not None else None
+
+    def read(key, n, codes, y):
+        return naive_partials(codes, ops)
+    return held, read
 
 
-def _by_ids_fn(score):
-    """A pass over block ids only: ``score(block_id)`` gives the partial sums of a block
-    this worker can score from what it holds, or None (a miss, flagged for a second pass)."""
-    def fn(batches):
-        for rb in batches:
-            ids = rb.column("block_id").to_pylist()
-            outs, hits = [], []
-            for bid in ids:
-                out = score(bid)
-                hits.append(out is not None)
-                outs.append(out if out is not None else b"")
-            yield pa.RecordBatch.from_pydict({"block_id": pa.array(ids, pa.int64()),
-                                              "partial": pa.array(outs, pa.binary()),
-                                              "hit": pa.array(hits, pa.bool_())})
-    return fn
+def _pairwise_scorers(ops: StepOps, shipped: StepOps, num_features: int, budget: int):
+    """Pairwise scorers: ``held`` brings the state this worker keeps for a block to
+    ``ops.block`` with the tables ``shipped`` (those of the features the states of the
+    previous step still have to fold in), or starts it from nothing if every table of the
+    block was shipped; otherwise it is a miss. ``read`` builds a state from nothing with
+    all tables. A state is put back only once its update is complete."""
+    tables = shipped.pair_log_tables
+
+    def held(key):
+        item = _cache_get(key)
+        if item is None:
+            return None
+        state = _state_peek(key)
+        start = 0
+        if state is not None and ops.block[:len(state.block)] == state.block:
+            start = len(state.block)
+        if not all(f in tables for f in ops.block[start:]):
+            return None
+        state = _state_take(key)
+        if state is None:
+            state = BlockState.initial(ops.prior, item[0].shape[1], num_features)
+        out = pairwise_partials(item[0], item[1], state, shipped)
+        _state_put(key, state, budget)
+        return out
+
+    def read(key, n, codes, y):
+        state = BlockState.initial(ops.prior, n, num_features)
+        out = pairwise_partials(codes, y, state, ops)
+        if key is not None:
+            _state_put(key, state, budget)
+        return out
+    return held, read
 
 
-def _naive_cached_fn(ops: StepOps, token: str):
-    """A naive pass over block ids: scores the blocks this worker holds."""
-    def score(bid):
-        item = _cache_get((token, bid))
-        return naive_partials(item[0], ops).tobytes() if item is not None else None
-    return _by_ids_fn(score)
-
-
-def _pairwise_everywhere_fn(ops: StepOps, token: str, budget: int, ids: list[int], serial: int):
-    """Pass 1 of a pairwise step: one task per task slot, each over *every* block id.
+def _first_pass_fn(held, token: str, ids: list[int], serial: int):
+    """Pass 1 of a step: one task per task slot, each over *every* block id.
 
     Which Python worker runs which partition's task is Spark's choice and changes from pass
-    to pass, so a pass over each partition's own ids finds the state of about half of the
-    blocks in another worker. Here every worker that runs a task looks at every id and
-    scores the blocks whose codes and state it holds, wherever their partition is: a state
-    from the previous pass (every pass scores every block, so serial ``serial - 1``) is
-    brought to ``ops.block`` if what it holds is a prefix of it and the tables of the
-    features still to fold in were shipped. A block is scored at most once per worker and
-    pass (two tasks can run in one worker one after the other); the driver keeps one
-    result per block (equal integers) and rebuilds the blocks nobody scored.
+    to pass, so a pass over each partition's own ids would find about half of the blocks
+    in another worker whenever two tasks swap. Here every worker that runs a task looks at
+    every id and scores, with ``held(key)``, the blocks it owns at ``serial - 1`` (see
+    :func:`_owns`), wherever their partition is. A block is scored at most once per worker
+    and pass (two tasks can run in one worker one after the other); ``held`` returning None
+    is a miss, and the driver reads the blocks nobody scored in a second pass.
     """
     def fn(batches):
         for _ in batches:  # one row per task, nothing to read
@@ -246,38 +302,32 @@ def _pairwise_everywhere_fn(ops: StepOps, token: str, budget: int, ids: list[int
         out_ids, outs = [], []
         for bid in ids:
             key = (token, bid)
-            kept, kept_serial = _state_peek(key)
-            if bid in done or kept is None:
+            if bid in done or not _owns(key, serial - 1):
                 continue
-            if kept_serial != serial - 1:
-                _state_take(key)  # stale: the block was scored from a newer state elsewhere
+            out = held(key)
+            if out is None:
                 continue
-            item = _cache_get(key)
-            held = kept.block
-            if (item is None or ops.block[:len(held)] != held
-                    or not all(f in ops.pair_log_tables for f in ops.block[len(held):])):
-                continue
-            state = _state_take(key)
-            assert state is not None
-            outs.append(pairwise_partials(item[0], item[1], state, ops).tobytes())
-            out_ids.append(bid)
+            _own(key, serial)
             done.add(bid)
-            _state_put(key, state, budget, serial)  # back only once complete
+            outs.append(out.tobytes())
+            out_ids.append(bid)
         yield pa.RecordBatch.from_pydict({"block_id": pa.array(out_ids, pa.int64()),
                                           "partial": pa.array(outs, pa.binary())})
     return fn
 
 
-def _pairwise_rebuild_fn(ops: StepOps, num_features: int, token: str, budget: int, serial: int):
-    """A pairwise pass over cached blocks that builds each block's state from nothing."""
+def _second_pass_fn(read, num_features: int, token: str | None, serial: int):
+    """Pass 2 of a step, over cached block rows: ``read(key, n, codes, y)`` scores each one
+    (key None without a worker cache); with a token the worker keeps the block and owns it."""
     def fn(batches):
         for rb in batches:
             ids = rb.column("block_id").to_pylist()
             outs = []
-            for k, n, codes, y in _blocks(rb, num_features, token):
-                state = BlockState.initial(ops.prior, n, num_features)
-                outs.append(pairwise_partials(codes, y, state, ops).tobytes())
-                _state_put((token, ids[k]), state, budget, serial)
+            for bid, n, codes, y in _blocks(rb, num_features, token):
+                key = (token, bid) if token is not None else None
+                outs.append(read(key, n, codes, y).tobytes())
+                if key is not None:
+                    _own(key, serial)
             yield pa.RecordBatch.from_pydict({"block_id": pa.array(ids, pa.int64()),
                                               "partial": pa.array(outs, pa.binary())})
     return fn
@@ -292,7 +342,7 @@ def _pairwise_fn(ops: StepOps, num_features: int, num_classes: int):
                 pairs_in = binary_values(rb.column("pair"))
                 held_in = binary_values(rb.column("held"))
             posts, pairs, helds, partials = [], [], [], []
-            for k, n, codes, y in _blocks(rb, num_features):
+            for k, (_, n, codes, y) in enumerate(_blocks(rb, num_features)):
                 if has_state:
                     post = np.frombuffer(posts_in[k], dtype=np.float64).reshape(n, num_classes).copy()
                     pair = np.frombuffer(pairs_in[k], dtype=np.float64).reshape(
@@ -342,7 +392,7 @@ class SparkBackend:
         self.cache_hits: list[int] = []  # per pass: blocks scored from worker caches
         self.state_budget = WORKER_STATE_BYTES
         self.resident = PAIRWISE_RESIDENT and self.token is not None
-        self._serial = 0  # pairwise passes run: the version of the states they leave
+        self._serial = 0  # step passes run: the version of the ownership they leave
         self._block_ids: list[int] = []
         self._slots: int | None = None
         self.describe = describe or (lambda text: _set_description(blocks, text))
@@ -353,11 +403,15 @@ class SparkBackend:
             shape = (self.num_features, self.arity, self.arity, self.num_classes)
             if isinstance(pair_with, list):
                 shape = (len(pair_with), *shape)
-        fn = _count_fn(self.num_features, self.arity, self.num_classes, pair_with, self.token)
-        rows = self.blocks.mapInArrow(fn, "counts binary").collect()
+        first = not self._block_ids
+        fn = _count_fn(self.num_features, self.arity, self.num_classes, pair_with, self.token,
+                       grant=first)
+        rows = self.blocks.mapInArrow(fn, "block_ids array<long>, counts binary").collect()
         total = np.zeros(int(np.prod(shape)), dtype=np.int64)
         for r in rows:
-            total += np.frombuffer(r[0], dtype=np.int64)
+            total += np.frombuffer(r[1], dtype=np.int64)
+        if first:
+            self._block_ids = sorted(int(b) for r in rows for b in r[0])
         return total.reshape(shape)
 
     def feature_counts(self) -> np.ndarray:
@@ -369,8 +423,14 @@ class SparkBackend:
         return self._counts(f)
 
     def pair_counts_many(self, fs: list[int]) -> np.ndarray:
-        """Counts against every f in ``fs`` in one pass: (len(fs), D, A, A, L)."""
-        return self._counts([int(f) for f in fs])
+        """Counts against every f in ``fs``: (len(fs), D, A, A, L), in as few passes as
+        :data:`COUNT_PASS_BYTES` allows (each task sends one such array through the JVM)."""
+        fs = [int(f) for f in fs]
+        per = self.num_features * self.arity * self.arity * self.num_classes * 8
+        step = max(1, COUNT_PASS_BYTES // max(1, per))
+        if len(fs) <= step:
+            return self._counts(fs)
+        return np.concatenate([self._counts(fs[i:i + step]) for i in range(0, len(fs), step)])
 
     def run(self, ops: StepOps) -> np.ndarray:
         self.describe(ops.label)
@@ -383,31 +443,40 @@ class SparkBackend:
         finally:
             self.describe("")
 
-    def _two_passes(self, first, second) -> list[bytes]:
-        """Partials of every block: ``first`` over block ids (what the workers hold), then
-        ``second`` over the cached blocks it missed (all of them if ``first`` is None)."""
-        partials: list[bytes] = []
-        source = self.blocks
-        if first is not None:
-            rows = (self.blocks.select("block_id")
-                    .mapInArrow(first, "block_id long, partial binary, hit boolean").collect())
-            partials = [r[1] for r in rows if r[2]]
-            missed = [int(r[0]) for r in rows if not r[2]]
+    def _step(self, held, read) -> np.ndarray:
+        """Sum of every block's partials: the first pass scores, with ``held``, what the
+        workers own (:func:`_first_pass_fn`); the second reads the blocks it missed (all of
+        them without a worker cache or known block ids) and scores them with ``read``."""
+        self._serial += 1
+        partials: dict[int, bytes] = {}
+        if self.token is not None and self._block_ids:
+            if self._slots is None:
+                from .select import parallelism
+
+                self._slots = parallelism(self.blocks.sparkSession)
+            first = _first_pass_fn(held, self.token, self._block_ids, self._serial)
+            rows = (self.blocks.sparkSession.range(0, self._slots, 1, self._slots)
+                    .mapInArrow(first, "block_id long, partial binary").collect())
+            for r in rows:
+                partials.setdefault(int(r[0]), r[1])  # equal integers if scored twice
             self.cache_hits.append(len(partials))
-            if not missed:
-                return partials
-            if len(missed) < len(rows):
+        missed = [b for b in self._block_ids if b not in partials]
+        if missed or not self._block_ids:
+            source = self.blocks
+            if partials:
                 source = self.blocks.where(F.col("block_id").isin(missed))
-        return partials + [r[0] for r in source.mapInArrow(second, "partial binary").collect()]
+            second = _second_pass_fn(read, self.num_features, self.token, self._serial)
+            for r in source.mapInArrow(second, "block_id long, partial binary").collect():
+                partials[int(r[0])] = r[1]
+            if not self._block_ids:
+                self._block_ids = sorted(partials)
+        return _exact_sum(list(partials.values()), self.num_features)
 
     def _run_naive(self, ops: StepOps) -> np.ndarray:
-        first = _naive_cached_fn(ops, self.token) if self.token is not None else None
-        partials = self._two_passes(first, _naive_fn(ops, self.num_features, self.token))
-        return _exact_sum(partials, self.num_features)
+        return self._step(*_naive_scorers(ops))
 
     def _run_pairwise_resident(self, ops: StepOps) -> np.ndarray:
         """Workers update the state they hold in place; missing blocks are rebuilt."""
-        assert self.token is not None
         held = self.state_block
         common = 0
         while common < min(len(held), len(ops.block)) and held[common] == ops.block[common]:
@@ -416,34 +485,9 @@ class SparkBackend:
         need = ops.block[common:]
         shipped = StepOps(ops.method, ops.prior, ops.cond, ops.candidates, ops.block,
                           {f: ops.pair_log_tables[f] for f in need}, ops.label)
-        self._serial += 1
-        partials: dict[int, bytes] = {}
-        if self._block_ids:
-            if self._slots is None:
-                from .select import parallelism
-
-                self._slots = parallelism(self.blocks.sparkSession)
-            slots = self._slots
-            first = _pairwise_everywhere_fn(shipped, self.token, self.state_budget,
-                                            self._block_ids, self._serial)
-            rows = (self.blocks.sparkSession.range(0, slots, 1, slots)
-                    .mapInArrow(first, "block_id long, partial binary").collect())
-            for r in rows:
-                partials.setdefault(int(r[0]), r[1])
-            self.cache_hits.append(len(partials))
-        missed = [b for b in self._block_ids if b not in partials]
-        if missed or not self._block_ids:
-            source = self.blocks
-            if partials:
-                source = self.blocks.where(F.col("block_id").isin(missed))
-            rebuild = _pairwise_rebuild_fn(ops, self.num_features, self.token, self.state_budget,
-                                           self._serial)
-            for r in source.mapInArrow(rebuild, "block_id long, partial binary").collect():
-                partials[int(r[0])] = r[1]
-            if not self._block_ids:
-                self._block_ids = sorted(partials)
+        out = self._step(*_pairwise_scorers(ops, shipped, self.num_features, self.state_budget))
         self.state_block = tuple(ops.block)
-        return _exact_sum(list(partials.values()), self.num_features)
+        return out
 
     def _pairwise_pass(self, ops: StepOps, source: DataFrame, held: tuple[int, ...]):
         # ship only the tables of the features the state still has to fold in
