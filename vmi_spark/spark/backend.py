@@ -37,6 +37,7 @@ import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from ..core.bound import (
     PAIRWISE,
@@ -56,8 +57,15 @@ WORKER_STATE_BYTES = 2 << 30
 #: keep the pairwise state in the Python workers (False: the persisted state chain)
 PAIRWISE_RESIDENT = True
 
-STATE_SCHEMA = ("block_id long, n int, codes binary, y binary, post binary, pair binary, "
-                "held binary, partial binary")
+# output schemas as StructTypes: a DDL string costs a JVM round trip to parse in every pass
+STATE_SCHEMA = T.StructType([T.StructField(name, kind) for name, kind in (
+    ("block_id", T.LongType()), ("n", T.IntegerType()), ("codes", T.BinaryType()),
+    ("y", T.BinaryType()), ("post", T.BinaryType()), ("pair", T.BinaryType()),
+    ("held", T.BinaryType()), ("partial", T.BinaryType()))])
+PARTIALS_SCHEMA = T.StructType([T.StructField("block_id", T.LongType()),
+                                T.StructField("partial", T.BinaryType())])
+COUNTS_SCHEMA = T.StructType([T.StructField("block_ids", T.ArrayType(T.LongType())),
+                              T.StructField("counts", T.BinaryType())])
 #: passes of the pairwise state chain between two local checkpoints (bounds the lineage)
 CHECKPOINT_EVERY = 8
 #: bytes of decoded blocks one Python worker process keeps between passes
@@ -406,7 +414,7 @@ class SparkBackend:
         first = not self._block_ids
         fn = _count_fn(self.num_features, self.arity, self.num_classes, pair_with, self.token,
                        grant=first)
-        rows = self.blocks.mapInArrow(fn, "block_ids array<long>, counts binary").collect()
+        rows = self.blocks.mapInArrow(fn, COUNTS_SCHEMA).collect()
         total = np.zeros(int(np.prod(shape)), dtype=np.int64)
         for r in rows:
             total += np.frombuffer(r[1], dtype=np.int64)
@@ -456,7 +464,7 @@ class SparkBackend:
                 self._slots = parallelism(self.blocks.sparkSession)
             first = _first_pass_fn(held, self.token, self._block_ids, self._serial)
             rows = (self.blocks.sparkSession.range(0, self._slots, 1, self._slots)
-                    .mapInArrow(first, "block_id long, partial binary").collect())
+                    .mapInArrow(first, PARTIALS_SCHEMA).collect())
             for r in rows:
                 partials.setdefault(int(r[0]), r[1])  # equal integers if scored twice
             self.cache_hits.append(len(partials))
@@ -466,7 +474,7 @@ class SparkBackend:
             if partials:
                 source = self.blocks.where(F.col("block_id").isin(missed))
             second = _second_pass_fn(read, self.num_features, self.token, self._serial)
-            for r in source.mapInArrow(second, "block_id long, partial binary").collect():
+            for r in source.mapInArrow(second, PARTIALS_SCHEMA).collect():
                 partials[int(r[0])] = r[1]
             if not self._block_ids:
                 self._block_ids = sorted(partials)
