@@ -329,11 +329,11 @@ def _second_pass_fn(read, num_features: int, token: str | None, serial: int):
     (key None without a worker cache); with a token the worker keeps the block and owns it."""
     def fn(batches):
         for rb in batches:
-            ids = rb.column("block_id").to_pylist()
-            outs = []
+            ids, outs = [], []
             for bid, n, codes, y in _blocks(rb, num_features, token):
                 key = (token, bid) if token is not None else None
                 outs.append(read(key, n, codes, y).tobytes())
+                ids.append(bid)
                 if key is not None:
                     _own(key, serial)
             yield pa.RecordBatch.from_pydict({"block_id": pa.array(ids, pa.int64()),
