@@ -33,7 +33,14 @@ from pyspark.sql import types as T
 
 from . import plan as _plan
 from .encode import BLOCK_SCHEMA, _encoder
-from .plan import _SPLIT_CHUNK, EncodingPlan, _merge_stats, _stats_fn, equal_frequency_splits
+from .plan import (
+    _SPLIT_CHUNK,
+    EncodingPlan,
+    _merge_stats,
+    _stats_fn,
+    equal_frequency_splits,
+    typed_array,
+)
 from .sparkhash import SEED, hash_doubles, hash_strings, in_sample
 
 log = logging.getLogger("vmi_spark")
@@ -116,15 +123,6 @@ def parquet_source(df: DataFrame, columns: list[str]) -> ParquetSource | None:
     return ParquetSource(files, tuple(u for u in units if u[2] > 0), kinds)
 
 
-def _typed(arr: pa.Array, kind: str) -> pa.Array:
-    """A column typed as :func:`plan.prepare_frame` types it (doubles: -0.0 as 0.0)."""
-    if kind == "string":
-        return arr.cast(pa.string())
-    if not pa.types.is_floating(arr.type):
-        return arr.cast(pa.float64())  # integers and booleans have no -0.0
-    return pc.add(arr.cast(pa.float64()), 0.0)  # -0.0 + 0.0 == +0.0; NaN and null stay
-
-
 def _read_fn(source: ParquetSource, columns: list[str]):
     """Executor side: the typed record batches ``[columns...]`` of a task's row groups."""
     kinds = [source.kinds[c] for c in columns]
@@ -146,7 +144,7 @@ def _read_fn(source: ParquetSource, columns: list[str]):
                                               columns=columns, use_threads=False):
                         idx = {name: k for k, name in enumerate(rb.schema.names)}
                         yield pa.RecordBatch.from_arrays(
-                            [_typed(rb.column(idx[c]), k) for c, k in zip(columns, kinds)],
+                            [typed_array(rb.column(idx[c]), k) for c, k in zip(columns, kinds)],
                             names=[f"_c{j}" for j in range(len(columns))])
         finally:
             if pf is not None:

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
-from .plan import EncodingPlan, positional
+from .plan import EncodingPlan, column_kinds, packed, unpacked
 
 BLOCK_SCHEMA = "block_id long, n int, codes binary, y binary"
 
@@ -86,6 +86,7 @@ def _encoder(plan: EncodingPlan, block_rows: int):
 
 
 def encode_blocks(df: DataFrame, plan: EncodingPlan, block_rows: int) -> DataFrame:
-    """Map typed rows (from :func:`plan.build_plan`) to block rows of codes."""
-    frame = positional(df, [plan.label, *plan.features])  # mapInArrow needs plain names
-    return frame.mapInArrow(_encoder(plan, block_rows), BLOCK_SCHEMA)
+    """Map the rows :func:`plan.build_plan` returns to block rows of codes."""
+    cols = [plan.label, *plan.features]
+    return packed(df, cols).mapInArrow(unpacked(_encoder(plan, block_rows), column_kinds(df, cols)),
+                                       BLOCK_SCHEMA)

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..core.kde import KDE_GRID
-from .plan import EncodingPlan, quote
+from .plan import EncodingPlan, prepare_frame, quote
 
 
 def grid_plan(df: DataFrame, plan: EncodingPlan, cells: int = KDE_GRID) -> EncodingPlan:
@@ -21,6 +21,7 @@ def grid_plan(df: DataFrame, plan: EncodingPlan, cells: int = KDE_GRID) -> Encod
     cols = [c for c in plan.columns if c.kind == "bins"]
     if not cols:
         return plan
+    df = prepare_frame(df, plan.label, [c.name for c in cols])  # typed as the plan saw them
     aggs = []
     for c in cols:
         v = F.col(quote(c.name))

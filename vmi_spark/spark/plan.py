@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -34,6 +35,8 @@ from ..errors import InputError
 SAMPLE_ROWS = 200_000
 #: columns fetched to the driver at once when placing bin edges
 _SPLIT_CHUNK = 64
+#: the struct column of a packed frame (see :func:`packed`)
+_PACKED = "_row"
 #: most states a feature may have (codes are one byte)
 MAX_ARITY = 256
 
@@ -175,6 +178,64 @@ def positional(df: DataFrame, names: list[str], prefix: str = "_c") -> DataFrame
     return df.selectExpr(*[f"{quote(c)} AS {prefix}{i}" for i, c in enumerate(names)])
 
 
+def typed_array(arr: pa.Array, kind: str) -> pa.Array:
+    """A column typed as :func:`prepare_frame` types it: ``kind`` "string", or "double"
+    (integers and booleans as doubles, -0.0 as 0.0)."""
+    if kind == "string":
+        return arr.cast(pa.string())
+    if not pa.types.is_floating(arr.type):
+        # integers and booleans have no -0.0; a long above 2**53 rounds to the nearest
+        # double, as Spark's CAST does (a safe cast would refuse it)
+        return pc.cast(arr, pa.float64(), safe=False)
+    return pc.add(arr.cast(pa.float64()), 0.0)  # -0.0 + 0.0 == +0.0; NaN and null stay
+
+
+def column_kinds(df: DataFrame, names: list[str]) -> list[str]:
+    """The kind :func:`prepare_frame` gives each column: "string" or "double"."""
+    types = {f.name: f.dataType for f in df.schema.fields}
+    return ["string" if isinstance(types[c], T.StringType) else "double" for c in names]
+
+
+def packed(df: DataFrame, names: list[str]) -> DataFrame:
+    """``df`` reduced to ``names`` in that order, packed into one struct column.
+
+    Map it with ``mapInArrow`` and a function wrapped in :func:`unpacked`, which gets
+    record batches of the columns ``_c0, _c1, ...`` typed as :func:`prepare_frame`
+    types them. On a wide table this is what keeps planning and encoding cheap:
+
+    * PySpark's ``mapInArrow`` makes one JVM call per input column, each resolving a
+      name against the whole plan (18 s for 7,000 columns); one struct column is one
+      call, and names with dots, backticks or ``*`` need no quoting there;
+    * the values are typed in the Python workers, not by a projection with a cast per
+      column, which Spark runs at seconds per pass at 7,000 columns, however few the
+      rows. Only decimals are cast in Spark (to double, Spark's rounding).
+    """
+    types = {f.name: f.dataType for f in df.schema.fields}
+
+    def value(c: str) -> str:
+        return f"CAST({quote(c)} AS DOUBLE)" if isinstance(types[c], T.DecimalType) else quote(c)
+
+    fields = ", ".join(f"'_c{i}', {value(c)}" for i, c in enumerate(names))
+    return df.selectExpr(f"named_struct({fields}) AS {_PACKED}")
+
+
+def unpacked(fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+             kinds: list[str]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``fn`` over the batches of a :func:`packed` frame, unpacked and typed (``kinds``
+    from :func:`column_kinds`)."""
+    names = [f"_c{i}" for i in range(len(kinds))]
+
+    def typed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for rb in batches:
+            cols = rb.column(0).flatten()
+            yield pa.RecordBatch.from_arrays(
+                [typed_array(a, k) for a, k in zip(cols, kinds)], names=names)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return fn(typed(batches))
+    return run
+
+
 def prepare_frame(df: DataFrame, label: str, features: list[str]) -> DataFrame:
     """Select the label and features with canonical types (double / string).
 
@@ -200,7 +261,8 @@ def build_plan(df: DataFrame, label: str, features: list[str], num_bins: int,
                reader: Any = None) -> tuple[DataFrame, EncodingPlan]:
     """Compute the encoding plan; returns the filtered, typed frame and the plan.
 
-    ``df`` must come from :func:`prepare_frame` (doubles and strings only). With a
+    ``df`` holds the label and feature columns with any supported types: the passes
+    over the rows type the values as :func:`prepare_frame` does. With a
     ``reader`` (:class:`vmi_spark.spark.arrow_source.ParquetReader`) the passes over the
     rows read the Parquet files behind ``df`` instead, ``df`` may be the untyped input
     (only its schema is used), and it is returned unfiltered; the plan is the same.
@@ -280,7 +342,8 @@ def build_plan(df: DataFrame, label: str, features: list[str], num_bins: int,
         if reader is not None:
             splits = reader.quantile_splits(label, to_bin, num_bins, rows, skip_cols)
         else:
-            splits = _quantile_splits(df, to_bin, num_bins, rows, label)
+            splits = _quantile_splits(prepare_frame(df, label, to_bin), to_bin, num_bins, rows,
+                                      label)
         for p in plans:
             if p.name in splits:
                 p.splits = splits[p.name]
@@ -357,8 +420,9 @@ def _column_stats(df: DataFrame, label: str, features: list[str], max_categories
     at ``max_categories`` per feature (``max_classes`` for the label)."""
     d = len(features)
     fn = _stats_fn(d, max_categories, max_classes, handle_invalid == "skip")
-    frame = positional(df, [label, *features])
-    parts = [json.loads(r[0]) for r in frame.mapInArrow(fn, "stats string").collect()]
+    cols = [label, *features]
+    frame = packed(df, cols).mapInArrow(unpacked(fn, column_kinds(df, cols)), "stats string")
+    parts = [json.loads(r[0]) for r in frame.collect()]
     return _merge_stats(parts, d, max_categories, max_classes)
 
 
