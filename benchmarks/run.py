@@ -96,6 +96,20 @@ def stop_spark():
         _spark = None
 
 
+#: how steps run: "resident" (long-running barrier tasks, the default of run_selection) or
+#: "passes" (one Spark job per pass, SparkBackend)
+EXECUTION = "resident"
+
+
+def make_backend(df, d, method):
+    """The backend ``run_selection`` would use for ``EXECUTION`` over cached blocks ``df``."""
+    if EXECUTION == "resident":
+        from vmi_spark.spark.resident import ResidentBackend
+        return ResidentBackend(df, d, STATES, CLASSES, method)
+    from vmi_spark.spark.backend import SparkBackend
+    return SparkBackend(df, d, STATES, CLASSES, method)
+
+
 def load():
     return round(os.getloadavg()[0], 2)
 
@@ -216,7 +230,7 @@ def bench_naive(scale, reps=3, ms=(1, 2, 3, 6)):
     order = [int(i) for i in np.argsort(-mi, kind="stable")]
     br = block_rows_for(n, d)
     df = blocks_frame(codes, y, br)
-    be = SparkBackend(df, d, STATES, CLASSES, NAIVE)
+    be = make_backend(df, d, NAIVE)
     mem = InMemoryBackend(codes, y, NAIVE, STATES, CLASSES, block_rows=br)
     res = {"rows": n, "features": d, "states": STATES, "classes": CLASSES, "block_rows": br,
            "blocks": -(-n // br), "load_start": load(), "steps": []}
@@ -331,7 +345,7 @@ def bench_pairwise(scale, k=30):
     # naive: stateless passes over the cached blocks
     br = block_rows_for(n, d)
     df = blocks_frame(codes, y, br)
-    nv = SparkBackend(df, d, STATES, CLASSES, NAIVE)
+    nv = make_backend(df, d, NAIVE)
     nv.run(naive_ops(prior, cond, order[:1], d))  # warm-up
     naive_s, naive_sums = [], {}
     for m in range(1, k + 1):
@@ -345,7 +359,7 @@ def bench_pairwise(scale, k=30):
     # pairwise: the persisted state chain, with the count pass of the chosen feature
     brp = block_rows_for(n, d, PAIRWISE)
     dfp = blocks_frame(codes, y, brp)
-    pw = SparkBackend(dfp, d, STATES, CLASSES, PAIRWISE)
+    pw = make_backend(dfp, d, PAIRWISE)
     pw.feature_counts()
     tabs = {}
     count_s, pass_s, pw_sums, state_bytes = [], [], {}, None
@@ -409,7 +423,7 @@ def bench_fixed(scale, reps=15):
     order = [int(i) for i in np.argsort(-mi, kind="stable")]
     df = blocks_frame(codes, y, block_rows_for(100, 5))
     res = {"rows": 100, "features": 5, "load_start": load()}
-    be = SparkBackend(df, 5, STATES, CLASSES, NAIVE)
+    be = make_backend(df, 5, NAIVE)
     ops = naive_ops(prior, cond, order[:2], 5)
     ref = InMemoryBackend(codes, y, NAIVE, STATES, CLASSES).run(ops)
     naive = []
@@ -417,7 +431,8 @@ def bench_fixed(scale, reps=15):
         t, s = timed(be.run, ops)
         naive.append(t)
     _check("naive spark == in-memory", np.array_equal(np.asarray(s, dtype=np.int64), ref), res)
-    pw = SparkBackend(df, 5, STATES, CLASSES, PAIRWISE)
+    be.close()  # resident tasks hold every task slot until closed
+    pw = make_backend(df, 5, PAIRWISE)
     tabs = {f: safe_log(pair_conditional(pw.pair_counts(f))) for f in order[:2]}
     pair = []
     for r in range(reps):
@@ -447,7 +462,7 @@ def _scaling_point(n, d, ms=(2, 6), reps=2):
     order = [int(i) for i in np.argsort(-mi, kind="stable")]
     br = block_rows_for(n, d)
     df = blocks_frame(codes, y, br)
-    be = SparkBackend(df, d, STATES, CLASSES, NAIVE)
+    be = make_backend(df, d, NAIVE)
     be.run(naive_ops(prior, cond, order[:1], d))  # warm-up
     out = {"rows": n, "features": d, "block_rows": br, "load": load()}
     for m in ms:
@@ -530,7 +545,8 @@ def _ours(df, codes, y, method, k):
     from vmi_spark.core.greedy import select_vmi
     from vmi_spark.spark.select import run_selection
     try:
-        t, run = timed(run_selection, df, "label", method=method, num_features=k)
+        t, run = timed(run_selection, df, "label", method=method, num_features=k,
+                        execution=EXECUTION)
     except Exception as exc:
         return {"method": method, "error": repr(exc), "identical_to_inmemory": False}
     sel = run.selection
@@ -703,7 +719,7 @@ def bench_e2e(scale, k_naive=50, k_pair=20):
 
         if not E2E_NAIVE:
             return _e2e_pairwise(res, df, source, jpid, k_pair)
-        t, run = timed(lambda: run_selection(df, "label", method=NAIVE, num_features=k_naive,
+        t, run = timed(lambda: run_selection(df, "label", method=NAIVE, num_features=k_naive, execution=EXECUTION,
                                              on_step=on_step, source=source(df.columns)))
         info = seen.get("storage", [])
         cached = sum(r["mem_bytes"] + r["disk_bytes"] for r in info)
@@ -733,7 +749,7 @@ def _e2e_pairwise(res, df, source, jpid, k_pair):
     seen = {}
     cols = ["label"] + [c for c in df.columns if c != "label"][:200]
     t, run = timed(lambda: run_selection(
-        df, "label", features=cols[1:], method=PAIRWISE, num_features=k_pair,
+        df, "label", features=cols[1:], method=PAIRWISE, num_features=k_pair, execution=EXECUTION,
         on_step=lambda sel: seen.setdefault("storage", storage_info())
         if len(sel.selected) == 3 else None, source=source(cols)))
     info = seen.get("storage", [])
@@ -764,7 +780,8 @@ def bench_cluster(scale, k=10):
         out = {}
         for method in (NAIVE, PAIRWISE):
             df = spark().read.parquet(path)
-            t, run = timed(run_selection, df, "label", method=method, num_features=k)
+            t, run = timed(run_selection, df, "label", method=method, num_features=k,
+                           execution=EXECUTION)
             out[method] = {"seconds": t, "prepare_s": run.prepare_seconds,
                            "step_seconds": list(run.selection.step_seconds),
                            "selected": run.report()["selected"], "scores": list(run.selection.scores),
@@ -809,7 +826,7 @@ def machine():
     return {"nproc": os.cpu_count(), "mem_total": mem, "python": platform.python_version(),
             "numpy": np.__version__, "pyarrow": pyarrow.__version__, "pyspark": pyspark.__version__,
             "platform": platform.platform(), "master": MASTER,
-            "kernels": core_kernels.BACKEND,
+            "kernels": core_kernels.BACKEND, "execution": EXECUTION,
             "VMI_SPARK_KERNELS": os.environ.get("VMI_SPARK_KERNELS")}
 
 
@@ -826,10 +843,14 @@ def main(argv=None):
     ap.add_argument("--e2e-reader", choices=("auto", "spark"), default="auto",
                     help="e2e: read the Parquet files with pyarrow in the workers (auto, the job's "
                          "default) or with Spark's reader")
+    ap.add_argument("--execution", choices=("resident", "passes"), default="resident",
+                    help="how steps run: resident tasks (run_selection's default) or one Spark "
+                         "job per pass")
     ap.add_argument("--e2e-path", default=None,
                     help="e2e: reuse this table (from data.write_mixed_parquet, same rows)")
     a = ap.parse_args(argv)
-    global E2E_PAIRWISE, E2E_NAIVE, E2E_READER, E2E_PATH
+    global E2E_PAIRWISE, E2E_NAIVE, E2E_READER, E2E_PATH, EXECUTION
+    EXECUTION = a.execution
     E2E_PAIRWISE, E2E_NAIVE = not a.no_e2e_pairwise, not a.no_e2e_naive
     E2E_READER, E2E_PATH = a.e2e_reader, a.e2e_path
     if a.peer_limit:

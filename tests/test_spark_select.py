@@ -18,15 +18,18 @@ LUNG_BLOCK = [22, 125, 243, 163, 93, 108, 33]
 LUNG_BOUNDS = [0.536068, 0.929746, 1.29322, 1.56056, 1.68928, 1.74789, 1.77936]
 
 
+@pytest.mark.parametrize("execution", ["resident", "passes"])
 @pytest.mark.parametrize("method", ["vmi_naive", "vmi_pairwise"])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_spark_matches_numpy_core_for_any_partitioning(spark, method, seed):
+def test_spark_matches_numpy_core_for_any_partitioning(spark, method, seed, execution):
     pdf = random_discrete(seed)
     x = pdf.drop(columns="y").to_numpy()
     expected = select_vmi(InMemoryBackend(codes_of(x), pdf["y"].to_numpy(), method), method, 6, 0.0)
     df = spark.createDataFrame(pdf)
     for parts in (1, 3, 7):
-        run = run_selection(df.repartition(parts), "y", method=method, num_features=6)
+        run = run_selection(df.repartition(parts), "y", method=method, num_features=6,
+                            execution=execution)
+        assert run.execution == execution
         sel = run.selection
         assert sel.selected == expected.selected
         assert sel.blocks == expected.blocks
@@ -163,8 +166,9 @@ def test_partition_independence_of_continuous_plan(spark):
     assert runs[0].selection.scores == runs[1].selection.scores
 
 
+@pytest.mark.parametrize("execution", ["resident", "passes"])
 @pytest.mark.parametrize("method", ["mim", "mrmr", "jmi", "cmim", "cife", "spec_cmi"])
-def test_classic_criteria_on_spark_match_the_core(spark, method):
+def test_classic_criteria_on_spark_match_the_core(spark, method, execution):
     from vmi_spark.core.criteria import select_classic
 
     pdf = random_discrete(8, n=180, d=7)
@@ -172,7 +176,8 @@ def test_classic_criteria_on_spark_match_the_core(spark, method):
     expected = select_classic(InMemoryBackend(codes_of(x), pdf["y"].to_numpy(), method), method, 5)
     df = spark.createDataFrame(pdf)
     for parts in (1, 4):
-        sel = run_selection(df.repartition(parts), "y", method=method, num_features=5).selection
+        sel = run_selection(df.repartition(parts), "y", method=method, num_features=5,
+                            execution=execution).selection
         assert sel.selected == expected.selected
         assert sel.scores == expected.scores
         assert sel.blocks == [0] * len(sel.selected)
@@ -209,7 +214,8 @@ def test_pairwise_state_chain_checkpoints_and_recovers_lost_state(spark, monkeyp
 
     monkeypatch.setattr(B.SparkBackend, "_pairwise_pass", flaky)
     run = run_selection(spark.createDataFrame(lung_frame()).repartition(3), "label",
-                        method="vmi_pairwise", num_features=9, restart_tolerance=0.01)
+                        method="vmi_pairwise", num_features=9, restart_tolerance=0.01,
+                        execution="passes")
     assert calls["failed"] == 1
     assert run.selection.selected == expected.selected
     assert run.selection.scores == expected.scores
@@ -228,7 +234,8 @@ def test_every_step_pass_carries_a_job_description(spark, monkeypatch):
             seen[-1] = (text, sp.sparkContext.getLocalProperty("spark.job.description"))
 
     monkeypatch.setattr(session, "describe_jobs", record)
-    run_selection(spark.createDataFrame(random_discrete(3)), "y", num_features=4)
+    run_selection(spark.createDataFrame(random_discrete(3)), "y", num_features=4,
+                  execution="passes")
     labelled = [s for s in seen if s[0]]
     # one pass per step after the first (a step that starts a new block ran the pass that
     # found the restart); the first step of the selection needs only the counts

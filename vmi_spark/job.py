@@ -47,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how a Parquet --input is read: auto reads the files with pyarrow in "
                         "the Python workers when it can (same result, faster on wide tables), "
                         "spark always uses Spark's reader")
+    p.add_argument("--execution", default="auto", choices=("auto", "resident", "passes"),
+                   help="how the greedy steps run: resident keeps the encoded rows in "
+                        "long-running barrier tasks (one round trip per step), passes runs "
+                        "one Spark job per pass; auto is resident where the session allows it "
+                        "(same result either way)")
     p.add_argument("--label", help="label column")
     p.add_argument("--features", help="comma-separated feature columns (default: all but the label)")
     p.add_argument("--method", default="vmi_naive", choices=METHOD_CHOICES)
@@ -353,7 +358,7 @@ def run(args: argparse.Namespace, spark) -> dict[str, Any]:
                                max_categories=args.max_categories, max_classes=args.max_classes,
                                handle_invalid=args.handle_invalid, estimator=args.estimator,
                                report_candidates=args.report_candidates, on_step=_log_step(k, names),
-                               checkpoint_dir=args.checkpoint_dir)
+                               checkpoint_dir=args.checkpoint_dir, execution=args.execution)
     for w in caught:
         log.warning("%s", w.message)
     report = result.report()

@@ -24,7 +24,8 @@ from .arrow_source import ParquetReader, ParquetSource
 from .backend import SparkBackend
 from .encode import encode_blocks
 from .grid import grid_plan
-from .plan import EncodingPlan, build_plan, prepare_frame, quote, resolve_columns
+from .plan import EncodingPlan, build_plan, quote, resolve_columns
+from .resident import ResidentBackend, ResidentUnavailable, task_slots, unavailable_reason
 
 #: every selection method: the two VMI Q-distributions and the paper's comparison criteria
 ALL_METHODS = (*METHODS, *CLASSIC_METHODS)
@@ -34,6 +35,8 @@ ESTIMATORS = ("histogram", "kde")
 MIN_BLOCK_ROWS = 4096
 #: bytes of per-row pairwise state a block may hold
 _PAIR_BLOCK_BYTES = 32 << 20
+#: how the greedy steps run: resident tasks if the session allows, else one Spark job a pass
+EXECUTIONS = ("auto", "resident", "passes")
 
 
 @dataclass
@@ -46,6 +49,7 @@ class SelectionRun:
     total_seconds: float = 0.0
     prepare_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    execution: str = "passes"
 
     def report(self) -> dict[str, Any]:
         return {
@@ -56,6 +60,7 @@ class SelectionRun:
             "rows_skipped": self.plan.rows_skipped,
             "num_classes": len(self.plan.classes),
             "classes": [str(c) for c in self.plan.classes],
+            "execution": self.execution,
             "prepare_seconds": self.prepare_seconds,
             "total_seconds": self.total_seconds,
             # JSON has no infinities: a non-finite parameter (restartTolerance -inf) is a string
@@ -113,6 +118,23 @@ def parallelism(spark) -> int:
             return 2
 
 
+def _backend(blocks: DataFrame, d: int, arity: int, num_classes: int, method: str,
+             storage_level: StorageLevel, execution: str, why_not: str | None,
+             notes: list[str]) -> ResidentBackend | SparkBackend:
+    """The resident backend where it can run (see ``execution``), else the pass backend."""
+    if why_not is None:
+        try:
+            return ResidentBackend(blocks, d, arity, num_classes, method, fallback=partial(
+                SparkBackend, blocks, d, arity, num_classes, method, storage_level))
+        except ResidentUnavailable as exc:
+            if execution == "resident":
+                raise InputError(f"resident execution failed to start: {exc}") from None
+            notes.append(f"resident tasks could not start ({exc}); running one Spark job "
+                         "per pass instead")
+            warnings.warn(notes[-1], UserWarning, stacklevel=3)
+    return SparkBackend(blocks, d, arity, num_classes, method, storage_level)
+
+
 def _saving(ckpt: Checkpoint, on_step: Callable[[Selection], None] | None):
     """An ``on_step`` that saves the checkpoint first, then calls ``on_step``."""
     def save_then_call(sel: Selection) -> None:
@@ -131,7 +153,8 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                   storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
                   checkpoint_dir: str | None = None,
                   estimator: str = "histogram",
-                  source: ParquetSource | None = None) -> SelectionRun:
+                  source: ParquetSource | None = None,
+                  execution: str = "auto") -> SelectionRun:
     """Select features of ``df`` for ``label`` on Spark (see :class:`vmi_spark.VMISelector`).
 
     With ``checkpoint_dir`` the state of the selection is saved there after every
@@ -143,6 +166,14 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     the files with pyarrow in the Python workers, which is several times faster for
     wide tables and gives the same result. It is ignored with ``features_col`` or the
     ``kde`` estimator.
+
+    ``execution`` says how the greedy steps run: ``"resident"`` keeps the blocks in
+    long-running barrier tasks that the driver talks to directly (one round trip per
+    step, :mod:`vmi_spark.spark.resident`); ``"passes"`` runs one Spark job per pass
+    (:class:`vmi_spark.spark.backend.SparkBackend`); ``"auto"`` (the default) is
+    resident where the session allows it (a classic session without dynamic
+    allocation) and falls back to passes, with a warning, if the tasks cannot start.
+    The answer is the same either way.
     """
     t0 = time.perf_counter()
     if method not in ALL_METHODS:
@@ -153,21 +184,27 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         raise InputError(f"unknown estimator '{estimator}' (choose from {', '.join(ESTIMATORS)})")
     if estimator == "kde" and method != NAIVE:
         raise InputError(f"the kde estimator supports method vmi_naive only, not '{method}'")
+    if execution not in EXECUTIONS:
+        raise InputError(f"unknown execution '{execution}' (choose from {', '.join(EXECUTIONS)})")
     if math.isnan(restart_tolerance):
         raise InputError("restartTolerance must be a number (-inf: never restart), got nan")
     if features_col is not None:
         df, features = expand_vector(df, features_col, label)
     features = resolve_columns(df, label, features)
     slots = parallelism(df.sparkSession)
+    # resident tasks all run at once: at most one partition per task slot
+    why_not = unavailable_reason(df.sparkSession) if execution != "passes" else "not asked for"
+    if execution == "resident" and why_not is not None:
+        raise InputError(f"resident execution is not available: {why_not}")
+    parts = slots if why_not is not None else task_slots(df.sparkSession)
     reader = None
     if source is not None and features_col is None and estimator == "histogram":
         reader = ParquetReader(df.sparkSession, source, slots)
-    # the reader types the values itself; a 1,000-column typed projection costs seconds
-    typed = prepare_frame(df, label, features) if reader is None else df
-    typed, plan = build_plan(typed, label, features, num_bins, max_categories, max_classes,
+    # the passes over the rows type the values in the Python workers (see plan.packed)
+    rows, plan = build_plan(df, label, features, num_bins, max_categories, max_classes,
                              handle_invalid, reader)
     if estimator == "kde":
-        plan = grid_plan(typed, plan)
+        plan = grid_plan(rows, plan)
     notes: list[str] = []
     if plan.rows_dropped:
         notes.append(f"dropped {plan.rows_dropped} rows with a null label")
@@ -183,7 +220,7 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
 
     d, num_classes = len(features), len(plan.classes)
     # about four blocks per task slot, so that every core has work in every pass
-    block_rows = min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, -(-plan.num_rows // (4 * slots))))
+    block_rows = min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, -(-plan.num_rows // (4 * parts))))
     if method == PAIRWISE:
         block_rows = max(256, min(block_rows, _PAIR_BLOCK_BYTES // (8 * d * num_classes)))
     # one shuffle of the one-byte blocks spreads them evenly over the slots (by range of
@@ -191,9 +228,9 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     # The range partitioner samples its input in a job of its own: the encoded blocks are
     # kept for the shuffle to read, so that every row is read and encoded once, not twice.
     encoded = (reader.encode_blocks(plan, block_rows, handle_invalid == "skip")
-               if reader is not None else encode_blocks(typed, plan, block_rows))
+               if reader is not None else encode_blocks(rows, plan, block_rows))
     encoded = encoded.persist(storage_level)
-    blocks = encoded.repartitionByRange(slots, "block_id").persist(storage_level)
+    blocks = encoded.repartitionByRange(parts, "block_id").persist(storage_level)
     try:
         blocks.count()
     except BaseException:
@@ -201,7 +238,13 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         raise
     finally:
         encoded.unpersist()
-    backend = SparkBackend(blocks, d, plan.arity, num_classes, method, storage_level)
+    try:
+        backend = _backend(blocks, d, plan.arity, num_classes, method, storage_level,
+                           execution, why_not, notes)
+    except BaseException:
+        blocks.unpersist()
+        raise
+    used = "resident" if isinstance(backend, ResidentBackend) else "passes"
     params = {"method": method, "num_features": num_features, "restart_tolerance": restart_tolerance,
               "num_bins": num_bins, "max_categories": max_categories, "max_classes": max_classes,
               "handle_invalid": handle_invalid, "estimator": estimator}
@@ -236,6 +279,12 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     finally:
         backend.close()
         blocks.unpersist()
+    if isinstance(backend, ResidentBackend):
+        if backend.recoveries:
+            notes.append(f"resident tasks were lost {backend.recoveries} time(s); Spark "
+                         "restarted them and the request in flight was sent again")
+        if backend.lost:
+            notes.append(f"{backend.lost}; the selection went on with one Spark job per pass")
     if selection.stopped_early:
         notes.append(f"stopped early: {selection.stopped_early}")
-    return SelectionRun(plan, selection, params, time.perf_counter() - t0, t_prep, notes)
+    return SelectionRun(plan, selection, params, time.perf_counter() - t0, t_prep, notes, used)

@@ -1,0 +1,321 @@
+"""Resident execution: long-running barrier tasks that the driver talks to over TCP.
+
+The selections must equal the in-memory core (and the pass-based backend) bit for bit;
+the message format must refuse what it does not know; a connection without the run's
+secret is never served; lost tasks are restarted by Spark (or the selection goes on
+with passes), with the same answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers import codes_of, lung, lung_frame, random_discrete
+from vmi_spark.core.criteria import select_classic
+from vmi_spark.core.greedy import select_vmi
+from vmi_spark.core.inmemory import InMemoryBackend
+from vmi_spark.errors import InputError
+from vmi_spark.spark import resident as R
+from vmi_spark.spark import wire
+from vmi_spark.spark.select import run_selection
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ----------------------------------------------------------------------------- wire
+
+
+def test_wire_round_trip_of_every_array_type():
+    a, b = socket.socketpair()
+    try:
+        arrays = [np.arange(-3, 3, dtype=np.int64), np.linspace(0, 1, 7).reshape(7, 1),
+                  np.array([[1, 2], [3, 255]], dtype=np.uint8), np.array([True, False]),
+                  np.array([65535, 0], dtype=np.uint16), np.zeros((0, 4)), np.array(2.5)]
+        wire.send(a, {"op": "x", "k": [1, 2]}, arrays)
+        header, got = wire.recv(b)
+        assert header == {"op": "x", "k": [1, 2]}
+        assert len(got) == len(arrays)
+        for x, y in zip(arrays, got):
+            assert x.dtype == y.dtype and x.shape == y.shape
+            np.testing.assert_array_equal(x, y)
+        # a non-contiguous big-endian array arrives as the same numbers
+        wire.send(a, {}, [np.arange(10, dtype=">i8")[::2]])
+        _, (z,) = wire.recv(b)
+        np.testing.assert_array_equal(z, [0, 2, 4, 6, 8])
+    finally:
+        a.close()
+        b.close()
+
+
+def test_wire_refuses_unknown_types_oversize_and_garbage():
+    with pytest.raises(TypeError):
+        wire.send(socket.socket(), {}, [np.zeros(3, dtype=np.float32)])
+    with pytest.raises(TypeError):
+        wire.send(socket.socket(), {}, [np.array(["a"], dtype=object)])
+    a, b = socket.socketpair()
+    try:
+        wire.send(a, {}, [np.zeros(1000)])
+        with pytest.raises(wire.WireError, match="refused"):
+            wire.recv(b, max_bytes=100)
+    finally:
+        a.close()
+        b.close()
+    for raw in (b"\x05\x00\x00\x00notjs", b'\x0b\x00\x00\x00{"a":1}xxxx',
+                b'\x20\x00\x00\x00{"arrays":[["|O",[1]]]}         ',
+                b'\x1d\x00\x00\x00{"arrays":[["<i8",[-1]]]}    ',
+                b"\xff\xff\xff\x7f"):
+        a, b = socket.socketpair()
+        try:
+            a.sendall(raw)
+            a.shutdown(socket.SHUT_WR)
+            with pytest.raises(wire.WireError):
+                wire.recv(b)
+        finally:
+            a.close()
+            b.close()
+    a, b = socket.socketpair()
+    a.close()
+    with pytest.raises(wire.WireError, match="closed"):
+        wire.recv(b)
+    b.close()
+
+
+# ----------------------------------------------------------------------------- selections
+
+
+def _lung_core(method: str, k: int, tol: float = 0.0):
+    x, labels = lung()
+    y = np.unique(labels, return_inverse=True)[1]
+    be = InMemoryBackend(codes_of(x), y, method)
+    if method in ("vmi_naive", "vmi_pairwise"):
+        return select_vmi(be, method, k, tol)
+    return select_classic(be, method, k)
+
+
+@pytest.mark.parametrize("method", ["vmi_naive", "vmi_pairwise", "mrmr", "spec_cmi"])
+def test_resident_selection_on_lung_equals_the_core(spark, method):
+    """Lung: 7 classes, 325 columns, restarts for pairwise (tolerance 0.01)."""
+    tol = 0.01 if method == "vmi_pairwise" else 0.0
+    expected = _lung_core(method, 12, tol)
+    if method == "vmi_pairwise":
+        assert expected.restarts >= 1
+    run = run_selection(spark.createDataFrame(lung_frame()).repartition(3), "label",
+                        method=method, num_features=12, restart_tolerance=tol,
+                        execution="resident")
+    assert run.execution == "resident"
+    assert run.report()["execution"] == "resident"
+    assert run.selection.selected == expected.selected
+    assert run.selection.scores == expected.scores
+    assert run.selection.blocks == expected.blocks
+
+
+def test_resident_and_passes_reports_are_identical(spark):
+    """KDE relevance pass, report candidates, a vector-free continuous input."""
+    rng = np.random.default_rng(5)
+    n = 3000
+    y = rng.integers(0, 2, n)
+    pdf = pd.DataFrame({f"c{j}": rng.normal(size=n) + (0.3 + 0.1 * j) * y for j in range(6)})
+    pdf["d"] = (y + rng.integers(0, 2, n)) % 3
+    pdf["y"] = y
+    df = spark.createDataFrame(pdf).repartition(3)
+    for kwargs in ({"estimator": "kde"}, {"report_candidates": 3, "method": "vmi_pairwise"},
+                   {"report_candidates": 2, "method": "cmim"}):
+        reports = [run_selection(df, "y", num_features=5, execution=e, **kwargs).report()
+                   for e in ("resident", "passes")]
+        assert [r["execution"] for r in reports] == ["resident", "passes"]
+        for key in ("selected", "scores", "gains", "blocks", "restarts", "candidates",
+                    "columns", "num_rows"):
+            assert reports[0].get(key) == reports[1].get(key), (kwargs, key)
+
+
+def _encoded(spark, pdf, block_rows=64):
+    from vmi_spark.spark.encode import encode_blocks
+    from vmi_spark.spark.plan import build_plan
+
+    features = [c for c in pdf.columns if c != "y"]
+    df = spark.createDataFrame(pdf).repartition(3)
+    rows, plan = build_plan(df, "y", features, 10, 32, 1000, "keep")
+    blocks = (encode_blocks(rows, plan, block_rows)
+              .repartitionByRange(R.task_slots(spark), "block_id").persist())
+    blocks.count()
+    return blocks, plan, features
+
+
+def test_a_connection_without_the_secret_is_never_served(spark):
+    pdf = random_discrete(11, n=400, d=6)
+    blocks, plan, features = _encoded(spark, pdf)
+    expected = select_vmi(InMemoryBackend(codes_of(pdf[features].to_numpy()), pdf["y"].to_numpy(),
+                                          "vmi_naive"), "vmi_naive", 4)
+    be = R.ResidentBackend(blocks, len(features), plan.arity, len(plan.classes), "vmi_naive")
+    try:
+        address = be._server.getsockname()
+        intruders = []
+        for hello in ({"op": "hello", "secret": "0" * 32, "partition": 0, "tasks": 2,
+                       "attempt": 10 ** 9, "blocks": [], "rows": 0}, {"op": "counts"}):
+            s = socket.create_connection(address)
+            wire.send(s, hello)
+            intruders.append(s)
+        garbage = socket.create_connection(address)
+        garbage.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        intruders.append(garbage)
+        sel = select_vmi(be, "vmi_naive", 4)
+        assert sel.selected == expected.selected and sel.scores == expected.scores
+        assert sorted(be._peers) == list(range(be._num_tasks))
+        assert all(p.attempt < 10 ** 9 for p in be._peers.values())
+        for s in intruders:  # refused: closed without a word (reset if it sent more)
+            s.settimeout(10)
+            try:
+                assert s.recv(1) == b""
+            except ConnectionResetError:
+                pass
+            s.close()
+        # a task's error comes back as one line; the tasks keep serving
+        with pytest.raises(RuntimeError, match="unknown request 'nonsense'"):
+            be._request(lambda p: ({"op": "nonsense"}, []))
+        np.testing.assert_array_equal(be.feature_counts().sum(axis=(1, 2)), [400] * 6)
+    finally:
+        be.close()
+        blocks.unpersist()
+    rows = be.task_rows
+    assert sum(r["rows"] for r in rows) == 400 and all(r["requests"] >= 4 for r in rows)
+
+
+def test_lost_tasks_mid_selection_hand_over_to_passes(spark, monkeypatch):
+    """If the resident tasks are gone for good, the selection goes on with passes."""
+    expected = _lung_core("vmi_pairwise", 8, 0.01)
+    original = R.ResidentBackend._resident_run
+    calls = {"n": 0}
+
+    def lost_at_third_step(self, ops):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise R.ResidentLost("only 1 task slots left for 2 resident tasks")
+        return original(self, ops)
+
+    monkeypatch.setattr(R.ResidentBackend, "_resident_run", lost_at_third_step)
+    run = run_selection(spark.createDataFrame(lung_frame()).repartition(3), "label",
+                        method="vmi_pairwise", num_features=8, restart_tolerance=0.01)
+    assert calls["n"] == 3  # nothing more ran on the resident tasks
+    assert run.execution == "resident"
+    assert any("went on with one Spark job per pass" in w for w in run.warnings)
+    assert run.selection.selected == expected.selected
+    assert run.selection.scores == expected.scores
+
+
+def test_tasks_that_cannot_start_fall_back_or_fail_clearly(spark, monkeypatch):
+    def broken_task_fn(*args, **kwargs):
+        def fn(batches):
+            raise RuntimeError("no route to the driver")
+            yield  # pragma: no cover
+        return fn
+
+    monkeypatch.setattr(R, "_task_fn", broken_task_fn)
+    df = spark.createDataFrame(random_discrete(2))
+    with pytest.warns(UserWarning, match="resident tasks could not start"):
+        run = run_selection(df, "y", num_features=3)
+    assert run.execution == "passes"
+    assert any("no route to the driver" in w for w in run.warnings)
+    with pytest.raises(InputError, match="resident execution failed to start"):
+        run_selection(df, "y", num_features=3, execution="resident")
+    with pytest.raises(InputError, match="unknown execution"):
+        run_selection(df, "y", num_features=3, execution="fast")
+
+
+def test_dynamic_allocation_means_passes(spark):
+    from types import SimpleNamespace
+
+    from pyspark import SparkConf
+
+    assert R.unavailable_reason(spark) is None
+    conf = SparkConf(loadDefaults=False).set("spark.dynamicAllocation.enabled", "true")
+    fake = SimpleNamespace(sparkContext=SimpleNamespace(getConf=lambda: conf))
+    assert "dynamic allocation" in R.unavailable_reason(fake)
+
+
+# ----------------------------------------------------------------------------- real task loss
+
+
+def _python_workers(root: int) -> list[int]:
+    """Python workers forked by a pyspark daemon under process ``root`` (not the daemon)."""
+    parent, cmd = {}, {}
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                stat = Path(f"/proc/{p}/stat").read_text()
+                cmd[int(p)] = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            parent[int(p)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree, todo = set(), [root]
+    while todo:
+        kids = [p for p, pp in parent.items() if pp == todo[-1]]
+        todo.pop()
+        tree.update(kids)
+        todo += kids
+    return [p for p in tree if b"pyspark.daemon" in cmd[p]
+            and b"pyspark.daemon" in cmd.get(parent[p], b"")]
+
+
+@pytest.mark.skipif(not Path("/proc").exists(), reason="needs /proc to find the Python workers")
+def test_killed_python_workers_are_restarted_with_the_same_answer(tmp_path):
+    """SIGKILL the resident tasks' Python workers mid-selection: Spark retries the barrier
+    stage, the new tasks connect, the step in flight is sent again, the report is the same."""
+    rng = np.random.default_rng(8)
+    n = 60_000
+    y = rng.integers(0, 2, n)
+    data = {f"x{i}": (rng.integers(0, 4, n) + (rng.random(n) < 0.1 + 0.01 * i) * y) % 4
+            for i in range(30)}
+    data["y"] = y
+    table = tmp_path / "t.parquet"
+    pd.DataFrame(data).to_parquet(table, index=False)
+    submit = Path(sys.executable).parent / "spark-submit"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PYTHONPATH=str(ROOT))
+
+    def cmd(out, master, *extra):
+        # local[2,4]: up to 4 task failures, so the barrier stage can be retried
+        return [str(submit), "--master", master, "--conf", "spark.ui.enabled=false",
+                str(ROOT / "jobs" / "select_features.py"), "--input", str(table), "--label",
+                "y", "--method", "vmi_pairwise", "--num-features", "20", "--output", str(out),
+                *extra]
+
+    probe = tmp_path / "ck"
+    proc = subprocess.Popen(cmd(tmp_path / "a", "local[2,4]", "--checkpoint-dir", str(probe)),
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    killed: list[int] = []
+    deadline = time.time() + 300
+    while proc.poll() is None and time.time() < deadline and not killed:
+        f = probe / "vmi_checkpoint.json"
+        try:
+            steps = len(json.loads(f.read_text())["selected"]) if f.exists() else 0
+        except ValueError:
+            steps = 0
+        if steps >= 2:
+            killed = _python_workers(proc.pid)
+            for pid in killed:
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-6000:]
+    assert killed, "the run was not caught mid-selection"
+    got = json.loads((tmp_path / "a" / "selection.json").read_text())
+    assert got["execution"] == "resident"
+    assert any("resident tasks were lost" in w for w in got["warnings"]), got["warnings"]
+    done = subprocess.run(cmd(tmp_path / "b", "local[2]", "--execution", "passes", "--quiet"),
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    ref = json.loads((tmp_path / "b" / "selection.json").read_text())
+    assert ref["execution"] == "passes"
+    for key in ("selected", "blocks", "restarts", "scores", "gains"):
+        assert got[key] == ref[key], key

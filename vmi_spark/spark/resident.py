@@ -1,0 +1,583 @@
+"""Resident execution: the cached blocks stay in long-running tasks for the whole selection.
+
+One Spark job runs for the whole selection: a *barrier* ``mapInArrow`` stage over the
+cached blocks, one task per partition, all scheduled at once. Each task reads its
+partition's blocks into its Python worker, connects back to the driver over TCP and
+then serves the greedy loop's requests (count tables, one step's partial sums) from
+the blocks it holds, until the driver says stop. A greedy step therefore costs one
+round trip (well under a millisecond on loopback) instead of one Spark job (about
+0.2 s of scheduling even for a tiny input), and the pairwise per-row state simply
+stays in the task that owns the rows.
+
+The driver runs the greedy loop exactly as with :class:`.backend.SparkBackend`: it
+sends each task what the step needs (the tables once, then per step the block, the
+candidates and the pair tables of the newly chosen feature), adds the tasks' exact
+fixed-point partial sums, and decides. Nothing in the answer depends on which task
+holds which block, so results are bit-identical to the pass-based backend and to the
+in-memory core.
+
+Failures: if a task or its executor dies, Spark retries the whole barrier stage; the
+new tasks re-read their partitions (recomputed from the cache's lineage if lost) and
+connect again, and the driver re-sends the request that was in flight, with the
+tables the new tasks have not seen. The pairwise state of a new task is rebuilt from
+its codes on the first step it serves.
+
+Messages are JSON headers and raw arrays (:mod:`.wire`); nothing is unpickled, and a
+connection must present the run's random secret before it is served.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import re
+import secrets
+import selectors
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from ..core.bound import (
+    NAIVE,
+    PAIRWISE,
+    BlockState,
+    StepOps,
+    feature_counts,
+    naive_partials,
+    pair_counts_many,
+    pairwise_partials,
+)
+from . import wire
+from .backend import COUNT_PASS_BYTES, WORKER_STATE_BYTES, _blocks
+
+log = logging.getLogger("vmi_spark")
+
+#: seconds to wait for every task to connect when the selection starts
+START_TIMEOUT = 300.0
+#: seconds to wait for a retried stage's tasks to connect after a task was lost
+RECOVERY_TIMEOUT = 600.0
+#: seconds with fewer task slots than resident tasks before they count as lost
+SLOTS_GRACE = 10.0
+#: times a request is re-sent after losing tasks before the selection fails
+MAX_RECOVERIES = 4
+#: most array bytes a task accepts in one request (tables; generous)
+MAX_REQUEST_BYTES = 4 << 30
+
+TASK_SCHEMA = T.StructType([T.StructField("partition", T.IntegerType()),
+                            T.StructField("blocks", T.IntegerType()),
+                            T.StructField("rows", T.LongType()),
+                            T.StructField("requests", T.LongType())])
+
+
+class ResidentUnavailable(RuntimeError):
+    """The resident tasks could not be started here (the caller can fall back to passes)."""
+
+
+class ResidentLost(RuntimeError):
+    """The resident tasks are gone for good in the middle of a selection."""
+
+
+class _Restart(Exception):
+    """A newer attempt of a task connected while a request was in flight."""
+
+
+def _split(total_hi: np.ndarray, total_lo: np.ndarray, p: np.ndarray) -> None:
+    """Add int64 ``p`` to a (hi, lo) pair of int64 sums without overflow (exact)."""
+    total_hi += p >> 32
+    total_lo += p & 0xFFFFFFFF
+
+
+# --------------------------------------------------------------------------- task side
+
+
+class _TaskServer:
+    """What one resident task holds and computes: its blocks, tables and pairwise state."""
+
+    def __init__(self, blocks: list, num_features: int, arity: int, num_classes: int,
+                 state_budget: int):
+        self.blocks = blocks  # [(block id, codes (D, n) uint8, y (n,) intp)]
+        self.num_features = num_features
+        self.arity = arity
+        self.num_classes = num_classes
+        self.state_budget = state_budget
+        self.prior: np.ndarray | None = None
+        self.cond: np.ndarray | None = None
+        self.tables: dict[int, np.ndarray] = {}
+        self.states: dict[int, BlockState] = {}
+        self.state_bytes = 0
+
+    def handle(self, header: dict, arrays: list[np.ndarray]) -> tuple[dict, list[np.ndarray]]:
+        op = header.get("op")
+        if op == "counts":
+            total = np.zeros((self.num_features, self.arity, self.num_classes), dtype=np.int64)
+            for _, codes, y in self.blocks:
+                total += feature_counts(codes, y, self.arity, self.num_classes)
+            return {}, [total]
+        if op == "pairs":
+            fs = [int(f) for f in header["fs"]]
+            total = np.zeros((len(fs), self.num_features, self.arity, self.arity,
+                              self.num_classes), dtype=np.int64)
+            for _, codes, y in self.blocks:
+                total += pair_counts_many(codes, y, fs, self.arity, self.num_classes)
+            return {}, [total]
+        if op == "step":
+            return {}, list(self._step(header, arrays))
+        raise ValueError(f"unknown request {op!r}")
+
+    def _step(self, header: dict, arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        it = iter(arrays)
+        candidates = next(it).astype(bool)
+        if header.get("cond"):
+            self.prior, self.cond = next(it), next(it)
+        block = tuple(int(f) for f in header["block"])
+        self.tables = {f: t for f, t in self.tables.items() if f in block}
+        for f in header.get("tables", []):
+            self.tables[int(f)] = next(it)
+        if self.prior is None or self.cond is None:
+            raise ValueError("a step request before the tables")
+        method = header["method"]
+        ops = StepOps(method=method, prior=self.prior, cond=self.cond, candidates=candidates,
+                      block=block, pair_log_tables=self.tables)
+        hi = np.zeros(self.num_features, dtype=np.int64)
+        lo = np.zeros(self.num_features, dtype=np.int64)
+        try:
+            for bid, codes, y in self.blocks:
+                if method == PAIRWISE:
+                    p = pairwise_partials(codes, y, self._state(bid, codes.shape[1]), ops)
+                else:
+                    p = naive_partials(codes, ops)
+                _split(hi, lo, p)
+        except BaseException:
+            self.states.clear()  # a half-updated state must not be reused
+            self.state_bytes = 0
+            raise
+        return hi, lo
+
+    def _state(self, bid: int, n: int) -> BlockState:
+        state = self.states.get(bid)
+        if state is None:
+            assert self.prior is not None
+            state = BlockState.initial(self.prior, n, self.num_features)
+            size = state.posterior.nbytes + state.pair_log.nbytes
+            if self.state_bytes + size <= self.state_budget:
+                self.states[bid] = state
+                self.state_bytes += size
+            # else: a state used for this step only (rebuilt from the codes every step)
+        return state
+
+
+def _connect(address: tuple[str, int], deadline: float) -> socket.socket:
+    while True:
+        try:
+            sock = socket.create_connection(address, timeout=30)
+            sock.settimeout(None)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def _task_fn(address: tuple[str, int], secret: str, num_features: int, arity: int,
+             num_classes: int, state_budget: int):
+    """The barrier task: read the partition's blocks, connect, serve until told to stop."""
+    def fn(batches):
+        from pyspark import BarrierTaskContext
+
+        ctx = BarrierTaskContext.get()
+        held = []
+        for rb in batches:
+            for bid, _, codes, y in _blocks(rb, num_features):
+                held.append((int(bid), np.array(codes, copy=True), y))
+        held.sort(key=lambda b: b[0])
+        server = _TaskServer(held, num_features, arity, num_classes, state_budget)
+        sock = _connect(address, time.monotonic() + 120)
+        served = 0
+        try:
+            wire.send(sock, {"op": "hello", "secret": secret, "partition": ctx.partitionId(),
+                             "tasks": len(ctx.getTaskInfos()), "attempt": ctx.taskAttemptId(),
+                             "blocks": [b[0] for b in held],
+                             "rows": int(sum(b[1].shape[1] for b in held))})
+            while True:
+                header, arrays = wire.recv(sock, MAX_REQUEST_BYTES)
+                if header.get("op") == "stop":
+                    break
+                try:
+                    out_header, out = server.handle(header, arrays)
+                except Exception as exc:  # report it; the driver decides what happens
+                    wire.send(sock, {"error": f"{type(exc).__name__}: {exc}"[:2000]})
+                    continue
+                served += 1
+                wire.send(sock, out_header, out)
+        finally:
+            sock.close()
+        yield pa.RecordBatch.from_pydict({
+            "partition": pa.array([ctx.partitionId()], pa.int32()),
+            "blocks": pa.array([len(held)], pa.int32()),
+            "rows": pa.array([sum(b[1].shape[1] for b in held)], pa.int64()),
+            "requests": pa.array([served], pa.int64())})
+    return fn
+
+
+# --------------------------------------------------------------------------- driver side
+
+
+@dataclass
+class _Peer:
+    sock: socket.socket
+    partition: int
+    attempt: int
+    blocks: list[int]
+    rows: int
+    cond_sent: bool = False
+    tables: set[int] = field(default_factory=set)
+
+
+def task_slots(spark) -> int:
+    """Tasks that can run at once in a classic session (what a barrier stage may use)."""
+    sc = spark.sparkContext
+    jsc = sc._jsc.sc()
+    try:
+        profile = jsc.resourceProfileManager().defaultResourceProfile()
+        return max(1, int(jsc.maxNumConcurrentTasks(profile)))
+    except Exception:  # an older or different JVM side: the default parallelism
+        return max(1, int(sc.defaultParallelism))
+
+
+def unavailable_reason(spark) -> str | None:
+    """Why resident tasks cannot run in ``spark`` (None: they can)."""
+    from .session import is_connect
+
+    if is_connect(spark):
+        return "Spark Connect (the executors cannot reach the client)"
+    conf = spark.sparkContext.getConf()
+    if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
+        return "dynamic allocation is enabled (Spark's barrier stages do not support it)"
+    return None
+
+
+class ResidentBackend:
+    """Greedy-loop backend served by resident barrier tasks (see the module docstring).
+
+    ``blocks`` is the cached DataFrame of encoded blocks; it must have at most
+    :func:`task_slots` partitions. Raises :class:`ResidentUnavailable` if the tasks do
+    not all connect within ``start_timeout`` seconds or the job cannot start.
+
+    ``fallback`` (optional) makes a backend to continue with if the tasks are lost for
+    good later (the job failed, fewer task slots are left than tasks, or the retried
+    tasks did not come back within :data:`RECOVERY_TIMEOUT`); the greedy loop's state
+    lives on the driver, so the selection simply goes on there (``lost`` says why).
+    """
+
+    def __init__(self, blocks: DataFrame, num_features: int, arity: int, num_classes: int,
+                 method: str, start_timeout: float = START_TIMEOUT,
+                 state_budget: int = WORKER_STATE_BYTES,
+                 fallback: Callable[[], Any] | None = None):
+        self.num_features = num_features
+        self.arity = arity
+        self.num_classes = num_classes
+        self.method = method
+        self.requests = 0
+        self.recoveries = 0
+        self.task_rows: list = []  # one row per task when the job has ended
+        self.lost: str | None = None  # why the selection went on with ``fallback``
+        self.fallback: Any = None
+        self._make_fallback = fallback
+        self._feature_counts: np.ndarray | None = None
+        self._spark = blocks.sparkSession
+        self._sc = self._spark.sparkContext
+        conf = self._sc.getConf()
+        host = conf.get("spark.driver.host", "127.0.0.1")
+        bind = conf.get("spark.driver.bindAddress", host) or host
+        self._server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            self._server.bind((bind, 0))
+            self._server.listen(64)
+        except OSError as exc:
+            self._server.close()
+            raise ResidentUnavailable(f"cannot listen on {bind} ({exc})") from None
+        port = self._server.getsockname()[1]
+        self._secret = secrets.token_hex(16)
+        self._group = f"vmi_spark-resident-{uuid.uuid4().hex[:12]}"
+        self._done = threading.Event()
+        self._error: BaseException | None = None
+        self._peers: dict[int, _Peer] = {}
+        self._num_tasks: int | None = None
+        self._block_ids: list[int] | None = None
+        self._num_rows: int | None = None
+        self._closed = False
+        fn = _task_fn((host, port), self._secret, num_features, arity, num_classes, state_budget)
+        text = f"vmi_spark {method}: resident tasks (the whole selection)"
+
+        def run_job() -> None:
+            try:
+                self._sc.setJobGroup(self._group, text, interruptOnCancel=True)
+                # a shuffle after the barrier stage makes it a map stage, which Spark
+                # retries as a whole when a task is lost (a failed barrier result stage
+                # fails the job)
+                tasks = blocks.mapInArrow(fn, TASK_SCHEMA, barrier=True).repartition(1)
+                self.task_rows = tasks.collect()
+            except BaseException as exc:  # reported to the driver's loop
+                self._error = exc
+            finally:
+                self._done.set()
+
+        from pyspark import InheritableThread
+
+        self._thread = InheritableThread(target=run_job)
+        self._thread.daemon = True
+        self._thread.start()
+        try:
+            self._regroup(start_timeout, starting=True)
+        except BaseException:
+            self._shutdown(wait=0.0)
+            raise
+
+    # ------------------------------------------------------------------ connections
+
+    def _accept(self) -> None:
+        """Accept one connection and register it if it presents the secret.
+
+        Raises :class:`_Restart` if it replaces a connected task (a newer attempt)."""
+        conn, _ = self._server.accept()
+        try:
+            conn.settimeout(30)
+            header, _ = wire.recv(conn, max_bytes=0)
+            ok = (header.get("op") == "hello"
+                  and hmac.compare_digest(str(header.get("secret", "")), self._secret))
+            if not ok:
+                raise wire.WireError("not a resident task of this run")
+            conn.settimeout(None)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            peer = _Peer(conn, int(header["partition"]), int(header["attempt"]),
+                         [int(b) for b in header["blocks"]], int(header["rows"]))
+            tasks = int(header["tasks"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            conn.close()
+            log.debug("resident: refused a connection (%s)", exc)
+            return
+        if self._num_tasks is None:
+            self._num_tasks = tasks
+        old = self._peers.get(peer.partition)
+        if old is not None and old.attempt >= peer.attempt:
+            conn.close()  # an older attempt connecting late
+            return
+        self._peers[peer.partition] = peer
+        if old is not None:
+            old.sock.close()
+            raise _Restart()
+
+    def _regroup(self, timeout: float, starting: bool = False) -> None:
+        """Wait until every partition has a live task connected."""
+        lost = ResidentUnavailable if starting else ResidentLost
+        deadline = time.monotonic() + timeout
+        short_since: float | None = None
+        while self._num_tasks is None or len(self._peers) < self._num_tasks:
+            if self._done.is_set():
+                why = _first_line(self._error) if self._error else "the job ended"
+                raise lost(f"the resident tasks failed: {why}") from self._error
+            now = time.monotonic()
+            if now > deadline:
+                raise lost(f"the resident tasks did not all connect within {timeout:.0f} s "
+                           f"({len(self._peers)} of {self._num_tasks or '?'})")
+            if not starting and self._num_tasks is not None:
+                # a barrier stage needs a slot for every task: after losing executors
+                # the retried stage may never be scheduled
+                if task_slots(self._spark) < self._num_tasks:
+                    short_since = short_since if short_since is not None else now
+                    if now - short_since > SLOTS_GRACE:
+                        raise lost(f"only {task_slots(self._spark)} task slots left for "
+                                   f"{self._num_tasks} resident tasks")
+                else:
+                    short_since = None
+            self._server.settimeout(0.5)
+            try:
+                self._accept()
+            except (TimeoutError, _Restart):
+                pass
+            finally:
+                self._server.settimeout(None)
+        self._check_blocks()
+
+    def _check_blocks(self) -> None:
+        """Every block is held by exactly one task, and it is the same set as before."""
+        ids = sorted(b for p in self._peers.values() for b in p.blocks)
+        rows = sum(p.rows for p in self._peers.values())
+        if len(set(ids)) != len(ids):
+            raise RuntimeError("resident tasks hold overlapping blocks")
+        if self._block_ids is None:
+            self._block_ids, self._num_rows = ids, rows
+        elif ids != self._block_ids or rows != self._num_rows:
+            raise RuntimeError("the resident tasks came back with different blocks")
+
+    def _drop(self, peer: _Peer) -> None:
+        if self._peers.get(peer.partition) is peer:
+            del self._peers[peer.partition]
+        peer.sock.close()
+
+    def _gather(self, peers: list[_Peer]) -> list[tuple[dict, list[np.ndarray]]]:
+        """The reply of every peer (in the order given); new connections are accepted."""
+        replies: dict[int, tuple[dict, list[np.ndarray]]] = {}
+        sel = selectors.DefaultSelector()
+        try:
+            sel.register(self._server, selectors.EVENT_READ, None)
+            for p in peers:
+                sel.register(p.sock, selectors.EVENT_READ, p)
+            while len(replies) < len(peers):
+                for key, _ in sel.select(timeout=1.0):
+                    if key.data is None:
+                        self._accept()  # raises _Restart if it replaces a peer
+                        continue
+                    p = key.data
+                    replies[p.partition] = wire.recv(p.sock)
+                    sel.unregister(p.sock)
+                if self._done.is_set() and len(replies) < len(peers):
+                    raise wire.WireError("the resident job ended")
+        finally:
+            sel.close()
+        for header, _ in replies.values():
+            if "error" in header:
+                raise RuntimeError(f"a resident task failed: {header['error']}")
+        return [replies[p.partition] for p in peers]
+
+    def _request(self, make) -> list[list[np.ndarray]]:
+        """Send ``make(peer)`` (header, arrays) to every task; their replies' arrays."""
+        self.requests += 1
+        for _ in range(MAX_RECOVERIES + 1):
+            peers = [self._peers[k] for k in sorted(self._peers)]
+            try:
+                for p in peers:
+                    header, arrays = make(p)
+                    wire.send(p.sock, header, arrays)
+                return [arrays for _, arrays in self._gather(peers)]
+            except (_Restart, OSError) as exc:  # WireError is an OSError
+                self.recoveries += 1
+                log.warning("resident tasks lost (%s); waiting for Spark to restart them",
+                            str(exc) or type(exc).__name__)
+                # Spark restarts every task of a barrier stage: drop this request's peers
+                # (those still alive are being killed) and keep any newer ones
+                for p in peers:
+                    self._drop(p)
+                self._regroup(RECOVERY_TIMEOUT)
+        raise ResidentLost(f"resident tasks lost {MAX_RECOVERIES + 1} times")
+
+    def _resident_or_fallback(self, name: str, *args):
+        """Backend method ``name``: from the resident tasks (``_resident_<name>``), or from
+        the fallback once they are lost."""
+        if self.fallback is None:
+            try:
+                return getattr(self, "_resident_" + name)(*args)
+            except ResidentLost as exc:
+                if self._make_fallback is None:
+                    raise
+                self.lost = str(exc)
+                log.warning("%s; going on with one Spark job per pass", exc)
+                self._shutdown(wait=0.0)
+                self.fallback = self._make_fallback()
+        return getattr(self.fallback, name)(*args)
+
+    # ------------------------------------------------------------------ Backend protocol
+
+    def feature_counts(self) -> np.ndarray:
+        return self._resident_or_fallback("feature_counts")
+
+    def pair_counts(self, f: int) -> np.ndarray:
+        return self.pair_counts_many([f])[0]
+
+    def pair_counts_many(self, fs: list[int]) -> np.ndarray:
+        """(len(fs), D, A, A, L) counts, asked for in chunks of :data:`COUNT_PASS_BYTES`
+        per task reply."""
+        return self._resident_or_fallback("pair_counts_many", [int(f) for f in fs])
+
+    def run(self, ops: StepOps) -> np.ndarray:
+        return self._resident_or_fallback("run", ops)
+
+    def _resident_feature_counts(self) -> np.ndarray:
+        if self._feature_counts is None:
+            replies = self._request(lambda p: ({"op": "counts"}, []))
+            self._feature_counts = np.sum([r[0] for r in replies], axis=0)
+        return self._feature_counts.copy()
+
+    def _resident_pair_counts_many(self, fs: list[int]) -> np.ndarray:
+        per = self.num_features * self.arity * self.arity * self.num_classes * 8
+        step = max(1, COUNT_PASS_BYTES // max(1, per))
+        out = []
+        for i in range(0, len(fs), step):
+            chunk = fs[i:i + step]
+            replies = self._request(lambda p, c=chunk: ({"op": "pairs", "fs": c}, []))
+            out.append(np.sum([r[0] for r in replies], axis=0))
+        return np.concatenate(out) if len(out) > 1 else out[0]
+
+    def _resident_run(self, ops: StepOps) -> np.ndarray:
+        if ops.method not in (NAIVE, PAIRWISE):
+            raise ValueError(f"unknown method {ops.method!r}")
+
+        def make(p: _Peer):
+            header: dict = {"op": "step", "method": ops.method, "block": list(ops.block)}
+            arrays = [np.asarray(ops.candidates, dtype=bool)]
+            if not p.cond_sent:
+                header["cond"] = True
+                arrays += [np.asarray(ops.prior, dtype=np.float64),
+                           np.asarray(ops.cond, dtype=np.float64)]
+                p.cond_sent = True
+            new = [f for f in ops.block if f not in p.tables and f in ops.pair_log_tables]
+            header["tables"] = new
+            arrays += [np.asarray(ops.pair_log_tables[f], dtype=np.float64) for f in new]
+            p.tables = {f for f in ops.block if f in ops.pair_log_tables}
+            return header, arrays
+
+        replies = self._request(make)
+        total = np.zeros(self.num_features, dtype=object)
+        for hi, lo in replies:
+            total += hi.astype(object) * (1 << 32) + lo.astype(object)
+        return total
+
+    def _shutdown(self, wait: float = 30.0) -> None:
+        """Stop the tasks and end the job (cancelled if it does not end within ``wait`` s)."""
+        if self._closed:
+            return
+        self._closed = True
+        for p in list(self._peers.values()):
+            try:
+                wire.send(p.sock, {"op": "stop"})
+            except OSError:
+                pass
+        self._done.wait(wait)
+        if not self._done.is_set():
+            self._sc.cancelJobGroup(self._group)
+            self._done.wait(30)
+        for p in list(self._peers.values()):
+            self._drop(p)
+        self._server.close()
+
+    def close(self) -> None:
+        self._shutdown()
+        if self.fallback is not None:
+            self.fallback.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    """One line that says why a job failed: the Python error raised in a task if the
+    message carries one (Spark wraps it in a long Java trace), else the first line."""
+    text = str(exc)
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            text = str(java.getMessage()) or text
+        except Exception:  # the JVM is gone
+            pass
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    raised = [ln for ln in lines if re.match(r"^[A-Za-z_.]*(Error|Exception): ", ln)
+              and not ln.startswith(("org.apache", "py4j", "java."))]
+    line = raised[-1] if raised else (lines[0] if lines else type(exc).__name__)
+    return line[:300]
