@@ -67,6 +67,8 @@ from vmi_spark.core.tables import (conditional, mutual_information, pair_conditi
 
 STATES, CLASSES = 8, 2
 MASTER = "local[2]"
+#: executor memory on a standalone cluster (bench cluster / e2e_cluster)
+EXECUTOR_MEMORY = "3g"
 _spark = None
 
 
@@ -83,7 +85,8 @@ def spark(master: str | None = None):
              .config("spark.sql.execution.arrow.pyspark.enabled", "true")
              .config("spark.sql.shuffle.partitions", "4"))
         if master and master.startswith("spark://"):
-            b = b.config("spark.executor.memory", "3g").config("spark.cores.max", "2")
+            b = (b.config("spark.executor.memory", EXECUTOR_MEMORY).config("spark.cores.max", "2")
+                 .config("spark.driver.host", "127.0.0.1"))
         _spark = b.getOrCreate()
         _spark.sparkContext.setLogLevel("ERROR")
     return _spark
@@ -455,7 +458,7 @@ def bench_fixed(scale, reps=15):
 
 # -- d. scaling --------------------------------------------------------------------------
 
-def _scaling_point(n, d, ms=(2, 6), reps=2):
+def _scaling_point(n, d, ms=(2, 6), reps=3):
     from vmi_spark.spark.backend import SparkBackend
     codes, y = make_table(n, d, STATES)
     prior, cond, mi = tables(codes, y)
@@ -724,6 +727,7 @@ def bench_e2e(scale, k_naive=50, k_pair=20):
         info = seen.get("storage", [])
         cached = sum(r["mem_bytes"] + r["disk_bytes"] for r in info)
         res["naive"] = {"k": k_naive, "seconds": t, "prepare_s": run.prepare_seconds,
+                        "execution": run.execution,
                         "step_seconds": list(run.selection.step_seconds),
                         "selected": run.report()["selected"][:k_naive], "restarts": run.selection.restarts,
                         "storage": info, "cached_bytes": cached,
@@ -754,6 +758,7 @@ def _e2e_pairwise(res, df, source, jpid, k_pair):
         if len(sel.selected) == 3 else None, source=source(cols)))
     info = seen.get("storage", [])
     res["pairwise"] = {"k": k_pair, "features": 200, "seconds": t, "prepare_s": run.prepare_seconds,
+                       "execution": run.execution,
                        "step_seconds": list(run.selection.step_seconds),
                        "selected": run.report()["selected"], "storage_at_step3": info,
                        "cached_bytes_with_state": sum(r["mem_bytes"] + r["disk_bytes"] for r in info),
@@ -782,7 +787,7 @@ def bench_cluster(scale, k=10):
             df = spark().read.parquet(path)
             t, run = timed(run_selection, df, "label", method=method, num_features=k,
                            execution=EXECUTION)
-            out[method] = {"seconds": t, "prepare_s": run.prepare_seconds,
+            out[method] = {"seconds": t, "prepare_s": run.prepare_seconds, "execution": run.execution,
                            "step_seconds": list(run.selection.step_seconds),
                            "selected": run.report()["selected"], "scores": list(run.selection.scores),
                            "load": load()}
@@ -809,9 +814,30 @@ def bench_cluster(scale, k=10):
     return res
 
 
+def bench_e2e_cluster(scale):
+    """``e2e`` on a 2-worker standalone cluster on loopback: the driver JVM is then only the
+    driver (in local mode it is also the executor that caches the blocks), so its peak RSS
+    is the driver's."""
+    global EXECUTOR_MEMORY
+    from vmi_spark.testing.cluster import SparkCluster
+    stop_spark()
+    saved, EXECUTOR_MEMORY = EXECUTOR_MEMORY, "5g"
+    try:
+        with SparkCluster(num_workers=2, cores=1, memory="6g") as cluster:
+            spark(cluster.master_url)
+            res = bench_e2e(scale)
+            res["master_url"] = cluster.master_url
+            res["executor_memory"] = EXECUTOR_MEMORY
+            stop_spark()
+    finally:
+        EXECUTOR_MEMORY = saved
+        stop_spark()
+    return res
+
+
 BENCHES = {"naive": bench_naive, "overhead": bench_overhead, "pairwise": bench_pairwise, "fixed": bench_fixed,
            "scaling": bench_scaling, "peers": bench_peers, "e2e": bench_e2e,
-           "cluster": bench_cluster}
+           "cluster": bench_cluster, "e2e_cluster": bench_e2e_cluster}
 
 
 def machine():

@@ -172,6 +172,9 @@ def test_a_connection_without_the_secret_is_never_served(spark):
         sel = select_vmi(be, "vmi_naive", 4)
         assert sel.selected == expected.selected and sel.scores == expected.scores
         assert sorted(be._peers) == list(range(be._num_tasks))
+        # every request was answered by every task, each timing its own work
+        assert len(be.task_seconds) == be.requests
+        assert all(len(t) == be._num_tasks and min(t) >= 0 for t in be.task_seconds)
         assert all(p.attempt < 10 ** 9 for p in be._peers.values())
         for s in intruders:  # refused: closed without a word (reset if it sent more)
             s.settimeout(10)

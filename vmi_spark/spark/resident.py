@@ -212,13 +212,14 @@ def _task_fn(address: tuple[str, int], secret: str, num_features: int, arity: in
                 header, arrays = wire.recv(sock, MAX_REQUEST_BYTES)
                 if header.get("op") == "stop":
                     break
+                t0 = time.perf_counter()
                 try:
                     out_header, out = server.handle(header, arrays)
                 except Exception as exc:  # report it; the driver decides what happens
                     wire.send(sock, {"error": f"{type(exc).__name__}: {exc}"[:2000]})
                     continue
                 served += 1
-                wire.send(sock, out_header, out)
+                wire.send(sock, {**out_header, "seconds": time.perf_counter() - t0}, out)
         finally:
             sock.close()
         yield pa.RecordBatch.from_pydict({
@@ -290,6 +291,7 @@ class ResidentBackend:
         self.requests = 0
         self.recoveries = 0
         self.task_rows: list = []  # one row per task when the job has ended
+        self.task_seconds: list[list[float]] = []  # per request: each task's compute time
         self.lost: str | None = None  # why the selection went on with ``fallback``
         self.fallback: Any = None
         self._make_fallback = fallback
@@ -448,6 +450,8 @@ class ResidentBackend:
         for header, _ in replies.values():
             if "error" in header:
                 raise RuntimeError(f"a resident task failed: {header['error']}")
+        self.task_seconds.append([float(replies[p.partition][0].get("seconds", 0.0))
+                                  for p in peers])
         return [replies[p.partition] for p in peers]
 
     def _request(self, make) -> list[list[np.ndarray]]:
