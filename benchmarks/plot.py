@@ -17,7 +17,9 @@ import numpy as np  # noqa: E402
 
 
 def main(src: str, dst: str) -> None:
-    res = json.load(open(src))["results"]["scaling"]
+    whole = json.load(open(src))
+    res = whole["results"]["scaling"]
+    execution = whole["machine"].get("execution", "passes")
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, key, xname, fixed in ((axes[0], "N", "rows", "D = 200"),
                                   (axes[1], "D", "features", "N = %d" % res["D"][0]["rows"])):
@@ -33,7 +35,7 @@ def main(src: str, dst: str) -> None:
         loads = ", ".join(f"{p['load']:.0f}" for p in pts)
         ax.set_title(f"naive step vs {key} ({fixed}); load avg {loads}", fontsize=9)
         ax.set_xlabel("rows N" if key == "N" else "features D")
-        ax.set_ylabel("step time (s), Spark local[2]")
+        ax.set_ylabel("step time (s), Spark local[2], " + execution)
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xticks(xs)
         ax.set_xticklabels([f"{int(x):,}" for x in xs], fontsize=8)

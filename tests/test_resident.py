@@ -194,6 +194,33 @@ def test_a_connection_without_the_secret_is_never_served(spark):
     assert sum(r["rows"] for r in rows) == 400 and all(r["requests"] >= 4 for r in rows)
 
 
+def test_one_backend_serves_selections_with_different_tables(spark):
+    """The tasks keep the tables between steps; new tables (another conditional) are sent
+    again, so a second selection on the same tasks is right too."""
+    pdf = random_discrete(12, n=500, d=7, states=4)
+    blocks, plan, features = _encoded(spark, pdf)
+    codes = codes_of(pdf[features].to_numpy())
+
+    def smoothed(counts):  # add-one smoothing of p(x_i | y): a different table
+        c = counts.astype(np.float64) + 1.0
+        return c / c.sum(axis=1, keepdims=True)
+
+    mem = InMemoryBackend(codes, pdf["y"].to_numpy(), "vmi_naive")
+    expected = [select_vmi(mem, "vmi_naive", 4), select_vmi(mem, "vmi_naive", 4,
+                                                             conditional_fn=smoothed)]
+    assert expected[0].scores != expected[1].scores
+    be = R.ResidentBackend(blocks, len(features), plan.arity, len(plan.classes), "vmi_naive")
+    try:
+        got = [select_vmi(be, "vmi_naive", 4), select_vmi(be, "vmi_naive", 4,
+                                                          conditional_fn=smoothed)]
+        got.append(select_vmi(be, "vmi_naive", 4))  # and back
+    finally:
+        be.close()
+        blocks.unpersist()
+    for g, e in zip(got, expected + expected[:1]):
+        assert g.selected == e.selected and g.scores == e.scores
+
+
 def test_lost_tasks_mid_selection_hand_over_to_passes(spark, monkeypatch):
     """If the resident tasks are gone for good, the selection goes on with passes."""
     expected = _lung_core("vmi_pairwise", 8, 0.01)

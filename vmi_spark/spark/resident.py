@@ -240,7 +240,7 @@ class _Peer:
     attempt: int
     blocks: list[int]
     rows: int
-    cond_sent: bool = False
+    cond_sent: int = -1  # version of (prior, cond) this task holds
     tables: set[int] = field(default_factory=set)
 
 
@@ -296,6 +296,9 @@ class ResidentBackend:
         self.fallback: Any = None
         self._make_fallback = fallback
         self._feature_counts: np.ndarray | None = None
+        self._prior: np.ndarray | None = None  # the (prior, cond) tables of the last step
+        self._cond: np.ndarray | None = None
+        self._cond_version = 0
         self._spark = blocks.sparkSession
         self._sc = self._spark.sparkContext
         conf = self._sc.getConf()
@@ -526,14 +529,21 @@ class ResidentBackend:
         if ops.method not in (NAIVE, PAIRWISE):
             raise ValueError(f"unknown method {ops.method!r}")
 
+        prior = np.asarray(ops.prior, dtype=np.float64)
+        cond = np.asarray(ops.cond, dtype=np.float64)
+        same = (self._prior is not None and self._cond is not None
+                and np.array_equal(prior, self._prior) and np.array_equal(cond, self._cond))
+        if not same:
+            self._prior, self._cond = prior, cond  # new tables: every task gets them again
+            self._cond_version += 1
+
         def make(p: _Peer):
             header: dict = {"op": "step", "method": ops.method, "block": list(ops.block)}
             arrays = [np.asarray(ops.candidates, dtype=bool)]
-            if not p.cond_sent:
+            if p.cond_sent != self._cond_version:
                 header["cond"] = True
-                arrays += [np.asarray(ops.prior, dtype=np.float64),
-                           np.asarray(ops.cond, dtype=np.float64)]
-                p.cond_sent = True
+                arrays += [prior, cond]
+                p.cond_sent = self._cond_version
             new = [f for f in ops.block if f not in p.tables and f in ops.pair_log_tables]
             header["tables"] = new
             arrays += [np.asarray(ops.pair_log_tables[f], dtype=np.float64) for f in new]
