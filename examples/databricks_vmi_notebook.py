@@ -10,6 +10,11 @@
 # MAGIC package needs `pyspark>=4.0`), or serverless compute on an environment with Spark 4.
 # MAGIC Build the wheel with `python -m build --wheel` and upload it to a Unity Catalog volume;
 # MAGIC set the `wheel` widget to its path.
+# MAGIC
+# MAGIC On a classic (single-user or no-isolation) cluster the selection runs as one job of
+# MAGIC resident barrier tasks that talk to the driver; on serverless or shared access mode
+# MAGIC (Spark Connect) and with autoscaling through dynamic allocation it runs one Spark job
+# MAGIC per pass. The result is the same; `model.report["execution"]` says which ran.
 
 # COMMAND ----------
 
