@@ -690,6 +690,43 @@ def test_pattern_kernel_gives_the_same_integers_as_the_per_row_kernel(monkeypatc
         assert rows[i] / bound.SCALE == pytest.approx(ref, abs=1e-9 * n)
 
 
+@pytest.mark.parametrize("num_classes", [2, 3])
+def test_pairwise_pattern_scores_give_the_per_row_integers(monkeypatch, num_classes):
+    """Pairwise scoring per (pattern, x_i) cell is an exact rewrite of the per-row sum, over
+    a whole selection path with a restart (a new block starts from the empty pattern)."""
+    from vmi_spark.core import bound
+    from vmi_spark.core.bound import PAIRWISE, BlockState, StepOps, pairwise_partials
+    from vmi_spark.core.tables import conditional, pair_conditional, safe_log
+
+    rng = np.random.default_rng(num_classes)
+    n, d = 4000, 10
+    y = rng.integers(0, num_classes, n)
+    codes = ((rng.integers(0, 3, (d, n)) + (rng.random((d, n)) < 0.4) * y) % 3).astype(np.uint8)
+    be = InMemoryBackend(codes, y, PAIRWISE)
+    counts = be.feature_counts()
+    prior = counts[0].sum(axis=0) / n
+    tables = {f: safe_log(pair_conditional(be.pair_counts(f))) for f in range(d)}
+    path = [(0,), (0, 3), (0, 3, 5), (0, 3, 5, 7), (0, 3, 5, 7, 1), (2,), (2, 8), (2, 8, 9)]
+    results = {}
+    for ratio, label in ((10**12, "rows"), (2, "patterns")):
+        monkeypatch.setattr(bound, "PATTERN_RATIO", ratio)
+        state = BlockState.initial(prior, n, d)
+        used = set()
+        out = []
+        for block in path:
+            used.update(block)
+            cands = np.ones(d, bool)
+            cands[list(used)] = False
+            ops = StepOps(PAIRWISE, prior, conditional(counts), cands, block, tables)
+            out.append(pairwise_partials(codes, y, state, ops))
+        results[label] = out
+    for a, b in zip(results["rows"], results["patterns"]):
+        assert np.array_equal(a, b)
+    # the cells really were few for the short blocks: (3 states)^m patterns x 3 states
+    ids, num, _, used = bound.block_patterns(codes, (0, 3), 3, n // 6)
+    assert used == 2 and num == 9
+
+
 def test_pattern_kernel_is_used_for_short_blocks_and_rows_for_long_ones():
     from vmi_spark.core import bound
 

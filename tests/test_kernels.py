@@ -182,6 +182,30 @@ def test_compiled_pairwise_loops_equal_numpy_loops(num_classes, n):
         assert abs(int(ref.astype(np.int64).sum()) - got[j]) <= n  # summation order may differ
 
 
+@pytest.mark.parametrize("num_classes", [2, 3])
+@pytest.mark.parametrize("n, num", [(1, 1), (50, 3), (6000, 16), (20000, 250)])
+def test_cell_scores_equal_the_per_row_scores(num_classes, n, num):
+    """Rows grouped by (pattern, x_i) give pair_scores' integers, compiled or numpy."""
+    rng = np.random.default_rng(n + num)
+    d, arity, m = 6, 5, 3
+    codes = rng.integers(0, arity, (d, n)).astype(np.uint8)
+    y = rng.integers(0, num_classes, n)
+    ids = rng.integers(0, num, n).astype(np.intp)
+    # every row's terms are its cell's: pair_log[i, k] = v[i, ids[k], codes[i, k]]
+    v = np.log(rng.random((d, num, arity, num_classes))) * 4
+    v[rng.random(v.shape) < 0.05] = -700.0  # nearly impossible classes
+    pair_log = v[np.arange(d)[:, None], ids[None, :], codes.astype(np.intp)]
+    pp = rng.random((num, num_classes)) ** 8
+    post = (pp / pp.sum(axis=1, keepdims=True))[ids]
+    cands = np.array([0, 2, 3, 5])
+    rows = kernels.pair_scores(pair_log, post, y, cands, m)
+    assert np.array_equal(rows, kernels.pair_scores_np(pair_log, post, y, cands, m))
+    cells = kernels.pair_cell_scores(pair_log, post, codes, ids, y, cands, m, arity, num)
+    assert np.array_equal(cells, rows)
+    assert np.array_equal(kernels.pair_cell_scores_np(pair_log, post, codes, ids, y, cands, m,
+                                                      arity, num), rows)
+
+
 @pytest.mark.parametrize("m", [2, 4])
 def test_pairwise_partials_same_with_numpy_loops(monkeypatch, m):
     from vmi_spark.core.bound import PAIRWISE, BlockState, pair_counts, pairwise_partials

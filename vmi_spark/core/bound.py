@@ -60,21 +60,20 @@ class StepOps:
 
 #: the pattern kernel is used while (patterns x states) <= rows / PATTERN_RATIO
 PATTERN_RATIO = 2
+#: pairwise scores per (pattern, x_i) cell while the cells are at most rows / PAIR_CELL_RATIO
+#: (a cell costs L exps and a log, a row a count: cheaper than per row up to about this)
+PAIR_CELL_RATIO = 2
 
 
-def naive_posterior(codes: np.ndarray, block, cond: np.ndarray, prior: np.ndarray,
-                    max_patterns: int):
-    """The naive-Bayes posterior q(y | x_S) of every row, grouped by pattern of x_S.
+def block_patterns(codes: np.ndarray, block, arity: int, max_patterns: int):
+    """Group the rows by their codes on the block's features, in block order.
 
-    Rows with the same codes on the block's features share one posterior, so it is
-    computed once per distinct pattern while there are at most ``max_patterns`` of
-    them. Returns ``(ids, post, rest)``: ``ids`` (n,) the row's pattern, ``post``
-    (P, L) the posteriors of the patterns over ``block[:len(block) - len(rest)]``,
-    and ``rest`` the block features still to fold in per row. Every product and
-    normalisation is elementwise, so a pattern's posterior is bitwise the row's.
+    Features are taken while (patterns so far) x ``arity`` stays within ``max_patterns``.
+    Returns ``(ids, num, pattern_codes, used)``: ``ids`` (n,) each row's pattern (0..num-1),
+    ``pattern_codes`` the code of every used feature per pattern, and ``used`` how many of
+    the block's features the patterns cover (the first ``used``).
     """
     n = codes.shape[1]
-    arity = cond.shape[1]
     ids = np.zeros(n, dtype=np.intp)
     num = 1
     pat_codes: list[np.ndarray] = []
@@ -90,6 +89,21 @@ def naive_posterior(codes: np.ndarray, block, cond: np.ndarray, prior: np.ndarra
         pat_codes = [pc[kept // arity] for pc in pat_codes] + [kept % arity]
         num = len(kept)
         used += 1
+    return ids, num, pat_codes, used
+
+
+def naive_posterior(codes: np.ndarray, block, cond: np.ndarray, prior: np.ndarray,
+                    max_patterns: int):
+    """The naive-Bayes posterior q(y | x_S) of every row, grouped by pattern of x_S.
+
+    Rows with the same codes on the block's features share one posterior, so it is
+    computed once per distinct pattern while there are at most ``max_patterns`` of
+    them. Returns ``(ids, post, rest)``: ``ids`` (n,) the row's pattern, ``post``
+    (P, L) the posteriors of the patterns over ``block[:len(block) - len(rest)]``,
+    and ``rest`` the block features still to fold in per row. Every product and
+    normalisation is elementwise, so a pattern's posterior is bitwise the row's.
+    """
+    ids, num, pat_codes, used = block_patterns(codes, block, cond.shape[1], max_patterns)
     post = np.tile(np.asarray(prior, dtype=np.float64), (num, 1))
     for f, pc in zip(block[:used], pat_codes):
         post *= cond[f].take(pc, axis=0)
@@ -211,8 +225,16 @@ def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: BlockState,
     cands = np.flatnonzero(ops.candidates)
     if len(cands):
         y = np.asarray(y, dtype=np.intp)
-        out[cands] = kernels.pair_scores(state.pair_log, state.posterior, y, cands,
-                                         len(state.block))
+        n, arity = codes.shape[1], ops.cond.shape[1]
+        limit = max(1, n // PAIR_CELL_RATIO)
+        ids, num, _, used = block_patterns(codes, state.block, arity, limit)
+        if used == len(state.block) and num * arity <= limit:
+            # rows with the same (pattern, x_i) share their terms: one exp and log per cell
+            out[cands] = kernels.pair_cell_scores(state.pair_log, state.posterior, codes, ids,
+                                                  y, cands, len(state.block), arity, num)
+        else:
+            out[cands] = kernels.pair_scores(state.pair_log, state.posterior, y, cands,
+                                             len(state.block))
     return out
 
 

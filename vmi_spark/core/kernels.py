@@ -41,6 +41,7 @@ def _load_numba():
 
 #: the loops with a compiled and a numpy implementation (``name`` and ``name + "_np"``)
 LOOPS = ("row_posterior", "mix_log_sums", "pattern_counts", "pair_fold", "pair_scores",
+         "pair_cell_scores",
          "pair_counts")
 
 
@@ -116,6 +117,34 @@ def pair_scores_np(pair_log, post, y, cands, m):
         np.maximum(mix, TINY, out=mix)
         np.log(mix, out=mix)
         out[j] = fixed(logc[rows, y] - mix).sum()
+    return out
+
+
+def pair_cell_scores_np(pair_log, post, codes, ids, y, cands, m, arity, num):
+    """:func:`pair_scores_np` with the rows grouped by ``ids`` (their pattern of the block's
+    features, ``num`` patterns): every (pattern, x_i) cell holds the same numbers in all
+    its rows, so one row of it gives the cell's values, and the sum is the cell counts
+    n(cell, y) times them. The same integers as per row."""
+    n, num_classes = post.shape
+    cells = num * arity
+    rows = np.arange(n)
+    out = np.zeros(len(cands), dtype=np.int64)
+    for j, i in enumerate(cands):
+        key = ids * arity + codes[i]
+        counts = np.bincount(key * num_classes + y, minlength=cells * num_classes)
+        rep = np.full(cells, -1, dtype=np.intp)
+        rep[key] = rows  # a row of every present cell (which one does not matter)
+        present = np.flatnonzero(rep >= 0)
+        at = rep[present]
+        logc = pair_log[i, at] / m
+        factor = np.exp(logc)
+        mix = post[at, 0] * factor[:, 0]
+        for k in range(1, num_classes):
+            mix += post[at, k] * factor[:, k]
+        np.maximum(mix, TINY, out=mix)
+        np.log(mix, out=mix)
+        vals = fixed(logc - mix[:, None])
+        out[j] = int((counts.reshape(cells, num_classes)[present] * vals).sum())
     return out
 
 
@@ -282,6 +311,67 @@ def _compile(numba, cache=True):
         return out
 
     @jit
+    def cell_fill(pair_log, codes, ids, y, cands, m, arity, counts, logc):
+        n = ids.shape[0]
+        num_classes = counts.shape[2]
+        for j in range(cands.shape[0]):
+            i = cands[j]
+            src = pair_log[i]
+            ci = codes[i]
+            cj = counts[j]
+            lj = logc[j]
+            for k in range(n):
+                cell = ids[k] * arity + ci[k]
+                fresh = True
+                for c in range(num_classes):
+                    if cj[cell, c] != 0:
+                        fresh = False
+                cj[cell, y[k]] += 1
+                if fresh:  # the first row of the cell gives its values
+                    for c in range(num_classes):
+                        lj[cell, c] = src[k, c] / m
+
+    @jit
+    def cell_fixed(counts, logc, logmix, out):
+        for j in range(counts.shape[0]):
+            t = 0
+            for cell in range(counts.shape[1]):
+                for c in range(counts.shape[2]):
+                    n = counts[j, cell, c]
+                    if n != 0:
+                        t += n * np.int64(np.rint((logc[j, cell, c] - logmix[j, cell]) * SCALE))
+            out[j] = t
+
+    def pair_cell_scores(pair_log, post, codes, ids, y, cands, m, arity, num):
+        n, num_classes = post.shape
+        cells = num * arity
+        rep_p = np.zeros(num, dtype=np.int64)
+        rep_p[ids] = np.arange(n)  # a row of every pattern: its posterior is the pattern's
+        post_cells = np.repeat(post[rep_p], arity, axis=0)  # cell = pattern * arity + x_i
+        cands = np.asarray(cands, dtype=np.int64)
+        ids = np.asarray(ids, dtype=np.int64)
+        y = np.asarray(y, dtype=np.int64)
+        out = np.zeros(len(cands), dtype=np.int64)
+        step = max(1, _CHUNK_CELLS // cells)
+        size = min(step, len(cands))
+        counts = np.empty((size, cells, num_classes), dtype=np.int64)
+        logc = np.empty((size, cells, num_classes))
+        factor = np.empty_like(logc)
+        mix = np.empty((size, cells))
+        for s in range(0, len(cands), step):
+            part = cands[s:s + step]
+            cn, lc, fc, mx = (counts[:len(part)], logc[:len(part)], factor[:len(part)],
+                              mix[:len(part)])
+            cn.fill(0)
+            lc.fill(0.0)
+            cell_fill(pair_log, codes, ids, y, part, np.int64(m), np.int64(arity), cn, lc)
+            np.exp(lc, out=fc)
+            pair_mix(post_cells, fc, mx)
+            np.log(mx, out=mx)
+            cell_fixed(cn, lc, mx, out[s:s + len(part)])
+        return out
+
+    @jit
     def pair_counts_loop(codes, y, f, arity, num_classes):
         num_features, n = codes.shape
         out = np.zeros((num_features, arity, arity, num_classes), dtype=np.int64)
@@ -307,7 +397,7 @@ def _compile(numba, cache=True):
     def counts(codes_i, ids, num, arity):
         return pattern_counts(codes_i, ids, int(num), int(arity))
 
-    return posterior, mix_log_sums, counts, fold, pair_scores, pair_counts
+    return posterior, mix_log_sums, counts, fold, pair_scores, pair_cell_scores, pair_counts
 
 
 def _guarded(fast, slow):
@@ -335,13 +425,13 @@ if _numba is not None:
         _fast = _compile(_numba)
     except RuntimeError:  # no writable cache directory: compile per process instead
         _fast = _compile(_numba, cache=False)
-    row_posterior, mix_log_sums, pattern_counts, pair_fold, pair_scores, pair_counts = (
-        _guarded(f, s) for f, s in zip(_fast, (row_posterior_np, mix_log_sums_np,
-                                               pattern_counts_np, pair_fold_np, pair_scores_np,
-                                               pair_counts_np)))
+    (row_posterior, mix_log_sums, pattern_counts, pair_fold, pair_scores, pair_cell_scores,
+     pair_counts) = (_guarded(f, s) for f, s in zip(_fast, (
+         row_posterior_np, mix_log_sums_np, pattern_counts_np, pair_fold_np, pair_scores_np,
+         pair_cell_scores_np, pair_counts_np)))
     BACKEND = "numba"
 else:
-    row_posterior, mix_log_sums, pattern_counts, pair_fold, pair_scores, pair_counts = (
-        row_posterior_np, mix_log_sums_np, pattern_counts_np, pair_fold_np, pair_scores_np,
-        pair_counts_np)
+    (row_posterior, mix_log_sums, pattern_counts, pair_fold, pair_scores, pair_cell_scores,
+     pair_counts) = (row_posterior_np, mix_log_sums_np, pattern_counts_np, pair_fold_np,
+                     pair_scores_np, pair_cell_scores_np, pair_counts_np)
     BACKEND = "numpy"
