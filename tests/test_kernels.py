@@ -152,57 +152,89 @@ def test_a_loop_numba_cannot_compile_falls_back_to_numpy(monkeypatch):
     assert call(codes_i, ids, 2, 3).tolist() == got.tolist()  # no second warning needed
 
 
+def _plain_pair_state(table, codes, fs, y):
+    """Per row and class, sum_f log p(x_i | x_f, y) (D, n, L): the definition, one by one."""
+    d, n = codes.shape
+    num_classes = table.shape[-1]
+    out = np.zeros((d, n, num_classes))
+    for f in fs:
+        for i in range(d):
+            for k in range(n):
+                out[i, k] += table[i, codes[i, k], codes[f, k]]
+    return out
+
+
+def _plain_pair_bound(full, post, y, m):
+    """sum_k rint(2**32 (l(y_k) - log sum_c r(c) e^{l(c)})), l = full / m: the plain formula."""
+    n = post.shape[0]
+    lc = full / m
+    mix = np.maximum((post * np.exp(lc)).sum(axis=1), 1e-300)
+    return int(np.rint((lc[np.arange(n), y] - np.log(mix)) * 2.0**32).astype(np.int64).sum())
+
+
 @numba_only
 @pytest.mark.parametrize("num_classes", [2, 3])
-@pytest.mark.parametrize("n", [1, 9, 4000, 40001])
+@pytest.mark.parametrize("n", [1, 9, 400, 4001])
 def test_compiled_pairwise_loops_equal_numpy_loops(num_classes, n):
     rng = np.random.default_rng(n * num_classes)
-    d, arity = 7, 4
+    d, arity, m = 7, 4, 3
     codes = rng.integers(0, arity, (d, n)).astype(np.uint8)
     y = rng.integers(0, num_classes, n)
     table = np.log(rng.random((d, arity, arity, num_classes)))
-    table[rng.random(table.shape) < 0.1] = -np.inf  # log of an empty cell
-    start = np.log(rng.random((d, n, num_classes))) * 3
-    a, b = start.copy(), start.copy()
+    table[rng.random(table.shape) < 0.1] = -np.inf  # log of an empty cell ...
+    for f in (1, 4, 5):  # ... but never the own class of a row: the row itself was counted
+        t = table[np.arange(d)[:, None], codes, codes[f][None, :], y[None, :]]
+        table[np.arange(d)[:, None], codes, codes[f][None, :], y[None, :]] = np.where(
+            np.isfinite(t), t, -2.0)
     targets = np.array([0, 2, 3, 6])
-    kernels.pair_fold(a, table, codes, codes[5], targets)
-    kernels.pair_fold_np(b, table, codes, codes[5], targets)
+    a = np.zeros((d, n, num_classes - 1))
+    b = a.copy()
+    for f in (1, 4, 5):
+        kernels.pair_fold(a, table, codes, codes[f], y, targets)
+        kernels.pair_fold_np(b, table, codes, codes[f], y, targets)
     assert np.array_equal(a, b)
-    # the own class of every row keeps a finite log (the row itself was counted)
-    a[:, np.arange(n), y] = np.where(np.isfinite(a[:, np.arange(n), y]), a[:, np.arange(n), y], -3.0)
+    assert not np.isnan(a).any() and not np.isposinf(a).any()
+    # the ratios are the per-class sums minus the own class's sum
+    full = _plain_pair_state(table, codes, (1, 4, 5), y)
+    rows = np.arange(n)
+    oth = kernels.other_classes(y, num_classes)
+    expected = full[:, rows[:, None], oth] - full[:, rows, y][:, :, None]
+    np.testing.assert_allclose(a[targets], expected[targets], rtol=1e-12, atol=1e-12)
     post = rng.random((n, num_classes))
     post /= post.sum(axis=1, keepdims=True)
-    cands = np.array([0, 2, 3, 6])
-    got = kernels.pair_scores(a, post, y, cands, 3)
-    assert np.array_equal(got, kernels.pair_scores_np(a, post, y, cands, 3))
-    for j, i in enumerate(cands):  # and against a plain per-row computation
-        lc = a[i] / 3
-        ref = np.rint((lc[np.arange(n), y] - np.log(np.maximum((post * np.exp(lc)).sum(axis=1),
-                                                                1e-300))) * 2.0**32)
-        assert abs(int(ref.astype(np.int64).sum()) - got[j]) <= n  # summation order may differ
+    got = kernels.pair_scores(a, post, y, targets, m)
+    assert np.array_equal(got, kernels.pair_scores_np(a, post, y, targets, m))
+    for j, i in enumerate(targets):  # and against the plain formula on the per-class sums
+        assert abs(_plain_pair_bound(full[i], post, y, m) - got[j]) <= n  # rounding per row
+
+
+def test_other_classes():
+    assert kernels.other_classes(np.array([0, 1, 2]), 3).tolist() == [[1, 2], [0, 2], [0, 1]]
+    assert kernels.other_classes(np.array([1, 0]), 2).tolist() == [[0], [1]]
 
 
 @pytest.mark.parametrize("num_classes", [2, 3])
 @pytest.mark.parametrize("n, num", [(1, 1), (50, 3), (6000, 16), (20000, 250)])
 def test_cell_scores_equal_the_per_row_scores(num_classes, n, num):
-    """Rows grouped by (pattern, x_i) give pair_scores' integers, compiled or numpy."""
+    """Rows grouped by (pattern, x_i, y) give pair_scores' integers, compiled or numpy."""
     rng = np.random.default_rng(n + num)
     d, arity, m = 6, 5, 3
     codes = rng.integers(0, arity, (d, n)).astype(np.uint8)
     y = rng.integers(0, num_classes, n)
     ids = rng.integers(0, num, n).astype(np.intp)
-    # every row's terms are its cell's: pair_log[i, k] = v[i, ids[k], codes[i, k]]
-    v = np.log(rng.random((d, num, arity, num_classes))) * 4
+    # every row's terms are its cell's: log_ratio[i, k] = v[i, ids[k], codes[i, k], y[k]]
+    v = np.log(rng.random((d, num, arity, num_classes, num_classes - 1))) * 4
     v[rng.random(v.shape) < 0.05] = -700.0  # nearly impossible classes
-    pair_log = v[np.arange(d)[:, None], ids[None, :], codes.astype(np.intp)]
-    pp = rng.random((num, num_classes)) ** 8
-    post = (pp / pp.sum(axis=1, keepdims=True))[ids]
+    log_ratio = v[np.arange(d)[:, None], ids[None, :], codes.astype(np.intp), y[None, :]]
+    # and its posterior that of its (pattern, y)
+    pp = rng.random((num, num_classes, num_classes)) ** 8
+    post = (pp / pp.sum(axis=2, keepdims=True))[ids, y]
     cands = np.array([0, 2, 3, 5])
-    rows = kernels.pair_scores(pair_log, post, y, cands, m)
-    assert np.array_equal(rows, kernels.pair_scores_np(pair_log, post, y, cands, m))
-    cells = kernels.pair_cell_scores(pair_log, post, codes, ids, y, cands, m, arity, num)
+    rows = kernels.pair_scores(log_ratio, post, y, cands, m)
+    assert np.array_equal(rows, kernels.pair_scores_np(log_ratio, post, y, cands, m))
+    cells = kernels.pair_cell_scores(log_ratio, post, codes, ids, y, cands, m, arity, num)
     assert np.array_equal(cells, rows)
-    assert np.array_equal(kernels.pair_cell_scores_np(pair_log, post, codes, ids, y, cands, m,
+    assert np.array_equal(kernels.pair_cell_scores_np(log_ratio, post, codes, ids, y, cands, m,
                                                       arity, num), rows)
 
 

@@ -399,7 +399,7 @@ def test_pass_over_every_block_id_scores_owned_blocks_once(monkeypatch):
         B._own((tok, bid), 4 if bid == 3 else 5)  # block 3: a stale copy
         if bid != 6:  # block 6: owned, its state was evicted
             held = (0,) if bid != 5 else (2,)  # block 5 holds a feature the block lacks
-            B._state_put((tok, bid), BlockState(np.zeros((4, 2)), np.zeros((3, 4, 2)), held),
+            B._state_put((tok, bid), BlockState(np.zeros((4, 2)), np.zeros((3, 4, 1)), held),
                          1 << 20)
     ops = StepOps("vmi_pairwise", np.array([0.5, 0.5]), None, None, (0, 1),
                   {0: np.zeros(1), 1: np.zeros(1)}, "step")

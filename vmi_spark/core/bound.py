@@ -3,7 +3,8 @@
 A *block* is a set of rows held together: ``codes`` (D, n) uint8 feature codes,
 ``y`` (n,) class codes, and the running per-row state of the current selection
 block (the normalised posterior q(y | x_S) and, for the pairwise Q-distribution,
-the running sums of log p(x_i | x_j, y) over the selected j).
+the running sums over the selected j of log p(x_i | x_j, c) - log p(x_i | x_j, y_k) for
+the classes c other than the row's own).
 
 For a candidate feature i the bound increment is (Eq. fs_update, rewritten with
 the normalised posterior r_k(y) = q(y | x_S^k))::
@@ -61,7 +62,7 @@ class StepOps:
 #: the pattern kernel is used while (patterns x states) <= rows / PATTERN_RATIO
 PATTERN_RATIO = 2
 #: pairwise scores per (pattern, x_i) cell while the cells are at most rows / PAIR_CELL_RATIO
-#: (a cell costs L exps and a log, a row a count: cheaper than per row up to about this)
+#: (cells are (pattern, x_i, y); a cell costs L-1 exps and a log, a row a count)
 PAIR_CELL_RATIO = 2
 
 
@@ -164,53 +165,66 @@ def naive_partials(codes: np.ndarray, ops: StepOps) -> np.ndarray:
 class BlockState:
     """Per-row state of the pairwise Q over one block of rows.
 
-    ``posterior`` (n, L) is q(y | x_S) normalised per row; ``pair_log`` (D, n, L) holds
-    sum_j log p(x_i | x_j, y) over the block's features j; ``block`` is what the state
-    has folded in, in order.
+    ``posterior`` (n, L) is q(y | x_S) normalised per row. ``log_ratio`` (D, n, L-1) holds,
+    for every row k and every class c other than the row's own y_k (in increasing order),
+    sum_j [log p(x_i | x_j, c) - log p(x_i | x_j, y_k)] over the block's features j: the
+    log-ratio of the pairwise Q's class-c term to the own class's. The own class's term is
+    finite (the row itself was counted), so the ratio is never +inf or NaN, and one class
+    fewer is kept, summed and exponentiated than with the per-class sums. ``block`` is what
+    the state has folded in, in order.
     """
 
     posterior: np.ndarray
-    pair_log: np.ndarray
+    log_ratio: np.ndarray
     block: tuple[int, ...] = ()
 
     @classmethod
     def initial(cls, prior: np.ndarray, n: int, num_features: int) -> BlockState:
-        post = np.tile(np.asarray(prior, dtype=np.float64), (n, 1))
-        return cls(post, np.zeros((num_features, n, len(prior))), ())
+        prior = np.asarray(prior, dtype=np.float64)
+        post = np.tile(prior, (n, 1))
+        return cls(post, np.zeros((num_features, n, max(len(prior) - 1, 0))), ())
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.posterior.nbytes + self.log_ratio.nbytes)
 
     def reset(self, prior: np.ndarray) -> None:
         self.posterior[:] = prior
-        self.pair_log[:] = 0.0
+        self.log_ratio[:] = 0.0
         self.block = ()
 
 
-def pairwise_add(codes: np.ndarray, state: BlockState, f: int, ops: StepOps) -> None:
+def pairwise_add(codes: np.ndarray, y: np.ndarray, state: BlockState, f: int,
+                 ops: StepOps) -> None:
     """Fold feature ``f`` into the pairwise state (posterior, then the pair sums)."""
     cf = codes[f]
     m = len(state.block)
+    post = state.posterior
     if m > 0:
-        factor = np.exp(state.pair_log[f] / m)
+        # the class terms relative to the own class's (1): the same posterior once normalised
+        factor = np.ones_like(post)
+        rows = np.arange(post.shape[0])[:, None]
+        factor[rows, kernels.other_classes(y, post.shape[1])] = np.exp(state.log_ratio[f] / m)
     else:
         factor = ops.cond[f].take(cf, axis=0)
-    post = state.posterior
     post *= factor
     kernels.normalise(post)
     table = ops.pair_log_tables[f]
     # the candidates, and the block features still to be folded in (their factor needs it)
     targets = ops.candidates.copy()
     targets[list(ops.block[m + 1:])] = True
-    kernels.pair_fold(state.pair_log, table, codes, cf, np.flatnonzero(targets))
+    kernels.pair_fold(state.log_ratio, table, codes, cf, y, np.flatnonzero(targets))
     state.block = (*state.block, f)
 
 
-def pairwise_sync(codes: np.ndarray, state: BlockState, ops: StepOps) -> None:
+def pairwise_sync(codes: np.ndarray, y: np.ndarray, state: BlockState, ops: StepOps) -> None:
     """Bring ``state`` to ``ops.block``: fold in the missing features, or rebuild."""
     held = state.block
     if ops.block[:len(held)] != held:
         state.reset(ops.prior)
         held = ()
     for f in ops.block[len(held):]:
-        pairwise_add(codes, state, f, ops)
+        pairwise_add(codes, y, state, f, ops)
 
 
 def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: BlockState,
@@ -218,22 +232,24 @@ def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: BlockState,
     """Fixed-point per-feature sums of the pairwise bound increments over one block.
 
     Per row ``log c_i(y_k) - log sum_y r(y) c_i(y)`` with c_i the geometric mean of
-    p(x_i | x_j, y) over the block's features j. Non-candidates get 0.
+    p(x_i | x_j, y) over the block's features j, computed as
+    ``-log(r(y_k) + sum_{c != y_k} r(c) c_i(c) / c_i(y_k))``. Non-candidates get 0.
     """
-    pairwise_sync(codes, state, ops)
+    y = np.asarray(y, dtype=np.intp)
+    pairwise_sync(codes, y, state, ops)
     out = np.zeros(codes.shape[0], dtype=np.int64)
     cands = np.flatnonzero(ops.candidates)
     if len(cands):
-        y = np.asarray(y, dtype=np.intp)
         n, arity = codes.shape[1], ops.cond.shape[1]
+        num_classes = state.posterior.shape[1]
         limit = max(1, n // PAIR_CELL_RATIO)
         ids, num, _, used = block_patterns(codes, state.block, arity, limit)
-        if used == len(state.block) and num * arity <= limit:
-            # rows with the same (pattern, x_i) share their terms: one exp and log per cell
-            out[cands] = kernels.pair_cell_scores(state.pair_log, state.posterior, codes, ids,
+        if used == len(state.block) and num * arity * num_classes <= limit:
+            # rows with the same (pattern, x_i, y) share their terms: one exp and log per cell
+            out[cands] = kernels.pair_cell_scores(state.log_ratio, state.posterior, codes, ids,
                                                   y, cands, len(state.block), arity, num)
         else:
-            out[cands] = kernels.pair_scores(state.pair_log, state.posterior, y, cands,
+            out[cands] = kernels.pair_scores(state.log_ratio, state.posterior, y, cands,
                                              len(state.block))
     return out
 

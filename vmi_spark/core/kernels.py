@@ -3,9 +3,10 @@
 Three loops dominate a ``vmi_naive`` pass: folding the block's features into the
 per-row posterior, the per-row mixture ``sum_y r_k(y) p(x_i^k | y)`` of every
 candidate, and counting rows per (pattern of x_S, x_i). Two dominate a
-``vmi_pairwise`` pass: adding log p(x_i | x_f, y) into every candidate's running
-sum, and the per-row mixture of the geometric means (``np.exp`` is numpy's on
-both paths too). Counting ``n(x_i, x_f, y)`` (pairwise and the classic criteria)
+``vmi_pairwise`` pass: adding log p(x_i | x_f, c) - log p(x_i | x_f, y_k) for the
+classes c other than the row's own into every candidate's running sum, and the
+per-row mixture ``r_k(y_k) + sum_c r_k(c) e^{d_c}`` of the geometric means' ratios
+(``np.exp`` is numpy's on both paths too). Counting ``n(x_i, x_f, y)`` (pairwise and the classic criteria)
 is an integer loop. Each has a numba and a
 numpy implementation doing the same IEEE operations in the same order (products
 and left-to-right sums, never a fused multiply-add), and every logarithm is taken
@@ -97,54 +98,81 @@ def pattern_counts_np(codes_i, ids, num, arity):
     return np.bincount(key, minlength=arity * num).reshape(arity, num)
 
 
-def pair_fold_np(pair_log, table, codes, cf, targets):
-    """pair_log[i] += log p(x_i | x_f, y) of every row, for every target i (in place)."""
-    for i in targets:
-        pair_log[i] += table[i][codes[i], cf]
+def other_classes(y, num_classes):
+    """(n, L-1) the classes of every row other than its own, in increasing order."""
+    y = np.asarray(y, dtype=np.intp)
+    j = np.arange(num_classes - 1, dtype=np.intp)
+    return j[None, :] + (j[None, :] >= y[:, None])
 
 
-def pair_scores_np(pair_log, post, y, cands, m):
-    """Per candidate: sum_k rint(2**32 (l_k(y_k) - log max(sum_y r_k(y) e^{l_k(y)}, TINY)))
-    with l = pair_log[i] / m, the log of the pairwise Q's geometric mean."""
-    out = np.zeros(len(cands), dtype=np.int64)
+def own_and_other_posteriors(post, y):
+    """``post[k, y_k]`` (n,) and the row's other classes (n, L-1), in increasing order."""
     rows = np.arange(post.shape[0])
+    y = np.asarray(y, dtype=np.intp)
+    return post[rows, y], post[rows[:, None], other_classes(y, post.shape[1])]
+
+
+def pair_fold_np(log_ratio, table, codes, cf, y, targets):
+    """log_ratio[i, k, j] += log p(x_i | x_f, c_j) - log p(x_i | x_f, y_k) for every row k,
+    every class c_j other than y_k (increasing) and every target i (in place)."""
+    num_classes = table.shape[-1]
+    y = np.asarray(y, dtype=np.intp)
+    oth = other_classes(y, num_classes)
+    for i in targets:
+        a = codes[i].astype(np.intp)
+        t = table[i]
+        own = t[a, cf, y]
+        log_ratio[i] += t[a[:, None], cf[:, None], oth] - own[:, None]
+
+
+def _own_mix_np(own, other, factor):
+    """own + sum_j other[:, j] * factor[:, j], left to right."""
+    mix = own.copy()
+    for c in range(other.shape[1]):
+        mix += other[:, c] * factor[:, c]
+    return mix
+
+
+def pair_scores_np(log_ratio, post, y, cands, m):
+    """Per candidate: sum_k rint(-2**32 log max(r_k(y_k) + sum_c r_k(c) e^{d_k(c)}, TINY))
+    with d = log_ratio[i] / m, the log of the pairwise Q's geometric mean of class c over that
+    of the row's own class y_k (c over the other classes)."""
+    out = np.zeros(len(cands), dtype=np.int64)
+    own, other = own_and_other_posteriors(post, y)
     for j, i in enumerate(cands):
-        logc = pair_log[i] / m
-        factor = np.exp(logc)
-        mix = post[:, 0] * factor[:, 0]
-        for k in range(1, post.shape[1]):
-            mix += post[:, k] * factor[:, k]
+        factor = np.exp(log_ratio[i] / m)
+        mix = _own_mix_np(own, other, factor)
         np.maximum(mix, TINY, out=mix)
         np.log(mix, out=mix)
-        out[j] = fixed(logc[rows, y] - mix).sum()
+        np.negative(mix, out=mix)
+        out[j] = fixed(mix).sum()
     return out
 
 
-def pair_cell_scores_np(pair_log, post, codes, ids, y, cands, m, arity, num):
-    """:func:`pair_scores_np` with the rows grouped by ``ids`` (their pattern of the block's
-    features, ``num`` patterns): every (pattern, x_i) cell holds the same numbers in all
-    its rows, so one row of it gives the cell's values, and the sum is the cell counts
-    n(cell, y) times them. The same integers as per row."""
+def pair_cell_scores_np(log_ratio, post, codes, ids, y, cands, m, arity, num):
+    """:func:`pair_scores_np` with the rows grouped by (``ids``, x_i, y): ``ids`` is their
+    pattern of the block's features (``num`` patterns). Every (pattern, x_i, y) cell holds
+    the same numbers in all its rows, so one row of it gives the cell's value, and the sum
+    is the cell counts times them. The same integers as per row."""
     n, num_classes = post.shape
-    cells = num * arity
+    cells = num * arity * num_classes
     rows = np.arange(n)
+    y = np.asarray(y, dtype=np.intp)
+    own, other = own_and_other_posteriors(post, y)
     out = np.zeros(len(cands), dtype=np.int64)
     for j, i in enumerate(cands):
-        key = ids * arity + codes[i]
-        counts = np.bincount(key * num_classes + y, minlength=cells * num_classes)
+        key = (ids * arity + codes[i]) * num_classes + y
+        counts = np.bincount(key, minlength=cells)
         rep = np.full(cells, -1, dtype=np.intp)
         rep[key] = rows  # a row of every present cell (which one does not matter)
         present = np.flatnonzero(rep >= 0)
         at = rep[present]
-        logc = pair_log[i, at] / m
-        factor = np.exp(logc)
-        mix = post[at, 0] * factor[:, 0]
-        for k in range(1, num_classes):
-            mix += post[at, k] * factor[:, k]
+        factor = np.exp(log_ratio[i, at] / m)
+        mix = _own_mix_np(own[at], other[at], factor)
         np.maximum(mix, TINY, out=mix)
         np.log(mix, out=mix)
-        vals = fixed(logc - mix[:, None])
-        out[j] = int((counts.reshape(cells, num_classes)[present] * vals).sum())
+        np.negative(mix, out=mix)
+        out[j] = int((counts[present] * fixed(mix)).sum())
     return out
 
 
@@ -251,124 +279,126 @@ def _compile(numba, cache=True):
         return out
 
     @jit
-    def pair_fold(pair_log, table, codes, cf, targets):
+    def pair_fold(log_ratio, table, codes, cf, y, targets):
         n = codes.shape[1]
-        num_classes = pair_log.shape[2]
+        others = log_ratio.shape[2]
         for i in targets:
             for k in range(n):
                 a = codes[i, k]
                 b = cf[k]
-                for c in range(num_classes):
-                    pair_log[i, k, c] += table[i, a, b, c]
+                yk = y[k]
+                own = table[i, a, b, yk]
+                for j in range(others):
+                    c = j + 1 if j >= yk else j
+                    log_ratio[i, k, j] += table[i, a, b, c] - own
 
     @jit
-    def pair_div(pair_log, cands, m, out):
+    def pair_div(log_ratio, cands, m, out):
         for j in range(cands.shape[0]):
-            src = pair_log[cands[j]]
+            src = log_ratio[cands[j]]
             dst = out[j]
             for k in range(src.shape[0]):
                 for c in range(src.shape[1]):
                     dst[k, c] = src[k, c] / m
 
     @jit
-    def pair_mix(post, factor, out):
-        num_classes = post.shape[1]
+    def pair_mix(own, other, factor, out):
+        others = other.shape[1]
         for j in range(factor.shape[0]):
             f = factor[j]
             row = out[j]
-            for k in range(post.shape[0]):
-                v = post[k, 0] * f[k, 0]
-                for c in range(1, num_classes):
-                    v += post[k, c] * f[k, c]
+            for k in range(own.shape[0]):
+                v = own[k]
+                for c in range(others):
+                    v += other[k, c] * f[k, c]
                 row[k] = v if v > TINY else TINY
 
     @jit
-    def pair_fixed(logc, logmix, y, out):
-        for j in range(logc.shape[0]):
+    def pair_fixed(logmix, out):
+        for j in range(logmix.shape[0]):
             t = 0
-            for k in range(logc.shape[1]):
-                t += np.int64(np.rint((logc[j, k, y[k]] - logmix[j, k]) * SCALE))
+            for v in logmix[j]:
+                t += np.int64(np.rint(-v * SCALE))
             out[j] = t
 
-    def pair_scores(pair_log, post, y, cands, m):
+    def pair_scores(log_ratio, post, y, cands, m):
         n, num_classes = post.shape
         cands = np.asarray(cands, dtype=np.int64)
         out = np.zeros(len(cands), dtype=np.int64)
         step = max(1, _CHUNK_CELLS // max(n, 1))
-        logc = np.empty((min(step, len(cands)), n, num_classes))
-        factor = np.empty_like(logc)
-        mix = np.empty((min(step, len(cands)), n))
-        y = np.asarray(y, dtype=np.int64)
-        post = np.ascontiguousarray(post)
+        size = min(step, len(cands))
+        ratio = np.empty((size, n, num_classes - 1))
+        factor = np.empty_like(ratio)
+        mix = np.empty((size, n))
+        own, other = own_and_other_posteriors(post, y)
         for s in range(0, len(cands), step):
             part = cands[s:s + step]
-            lc, fc, mx = logc[:len(part)], factor[:len(part)], mix[:len(part)]
-            pair_div(pair_log, part, np.int64(m), lc)
+            lc, fc, mx = ratio[:len(part)], factor[:len(part)], mix[:len(part)]
+            pair_div(log_ratio, part, np.int64(m), lc)
             np.exp(lc, out=fc)
-            pair_mix(post, fc, mx)
+            pair_mix(own, other, fc, mx)
             np.log(mx, out=mx)
-            pair_fixed(lc, mx, y, out[s:s + len(part)])
+            pair_fixed(mx, out[s:s + len(part)])
         return out
 
     @jit
-    def cell_fill(pair_log, codes, ids, y, cands, m, arity, counts, logc):
+    def cell_fill(log_ratio, codes, ids, y, cands, m, arity, counts, ratio):
         n = ids.shape[0]
-        num_classes = counts.shape[2]
+        num_classes = ratio.shape[2] + 1
         for j in range(cands.shape[0]):
             i = cands[j]
-            src = pair_log[i]
+            src = log_ratio[i]
             ci = codes[i]
             cj = counts[j]
-            lj = logc[j]
+            lj = ratio[j]
             for k in range(n):
-                cell = ids[k] * arity + ci[k]
-                fresh = True
-                for c in range(num_classes):
-                    if cj[cell, c] != 0:
-                        fresh = False
-                cj[cell, y[k]] += 1
-                if fresh:  # the first row of the cell gives its values
-                    for c in range(num_classes):
+                cell = (ids[k] * arity + ci[k]) * num_classes + y[k]
+                if cj[cell] == 0:  # the first row of the cell gives its values
+                    for c in range(num_classes - 1):
                         lj[cell, c] = src[k, c] / m
+                cj[cell] += 1
 
     @jit
-    def cell_fixed(counts, logc, logmix, out):
+    def cell_fixed(counts, logmix, out):
         for j in range(counts.shape[0]):
             t = 0
             for cell in range(counts.shape[1]):
-                for c in range(counts.shape[2]):
-                    n = counts[j, cell, c]
-                    if n != 0:
-                        t += n * np.int64(np.rint((logc[j, cell, c] - logmix[j, cell]) * SCALE))
+                n = counts[j, cell]
+                if n != 0:
+                    t += n * np.int64(np.rint(-logmix[j, cell] * SCALE))
             out[j] = t
 
-    def pair_cell_scores(pair_log, post, codes, ids, y, cands, m, arity, num):
+    def pair_cell_scores(log_ratio, post, codes, ids, y, cands, m, arity, num):
         n, num_classes = post.shape
-        cells = num * arity
-        rep_p = np.zeros(num, dtype=np.int64)
-        rep_p[ids] = np.arange(n)  # a row of every pattern: its posterior is the pattern's
-        post_cells = np.repeat(post[rep_p], arity, axis=0)  # cell = pattern * arity + x_i
-        cands = np.asarray(cands, dtype=np.int64)
+        cells = num * arity * num_classes
         ids = np.asarray(ids, dtype=np.int64)
         y = np.asarray(y, dtype=np.int64)
+        own, other = own_and_other_posteriors(post, y)
+        # the posterior of a row is that of its (pattern, y): take one row of each
+        rep = np.zeros(num * num_classes, dtype=np.int64)
+        rep[ids * num_classes + y] = np.arange(n)
+        cell = np.arange(cells)
+        at = rep[(cell // (arity * num_classes)) * num_classes + cell % num_classes]
+        own_c, other_c = own[at], np.ascontiguousarray(other[at])
+        cands = np.asarray(cands, dtype=np.int64)
         out = np.zeros(len(cands), dtype=np.int64)
         step = max(1, _CHUNK_CELLS // cells)
         size = min(step, len(cands))
-        counts = np.empty((size, cells, num_classes), dtype=np.int64)
-        logc = np.empty((size, cells, num_classes))
-        factor = np.empty_like(logc)
+        counts = np.empty((size, cells), dtype=np.int64)
+        ratio = np.empty((size, cells, num_classes - 1))
+        factor = np.empty_like(ratio)
         mix = np.empty((size, cells))
         for s in range(0, len(cands), step):
             part = cands[s:s + step]
-            cn, lc, fc, mx = (counts[:len(part)], logc[:len(part)], factor[:len(part)],
+            cn, lc, fc, mx = (counts[:len(part)], ratio[:len(part)], factor[:len(part)],
                               mix[:len(part)])
             cn.fill(0)
             lc.fill(0.0)
-            cell_fill(pair_log, codes, ids, y, part, np.int64(m), np.int64(arity), cn, lc)
+            cell_fill(log_ratio, codes, ids, y, part, np.int64(m), np.int64(arity), cn, lc)
             np.exp(lc, out=fc)
-            pair_mix(post_cells, fc, mx)
+            pair_mix(own_c, other_c, fc, mx)
             np.log(mx, out=mx)
-            cell_fixed(cn, lc, mx, out[s:s + len(part)])
+            cell_fixed(cn, mx, out[s:s + len(part)])
         return out
 
     @jit
@@ -387,8 +417,9 @@ def _compile(numba, cache=True):
         return pair_counts_loop(codes, np.asarray(y, dtype=np.int64), int(f), int(arity),
                                 int(num_classes))
 
-    def fold(pair_log, table, codes, cf, targets):
-        pair_fold(pair_log, table, codes, cf, np.asarray(targets, dtype=np.int64))
+    def fold(log_ratio, table, codes, cf, y, targets):
+        pair_fold(log_ratio, table, codes, cf, np.asarray(y, dtype=np.int64),
+                  np.asarray(targets, dtype=np.int64))
 
     def posterior(pattern_post, ids, codes, rest, cond):
         return row_posterior(np.ascontiguousarray(pattern_post), ids, codes,

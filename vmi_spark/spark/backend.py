@@ -14,7 +14,7 @@ them, so the result is the same for every partitioning.
 * ``vmi_naive`` passes are stateless: each block rebuilds the posterior of its rows from
   the features of the current selection block (m gathers per row, m << D) and emits only
   its (D,) partial sums.
-* ``vmi_pairwise`` keeps per-row state (D x L running log sums). By default the Python
+* ``vmi_pairwise`` keeps per-row state (D x (L-1) running log-ratio sums). By default the Python
   workers hold it next to their blocks' codes and update it in place; a block whose state
   a worker cannot bring to the current block is rebuilt in the second pass from the cached
   codes and the tables the driver keeps (same integers). Without the worker cache the
@@ -147,7 +147,7 @@ def _owns(key, serial: int) -> bool:
 
 
 def _state_nbytes(state: BlockState) -> int:
-    return state.posterior.nbytes + state.pair_log.nbytes
+    return state.nbytes
 
 
 def _state_put(key, state: BlockState, budget: int) -> None:
@@ -354,14 +354,14 @@ def _pairwise_fn(ops: StepOps, num_features: int, num_classes: int):
                 if has_state:
                     post = np.frombuffer(posts_in[k], dtype=np.float64).reshape(n, num_classes).copy()
                     pair = np.frombuffer(pairs_in[k], dtype=np.float64).reshape(
-                        num_features, n, num_classes).copy()
+                        num_features, n, num_classes - 1).copy()
                     held = tuple(int(f) for f in np.frombuffer(held_in[k], dtype=np.int64))
                     state = BlockState(post, pair, held)
                 else:
                     state = BlockState.initial(ops.prior, n, num_features)
                 partials.append(pairwise_partials(codes, y, state, ops).tobytes())
                 posts.append(state.posterior.tobytes())
-                pairs.append(state.pair_log.tobytes())
+                pairs.append(state.log_ratio.tobytes())
                 helds.append(np.asarray(state.block, dtype=np.int64).tobytes())
             yield pa.RecordBatch.from_pydict({
                 "block_id": rb.column("block_id"), "n": rb.column("n"),

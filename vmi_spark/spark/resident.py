@@ -167,7 +167,7 @@ class _TaskServer:
         if state is None:
             assert self.prior is not None
             state = BlockState.initial(self.prior, n, self.num_features)
-            size = state.posterior.nbytes + state.pair_log.nbytes
+            size = state.nbytes
             if self.state_bytes + size <= self.state_budget:
                 self.states[bid] = state
                 self.state_bytes += size
