@@ -390,7 +390,7 @@ def bench_pairwise(scale, k=30):
     step_s = [a + b for a, b in zip(count_s, pass_s)]
     res.update(pairwise_block_rows=brp, pairwise_count_s=count_s, pairwise_pass_s=pass_s,
                pairwise_step_s=step_s, cached_bytes_with_state=state_bytes,
-               state_bytes_per_row_theory=8 * d * CLASSES + 8 * CLASSES, load_end=load())
+               state_bytes_per_row_theory=8 * d * (CLASSES - 1) + 8 * CLASSES, load_end=load())
     # exactness against the in-memory core (fresh backends fold the whole block in)
     for m in (3, k):
         block = order[:m]

@@ -1,18 +1,19 @@
-"""The per-row loops of the naive bound: compiled with numba when it is installed.
+"""The per-row loops of the bound: compiled with numba when it is installed.
 
 Three loops dominate a ``vmi_naive`` pass: folding the block's features into the
 per-row posterior, the per-row mixture ``sum_y r_k(y) p(x_i^k | y)`` of every
-candidate, and counting rows per (pattern of x_S, x_i). Two dominate a
-``vmi_pairwise`` pass: adding log p(x_i | x_f, c) - log p(x_i | x_f, y_k) for the
-classes c other than the row's own into every candidate's running sum, and the
-per-row mixture ``r_k(y_k) + sum_c r_k(c) e^{d_c}`` of the geometric means' ratios
-(``np.exp`` is numpy's on both paths too). Counting ``n(x_i, x_f, y)`` (pairwise and the classic criteria)
-is an integer loop. Each has a numba and a
-numpy implementation doing the same IEEE operations in the same order (products
-and left-to-right sums, never a fused multiply-add), and every logarithm is taken
-by numpy's ``np.log`` on a contiguous buffer on both paths, so both give the same
-integers bit for bit. numba is an optional extra (``pip install vmi-spark[fast]``);
-``VMI_SPARK_KERNELS=numpy`` forces the numpy loops.
+candidate and its rounded log, and counting rows per (pattern of x_S, x_i). Two
+dominate a ``vmi_pairwise`` pass: adding log p(x_i | x_f, c) - log p(x_i | x_f, y_k)
+for the classes c other than the row's own into every candidate's running sum, and
+the per-row mixture ``r_k(y_k) + sum_c r_k(c) e^{d_c}`` of the geometric means' ratios
+and its rounded log. Counting ``n(x_i, x_f, y)`` (pairwise and the classic criteria)
+is an integer loop. Each has a numba and a numpy implementation doing the same IEEE
+operations in the same order (products and left-to-right sums, never a fused
+multiply-add), and every ``exp`` and ``log`` is :mod:`.explog`'s (the same operations
+in numba and numpy, no libm), so both give the same integers bit for bit, on every
+machine. Compiled, a row's exp, log and rounding happen in one vectorised loop.
+numba is an optional extra (``pip install vmi-spark[fast]``); ``VMI_SPARK_KERNELS=numpy``
+forces the numpy loops.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import os
 import warnings
 
 import numpy as np
+
+from . import explog
 
 #: fixed-point scale of per-row log contributions
 SCALE = float(2**32)
@@ -55,8 +58,7 @@ def fixed(values: np.ndarray) -> np.ndarray:
 def fixed_log(values: np.ndarray) -> np.ndarray:
     """rint(2**32 log max(values, 1e-300)) as int64 (``values`` is overwritten)."""
     np.maximum(values, TINY, out=values)
-    np.log(values, out=values)
-    return fixed(values)
+    return fixed(explog.log(values))
 
 
 def normalise(post: np.ndarray) -> None:
@@ -140,12 +142,10 @@ def pair_scores_np(log_ratio, post, y, cands, m):
     out = np.zeros(len(cands), dtype=np.int64)
     own, other = own_and_other_posteriors(post, y)
     for j, i in enumerate(cands):
-        factor = np.exp(log_ratio[i] / m)
+        factor = explog.exp(log_ratio[i] / m)
         mix = _own_mix_np(own, other, factor)
         np.maximum(mix, TINY, out=mix)
-        np.log(mix, out=mix)
-        np.negative(mix, out=mix)
-        out[j] = fixed(mix).sum()
+        out[j] = fixed(-explog.log(mix)).sum()
     return out
 
 
@@ -167,12 +167,10 @@ def pair_cell_scores_np(log_ratio, post, codes, ids, y, cands, m, arity, num):
         rep[key] = rows  # a row of every present cell (which one does not matter)
         present = np.flatnonzero(rep >= 0)
         at = rep[present]
-        factor = np.exp(log_ratio[i, at] / m)
+        factor = explog.exp(log_ratio[i, at] / m)
         mix = _own_mix_np(own[at], other[at], factor)
         np.maximum(mix, TINY, out=mix)
-        np.log(mix, out=mix)
-        np.negative(mix, out=mix)
-        out[j] = int((counts[present] * fixed(mix)).sum())
+        out[j] = int((counts[present] * fixed(-explog.log(mix))).sum())
     return out
 
 
@@ -191,7 +189,8 @@ def pair_counts_np(codes, y, f, arity, num_classes):
 
 
 def _compile(numba, cache=True):
-    jit = numba.njit(cache=cache, nogil=True)
+    jit = numba.njit(cache=cache, nogil=True, error_model="numpy")
+    exp1, log1, fix = explog.compile_scalar(numba)
 
     @jit
     def row_posterior(pattern_post, ids, codes, rest, cond):
@@ -216,7 +215,7 @@ def _compile(numba, cache=True):
         return out
 
     @jit
-    def mix2(codes, cands, post, cond, buf):
+    def mix2(codes, cands, post, cond, out):
         n = codes.shape[1]
         p0 = post[0]
         p1 = post[1]
@@ -225,35 +224,31 @@ def _compile(numba, cache=True):
             c0 = cond[i, :, 0].copy()
             c1 = cond[i, :, 1].copy()
             a = codes[i]
-            row = buf[j]
+            t = 0
             for k in range(n):
                 v = a[k]
                 m = p0[k] * c0[v]
                 m += p1[k] * c1[v]
-                row[k] = m if m > TINY else TINY
+                m = m if m > TINY else TINY
+                t += fix(log1(m) * SCALE)
+            out[j] = t
 
     @jit
-    def mix_any(codes, cands, post, cond, buf):
+    def mix_any(codes, cands, post, cond, out):
         n = codes.shape[1]
         num_classes = post.shape[0]
         for j in range(cands.shape[0]):
             i = cands[j]
             c = cond[i]
             a = codes[i]
-            row = buf[j]
+            t = 0
             for k in range(n):
                 v = a[k]
                 m = post[0, k] * c[v, 0]
                 for y in range(1, num_classes):
                     m += post[y, k] * c[v, y]
-                row[k] = m if m > TINY else TINY
-
-    @jit
-    def fixed_rows(buf, out):
-        for j in range(buf.shape[0]):
-            t = 0
-            for v in buf[j]:
-                t += np.int64(np.rint(v * SCALE))
+                m = m if m > TINY else TINY
+                t += fix(log1(m) * SCALE)
             out[j] = t
 
     @jit
@@ -264,18 +259,10 @@ def _compile(numba, cache=True):
         return out
 
     def mix_log_sums(codes, cands, post, cond):
-        n = codes.shape[1]
         cands = np.asarray(cands, dtype=np.int64)
         out = np.zeros(len(cands), dtype=np.int64)
-        step = max(1, _CHUNK_CELLS // max(n, 1))
-        buf = np.empty((min(step, len(cands)), n))
         mix = mix2 if post.shape[0] == 2 else mix_any
-        for s in range(0, len(cands), step):
-            part = cands[s:s + step]
-            view = buf[:len(part)]
-            mix(codes, part, post, cond, view)
-            np.log(view, out=view)
-            fixed_rows(view, out[s:s + len(part)])
+        mix(codes, cands, np.ascontiguousarray(post), cond, out)
         return out
 
     @jit
@@ -293,52 +280,42 @@ def _compile(numba, cache=True):
                     log_ratio[i, k, j] += table[i, a, b, c] - own
 
     @jit
-    def pair_div(log_ratio, cands, m, out):
+    def pair_sum2(log_ratio, own, other, cands, m, out):
+        # two classes: one ratio per row (log_ratio is (D, n), other (n,))
+        n = own.shape[0]
         for j in range(cands.shape[0]):
             src = log_ratio[cands[j]]
-            dst = out[j]
-            for k in range(src.shape[0]):
-                for c in range(src.shape[1]):
-                    dst[k, c] = src[k, c] / m
+            t = 0
+            for k in range(n):
+                v = own[k] + other[k] * exp1(src[k] / m)
+                v = v if v > TINY else TINY
+                t += fix(-log1(v) * SCALE)
+            out[j] = t
 
     @jit
-    def pair_mix(own, other, factor, out):
-        others = other.shape[1]
-        for j in range(factor.shape[0]):
-            f = factor[j]
-            row = out[j]
-            for k in range(own.shape[0]):
+    def pair_sum(log_ratio, own, other, cands, m, out):
+        n, others = other.shape
+        for j in range(cands.shape[0]):
+            src = log_ratio[cands[j]]
+            t = 0
+            for k in range(n):
                 v = own[k]
                 for c in range(others):
-                    v += other[k, c] * f[k, c]
-                row[k] = v if v > TINY else TINY
-
-    @jit
-    def pair_fixed(logmix, out):
-        for j in range(logmix.shape[0]):
-            t = 0
-            for v in logmix[j]:
-                t += np.int64(np.rint(-v * SCALE))
+                    v += other[k, c] * exp1(src[k, c] / m)
+                v = v if v > TINY else TINY
+                t += fix(-log1(v) * SCALE)
             out[j] = t
 
     def pair_scores(log_ratio, post, y, cands, m):
         n, num_classes = post.shape
         cands = np.asarray(cands, dtype=np.int64)
         out = np.zeros(len(cands), dtype=np.int64)
-        step = max(1, _CHUNK_CELLS // max(n, 1))
-        size = min(step, len(cands))
-        ratio = np.empty((size, n, num_classes - 1))
-        factor = np.empty_like(ratio)
-        mix = np.empty((size, n))
         own, other = own_and_other_posteriors(post, y)
-        for s in range(0, len(cands), step):
-            part = cands[s:s + step]
-            lc, fc, mx = ratio[:len(part)], factor[:len(part)], mix[:len(part)]
-            pair_div(log_ratio, part, np.int64(m), lc)
-            np.exp(lc, out=fc)
-            pair_mix(own, other, fc, mx)
-            np.log(mx, out=mx)
-            pair_fixed(mx, out[s:s + len(part)])
+        if num_classes == 2 and log_ratio.flags.c_contiguous:
+            pair_sum2(log_ratio.reshape(log_ratio.shape[0], n), own,
+                      np.ascontiguousarray(other[:, 0]), cands, float(m), out)
+        else:
+            pair_sum(log_ratio, own, np.ascontiguousarray(other), cands, float(m), out)
         return out
 
     @jit
@@ -359,13 +336,20 @@ def _compile(numba, cache=True):
                 cj[cell] += 1
 
     @jit
-    def cell_fixed(counts, logmix, out):
+    def cell_sum(counts, ratio, own, other, out):
+        cells, others = other.shape
         for j in range(counts.shape[0]):
+            cj = counts[j]
+            lj = ratio[j]
             t = 0
-            for cell in range(counts.shape[1]):
-                n = counts[j, cell]
+            for cell in range(cells):
+                n = cj[cell]
                 if n != 0:
-                    t += n * np.int64(np.rint(-logmix[j, cell] * SCALE))
+                    v = own[cell]
+                    for c in range(others):
+                        v += other[cell, c] * exp1(lj[cell, c])
+                    v = v if v > TINY else TINY
+                    t += n * fix(-log1(v) * SCALE)
             out[j] = t
 
     def pair_cell_scores(log_ratio, post, codes, ids, y, cands, m, arity, num):
@@ -386,19 +370,13 @@ def _compile(numba, cache=True):
         size = min(step, len(cands))
         counts = np.empty((size, cells), dtype=np.int64)
         ratio = np.empty((size, cells, num_classes - 1))
-        factor = np.empty_like(ratio)
-        mix = np.empty((size, cells))
         for s in range(0, len(cands), step):
             part = cands[s:s + step]
-            cn, lc, fc, mx = (counts[:len(part)], ratio[:len(part)], factor[:len(part)],
-                              mix[:len(part)])
+            cn, lc = counts[:len(part)], ratio[:len(part)]
             cn.fill(0)
             lc.fill(0.0)
             cell_fill(log_ratio, codes, ids, y, part, np.int64(m), np.int64(arity), cn, lc)
-            np.exp(lc, out=fc)
-            pair_mix(own_c, other_c, fc, mx)
-            np.log(mx, out=mx)
-            cell_fixed(cn, mx, out[s:s + len(part)])
+            cell_sum(cn, lc, own_c, other_c, out[s:s + len(part)])
         return out
 
     @jit

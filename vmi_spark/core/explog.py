@@ -1,0 +1,150 @@
+"""exp and log for the per-row loops, in basic IEEE operations only.
+
+The bound's per-row terms are rounded to integers (2**-32 nats) and summed, so the
+result is exact only if every machine computes the same ``exp`` and ``log``. A libm or
+numpy's own SIMD code may differ in the last bit between CPUs (numpy's float64 ``log``
+takes an AVX-512 path where the CPU has one and the C library's elsewhere), and a
+last-bit change moves a rounded term about once in a million rows. These functions are
+fdlibm's algorithms (``e_exp.c``, ``e_log.c``: argument reduction and the same
+polynomial coefficients) written with +, -, *, / and bit operations, which IEEE 754
+rounds the same everywhere, and never a fused multiply-add. The numpy versions below
+and the scalar numba versions (:func:`compile_scalar`) perform the same operations in
+the same order, so they agree bit for bit; both are within one ulp of the C library
+(tested). Compiled, the loops that use them vectorise (about 2 ns per value on an AVX2
+core, against 5-6 ns for numpy's ``np.exp`` and ``np.log`` there).
+
+Domain, as the bound uses them: ``log`` for normal positive finite x (the callers floor
+their arguments at 1e-300); ``exp`` for x <= 709 (larger x is taken as 709; the bound's
+arguments are below log N) and x < -708 gives 0.0 (including -inf), a change of at most
+1e-307 absolute.
+
+References
+----------
+Sun Microsystems, fdlibm 5.3, ``e_exp.c`` and ``e_log.c`` (1993).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: 1.5 * 2**52: for |v| < 2**51, v + SHIFT is v rounded to an integer (ties to even),
+#: which is then the low bits of its representation
+SHIFT = 6755399441055744.0
+SHIFT_BITS = int(np.array([SHIFT]).view(np.int64)[0])
+LN2_HI = 6.93147180369123816490e-01
+LN2_LO = 1.90821492927058770002e-10
+INV_LN2 = 1.44269504088896338700e+00
+P1 = 1.66666666666666019037e-01
+P2 = -2.77777777770155933842e-03
+P3 = 6.61375632143793436117e-05
+P4 = -1.65339022054652515390e-06
+P5 = 4.13813679705723846039e-08
+LG1 = 6.666666666666735130e-01
+LG2 = 3.999999999940941908e-01
+LG3 = 2.857142874366239149e-01
+LG4 = 2.222219843214978396e-01
+LG5 = 1.818357216161805012e-01
+LG6 = 1.531383769920937332e-01
+LG7 = 1.479819860511658591e-01
+EXP_LO = -708.0
+EXP_HI = 709.0
+MANTISSA = (1 << 52) - 1
+#: fdlibm's test: a mantissa above sqrt(2)'s is taken with the next exponent
+SQRT2_ADJUST = 0x95F6400000000
+BIT52 = 1 << 52
+ONE_BITS = 0x3FF0000000000000
+
+
+def exp(x: np.ndarray) -> np.ndarray:
+    """e**x elementwise (float64; see the module's domain)."""
+    x = np.asarray(x, dtype=np.float64)
+    z = np.minimum(np.maximum(x, EXP_LO), EXP_HI)
+    t0 = z * INV_LN2 + SHIFT
+    kf = t0 - SHIFT
+    k = t0.view(np.int64) - SHIFT_BITS
+    hi = z - kf * LN2_HI
+    lo = kf * LN2_LO
+    r = hi - lo
+    t = r * r
+    c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))))
+    y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
+    out = (y.view(np.int64) + (k << 52)).view(np.float64)
+    return np.where(x >= EXP_LO, out, 0.0)
+
+
+def log(x: np.ndarray) -> np.ndarray:
+    """Natural log elementwise (float64, normal positive x)."""
+    x = np.asarray(x, dtype=np.float64)
+    bits = x.view(np.int64)
+    mant = bits & MANTISSA
+    i = (mant + SQRT2_ADJUST) & BIT52
+    k = (bits >> 52) - 1023 + (i >> 52)
+    f = (mant | (i ^ ONE_BITS)).view(np.float64) - 1.0
+    dk = (k + SHIFT_BITS).view(np.float64) - SHIFT
+    s = f / (2.0 + f)
+    z = s * s
+    w = z * z
+    t1 = w * (LG2 + w * (LG4 + w * LG6))
+    t2 = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7)))
+    r = t2 + t1
+    return dk * LN2_HI - ((s * (f - r) - dk * LN2_LO) - f)
+
+
+def compile_scalar(numba):
+    """Scalar numba versions ``(exp1, log1, fix)`` of :func:`exp`, :func:`log` and
+    rint(v) as int64 for |v| < 2**51 (the same operations; LLVM inlines them into the loops)."""
+    from llvmlite import ir
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def f2i(typingctx, x):
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], ir.IntType(64))
+        return types.int64(types.float64), codegen
+
+    @intrinsic
+    def i2f(typingctx, x):
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], ir.DoubleType())
+        return types.float64(types.int64), codegen
+
+    jit = numba.njit(nogil=True, error_model="numpy")
+
+    @jit
+    def exp1(x):
+        z = x if x > EXP_LO else EXP_LO
+        z = z if z < EXP_HI else EXP_HI
+        t0 = z * INV_LN2 + SHIFT
+        kf = t0 - SHIFT
+        k = f2i(t0) - SHIFT_BITS
+        hi = z - kf * LN2_HI
+        lo = kf * LN2_LO
+        r = hi - lo
+        t = r * r
+        c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))))
+        y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
+        out = i2f(f2i(y) + (k << 52))
+        return out if x >= EXP_LO else 0.0
+
+    @jit
+    def log1(x):
+        bits = f2i(x)
+        mant = bits & MANTISSA
+        i = (mant + SQRT2_ADJUST) & BIT52
+        k = (bits >> 52) - 1023 + (i >> 52)
+        f = i2f(mant | (i ^ ONE_BITS)) - 1.0
+        dk = i2f(k + SHIFT_BITS) - SHIFT
+        s = f / (2.0 + f)
+        z = s * s
+        w = z * z
+        t1 = w * (LG2 + w * (LG4 + w * LG6))
+        t2 = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7)))
+        r = t2 + t1
+        return dk * LN2_HI - ((s * (f - r) - dk * LN2_LO) - f)
+
+    @jit
+    def fix(v):
+        return f2i(v + SHIFT) - SHIFT_BITS
+
+    return exp1, log1, fix
