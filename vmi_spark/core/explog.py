@@ -55,39 +55,112 @@ BIT52 = 1 << 52
 ONE_BITS = 0x3FF0000000000000
 
 
-def exp(x: np.ndarray) -> np.ndarray:
-    """e**x elementwise (float64; see the module's domain)."""
+#: values per numpy chunk: the temporaries stay small (heap, cache) instead of fresh pages
+CHUNK = 8192
+
+
+def _chunked(fn, x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
-    z = np.minimum(np.maximum(x, EXP_LO), EXP_HI)
-    t0 = z * INV_LN2 + SHIFT
-    kf = t0 - SHIFT
-    k = t0.view(np.int64) - SHIFT_BITS
-    hi = z - kf * LN2_HI
-    lo = kf * LN2_LO
-    r = hi - lo
-    t = r * r
-    c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))))
-    y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
-    out = (y.view(np.int64) + (k << 52)).view(np.float64)
-    return np.where(x >= EXP_LO, out, 0.0)
+    if x.size <= CHUNK:
+        return fn(x)
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty_like(flat)
+    for s in range(0, flat.size, CHUNK):
+        out[s:s + CHUNK] = fn(flat[s:s + CHUNK])
+    return out.reshape(x.shape)
+
+
+def exp(x: np.ndarray) -> np.ndarray:
+    """e**x elementwise (float64; see the module's domain). A new array."""
+    return _chunked(_exp, x)
 
 
 def log(x: np.ndarray) -> np.ndarray:
-    """Natural log elementwise (float64, normal positive x)."""
-    x = np.asarray(x, dtype=np.float64)
+    """Natural log elementwise (float64, normal positive x). A new array."""
+    return _chunked(_log, x)
+
+
+def _exp(x: np.ndarray) -> np.ndarray:
+    # in-place numpy steps; a + b and a * b are b + a and b * a in IEEE arithmetic, so each
+    # line is the scalar version's operation (:func:`compile_scalar`)
+    z = np.maximum(x, EXP_LO)
+    np.minimum(z, EXP_HI, out=z)
+    t0 = z * INV_LN2
+    t0 += SHIFT
+    kf = t0 - SHIFT
+    k = t0.view(np.int64)
+    k -= SHIFT_BITS                  # t0 is not used as a float again
+    hi = kf * LN2_HI
+    np.subtract(z, hi, out=hi)       # hi = z - kf * LN2_HI
+    lo = kf
+    lo *= LN2_LO                     # lo = kf * LN2_LO
+    r = hi - lo
+    t = r * r
+    c = t * P5                       # c = t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))))
+    c += P4
+    c *= t
+    c += P3
+    c *= t
+    c += P2
+    c *= t
+    c += P1
+    c *= t
+    np.subtract(r, c, out=c)         # c = r - t * (...)
+    r *= c                           # r * c
+    c -= 2.0
+    np.negative(c, out=c)            # 2.0 - c
+    r /= c                           # (r * c) / (2.0 - c)
+    np.subtract(lo, r, out=r)        # lo - (...)
+    r -= hi                          # (...) - hi
+    np.subtract(1.0, r, out=r)       # y = 1.0 - (...)
+    y = r.view(np.int64)
+    k <<= 52
+    y += k
+    out = y.view(np.float64)
+    out[~(x >= EXP_LO)] = 0.0
+    return out
+
+
+def _log(x: np.ndarray) -> np.ndarray:
     bits = x.view(np.int64)
     mant = bits & MANTISSA
-    i = (mant + SQRT2_ADJUST) & BIT52
-    k = (bits >> 52) - 1023 + (i >> 52)
-    f = (mant | (i ^ ONE_BITS)).view(np.float64) - 1.0
-    dk = (k + SHIFT_BITS).view(np.float64) - SHIFT
-    s = f / (2.0 + f)
+    i = mant + SQRT2_ADJUST
+    i &= BIT52
+    k = bits >> 52
+    k -= 1023
+    k += i >> 52
+    i ^= ONE_BITS
+    mant |= i
+    f = mant.view(np.float64)
+    f -= 1.0
+    k += SHIFT_BITS
+    dk = k.view(np.float64)
+    dk -= SHIFT
+    s = f + 2.0
+    np.divide(f, s, out=s)           # s = f / (2.0 + f)
     z = s * s
     w = z * z
-    t1 = w * (LG2 + w * (LG4 + w * LG6))
-    t2 = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7)))
-    r = t2 + t1
-    return dk * LN2_HI - ((s * (f - r) - dk * LN2_LO) - f)
+    t1 = w * LG6                     # t1 = w * (LG2 + w * (LG4 + w * LG6))
+    t1 += LG4
+    t1 *= w
+    t1 += LG2
+    t1 *= w
+    t2 = w * LG7                     # t2 = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7)))
+    t2 += LG5
+    t2 *= w
+    t2 += LG3
+    t2 *= w
+    t2 += LG1
+    t2 *= z
+    t2 += t1                         # r = t2 + t1
+    np.subtract(f, t2, out=t2)       # f - r
+    t2 *= s                          # s * (f - r)
+    t1 = dk * LN2_LO
+    t2 -= t1                         # (...) - dk * LN2_LO
+    t2 -= f                          # (...) - f
+    dk *= LN2_HI
+    dk -= t2                         # dk * LN2_HI - (...)
+    return dk
 
 
 def compile_scalar(numba):
