@@ -80,6 +80,16 @@ def log(x: np.ndarray) -> np.ndarray:
     return _chunked(_log, x)
 
 
+def _horner(v: np.ndarray, coeffs) -> np.ndarray:
+    """v * (a_n + v * (... + v * (a_1 + v * a_0))) for coeffs (a_0, ..., a_n), in place
+    on one new array: the scalar versions' nesting, innermost first."""
+    out = v * coeffs[0]
+    for a in coeffs[1:]:
+        out += a
+        out *= v
+    return out
+
+
 def _exp(x: np.ndarray) -> np.ndarray:
     # in-place numpy steps; a + b and a * b are b + a and b * a in IEEE arithmetic, so each
     # line is the scalar version's operation (:func:`compile_scalar`)
@@ -96,15 +106,7 @@ def _exp(x: np.ndarray) -> np.ndarray:
     lo *= LN2_LO                     # lo = kf * LN2_LO
     r = hi - lo
     t = r * r
-    c = t * P5                       # c = t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))))
-    c += P4
-    c *= t
-    c += P3
-    c *= t
-    c += P2
-    c *= t
-    c += P1
-    c *= t
+    c = _horner(t, (P5, P4, P3, P2, P1))  # t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))))
     np.subtract(r, c, out=c)         # c = r - t * (...)
     r *= c                           # r * c
     c -= 2.0
@@ -140,16 +142,8 @@ def _log(x: np.ndarray) -> np.ndarray:
     np.divide(f, s, out=s)           # s = f / (2.0 + f)
     z = s * s
     w = z * z
-    t1 = w * LG6                     # t1 = w * (LG2 + w * (LG4 + w * LG6))
-    t1 += LG4
-    t1 *= w
-    t1 += LG2
-    t1 *= w
-    t2 = w * LG7                     # t2 = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7)))
-    t2 += LG5
-    t2 *= w
-    t2 += LG3
-    t2 *= w
+    t1 = _horner(w, (LG6, LG4, LG2))  # t1 = w * (LG2 + w * (LG4 + w * LG6))
+    t2 = _horner(w, (LG7, LG5, LG3))  # t2 = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7)))
     t2 += LG1
     t2 *= z
     t2 += t1                         # r = t2 + t1

@@ -29,7 +29,7 @@ from . import explog
 SCALE = float(2**32)
 #: floor for the mixture probability; only reached if a posterior underflows
 TINY = 1e-300
-#: cells (rows x candidates) one compiled call fills before the logs are taken
+#: (pattern, x_i, y) cells x candidates one compiled cell-scoring call fills at most
 _CHUNK_CELLS = 1 << 16
 
 

@@ -146,20 +146,16 @@ def _owns(key, serial: int) -> bool:
     return True
 
 
-def _state_nbytes(state: BlockState) -> int:
-    return state.nbytes
-
-
 def _state_put(key, state: BlockState, budget: int) -> None:
     global _state_bytes
     _state_take(key)  # an older copy of the same block
-    if _state_nbytes(state) > budget:
+    if state.nbytes > budget:
         return
     _WORKER_STATES[key] = state
-    _state_bytes += _state_nbytes(state)
+    _state_bytes += state.nbytes
     while _state_bytes > budget:
         _, old = _WORKER_STATES.popitem(last=False)
-        _state_bytes -= _state_nbytes(old)
+        _state_bytes -= old.nbytes
 
 
 def _state_peek(key) -> BlockState | None:
@@ -178,7 +174,7 @@ def _state_take(key) -> BlockState | None:
     global _state_bytes
     state = _WORKER_STATES.pop(key, None)
     if state is not None:
-        _state_bytes -= _state_nbytes(state)
+        _state_bytes -= state.nbytes
     return state
 
 
