@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import kernels
+from . import explog, kernels
 from .kernels import fixed_log
 
 #: fixed-point scale of per-row log contributions (defined with the loops that round)
@@ -204,7 +204,7 @@ def pairwise_add(codes: np.ndarray, y: np.ndarray, state: BlockState, f: int,
         # the class terms relative to the own class's (1): the same posterior once normalised
         factor = np.ones_like(post)
         rows = np.arange(post.shape[0])[:, None]
-        factor[rows, kernels.other_classes(y, post.shape[1])] = np.exp(state.log_ratio[f] / m)
+        factor[rows, kernels.other_classes(y, post.shape[1])] = explog.exp(state.log_ratio[f] / m)
     else:
         factor = ops.cond[f].take(cf, axis=0)
     post *= factor
