@@ -61,8 +61,8 @@ class StepOps:
 
 #: the pattern kernel is used while (patterns x states) <= rows / PATTERN_RATIO
 PATTERN_RATIO = 2
-#: pairwise scores per (pattern, x_i) cell while the cells are at most rows / PAIR_CELL_RATIO
-#: (cells are (pattern, x_i, y); a cell costs L-1 exps and a log, a row a count)
+#: pairwise scores per (pattern, x_i, y) cell while the cells are at most rows / PAIR_CELL_RATIO
+#: (a cell costs L-1 exps and a log, a row a count)
 PAIR_CELL_RATIO = 2
 
 
