@@ -113,10 +113,21 @@ def value_counts(values: np.ndarray, counts: np.ndarray | None = None
         raise ValueError("value counts must not be negative")
     keep = ~np.isnan(v) & (c > 0)
     v = v[keep] + 0.0  # -0.0 + 0.0 == +0.0, as the encoder sees it
-    uniq, inverse = np.unique(v, return_inverse=True)
-    total = np.zeros(len(uniq), dtype=np.int64)
-    np.add.at(total, inverse.ravel(), c[keep])
-    return uniq, total
+    if counts is None:
+        v = np.sort(v)
+        starts = _run_starts(v)
+        return v[starts], np.diff(np.append(starts, len(v))).astype(np.int64)
+    order = np.argsort(v, kind="stable")
+    v, c = v[order], c[keep][order]
+    starts = _run_starts(v)
+    return v[starts], (np.add.reduceat(c, starts) if len(v) else c)
+
+
+def _run_starts(v: np.ndarray) -> np.ndarray:
+    """Where each run of equal values of the sorted ``v`` starts."""
+    if len(v) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.concatenate([[True], v[1:] != v[:-1]]))
 
 
 def value_at_ranks(values: np.ndarray, counts: np.ndarray, ranks: np.ndarray) -> np.ndarray:
@@ -509,6 +520,15 @@ def assign_codes(edges: tuple[float, ...] | list[float] | np.ndarray, values: np
     return codes.astype(np.int64)
 
 
+def regrid_codes(grid: Binning, edges: tuple[float, ...]) -> np.ndarray:
+    """Lookup table from the codes of ``grid`` to those of ``edges`` (a subset of the
+    grid's edges, e.g. :func:`mdlp_binning`'s): ``table[assign_codes(grid.edges, x)]``
+    equals ``assign_codes(edges, x)``, so rows coded on the grid need not be read again.
+    """
+    lower = np.array([-np.inf, *grid.edges], dtype=np.float64)  # each grid state's lower edge
+    return assign_codes(edges, lower)
+
+
 # --------------------------------------------------------------------------- labels
 
 
@@ -576,9 +596,9 @@ def state_labels(binning: Binning) -> list[str]:
     """Readable names of the states in code order.
 
     A spike's state is named by its value, the others are intervals. An edge that is
-    the next double above a shorter-written number ``p`` (the edge just above a spike,
-    ``nextafter(p, inf)``) is written as ``p`` with the bracket turned, which is the
-    same set of doubles: ``[nextafter(0, inf), 2)`` is ``(0, 2)``, and
+    the next double above a round number ``p`` (6 significant digits; the edge just
+    above a spike, ``nextafter(p, inf)``) is written as ``p`` with the bracket turned,
+    which is the same set of doubles: ``[nextafter(0, inf), 2)`` is ``(0, 2)``, and
     ``[-1, nextafter(0, inf))`` is ``[-1, 0]``.
     """
     edges = list(binning.edges)
@@ -653,11 +673,19 @@ def _above(s: float) -> float:
 
 
 def _below_if_shorter(e: float) -> float | None:
-    """The double just below ``e`` if it is written with fewer characters, else None."""
+    """The double just below ``e`` if it is a round number (6 significant digits) and
+    ``e`` is not, else None: ``e`` is then the edge just above that number."""
     if not math.isfinite(e):
         return None
     p = float(np.nextafter(e, -np.inf))
-    return p if len(repr(p)) < len(repr(e)) else None
+    return p if _is_round(p) and not _is_round(e) else None
+
+
+def _is_round(x: float) -> bool:
+    """Written exactly with 6 significant digits (subnormal numbers other than 0 are not)."""
+    if x == 0.0:
+        return True
+    return abs(x) >= np.finfo(np.float64).tiny and float(f"{x:.6g}") == x
 
 
 def _fmt(x: float) -> str:
