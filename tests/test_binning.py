@@ -16,6 +16,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vmi_spark.core.binning import (
     DEFAULT_LABEL_BINS,
@@ -307,6 +309,19 @@ def test_quantile_matches_the_reference_partition(num_bins):
         assert list(b.spikes) == spikes
         assert b.num_states == max(state.values()) + 1 <= num_bins
         assert all(e2 > e1 for e1, e2 in zip(b.edges, b.edges[1:]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-4, 12), min_size=1, max_size=60), st.integers(2, 9))
+def test_quantile_matches_the_reference_on_small_tied_columns(ints, num_bins):
+    # few distinct values and many ties: all-spike columns, adjacent spikes, demotion
+    x = np.array(ints, dtype=float) / 2.0
+    b = quantile_of(x, num_bins)
+    state, spikes = ref_quantile(x, num_bins)
+    vals = np.array(sorted(state))
+    np.testing.assert_array_equal(assign_codes(b.edges, vals), [state[v] for v in vals])
+    assert list(b.spikes) == spikes
+    assert b.num_states == max(state.values()) + 1 <= num_bins
 
 
 def test_quantile_without_spikes_is_todays_rule():
@@ -614,3 +629,11 @@ def test_from_description_rejects_what_describe_cannot_write(raw, message):
     with pytest.raises(ValueError, match=message) as err:
         from_description(raw)
     assert "\n" not in str(err.value)
+
+
+def test_assign_codes_missing_state():
+    edges = (1.0, 2.0)
+    v = np.array([0.5, 1.0, np.nan, 2.5])
+    np.testing.assert_array_equal(assign_codes(edges, v, missing_code=3), [0, 1, 3, 2])
+    # without a missing code NaN sorts above every edge: the last state
+    np.testing.assert_array_equal(assign_codes(edges, v), [0, 1, 2, 2])
