@@ -33,6 +33,7 @@ from vmi_spark.core.binning import (
     mdlp_accepts,
     mdlp_binning,
     mdlp_cuts,
+    place_edges,
     quantile_binning,
     regrid_codes,
     resolve_label_type,
@@ -271,6 +272,16 @@ def test_adjacent_spikes_and_the_unseen_gap_between_them():
     np.testing.assert_array_equal(assign_codes(b.edges, np.array([0, 0.5, 1, 2, 3.0])),
                                   [0, 1, 1, 2, 3])
     assert state_labels(b) == ["0", "1", "(1, 3)", "[3, inf)"]
+
+
+def test_place_edges_hand_computed():
+    # spikes 0 and 5 with one uncut run between them and nothing outside: no edge below
+    # the first state, the run starts just above 0, the spike 5 at 5
+    assert place_edges([None, np.empty(0), None], [0.0, 5.0]) == (ABOVE_0, 5.0)
+    # a run below the first spike (cut at -2) and two adjacent spikes
+    assert place_edges([np.array([-2.0]), None, None], [0.0, 1.0]) == (-2.0, 0.0, ABOVE_0)
+    # no spikes: the run's cuts
+    assert place_edges([np.array([3.0, 4.0])], []) == (3.0, 4.0)
 
 
 def test_share_bins_hand_computed():

@@ -241,12 +241,12 @@ def quantile_binning(values: np.ndarray, counts: np.ndarray, num_bins: int) -> B
         (:func:`share_bins`) and each run is cut into equal-frequency bins
         (:func:`equal_frequency_cuts`). Walking up the values, each state's lower edge
         is its smallest value, except that the state just above a spike ``s`` starts
-        at ``np.nextafter(s, inf)``. So a spike's state holds exactly ``s``, and a
-        value strictly between two spikes never shares a state with either, with two
-        end cases as for any end bin: a spike that is the smallest value also takes
-        any smaller value, the largest any larger one; and a value unseen in
-        ``values`` that lies between two adjacent spikes joins the upper one.
-        Without spikes the edges are those of plain equal-frequency bins.
+        at ``np.nextafter(s, inf)`` (:func:`place_edges`). So a spike's state holds
+        exactly ``s`` and a value strictly between two spikes never shares a state
+        with either, but for unseen values: a spike that is the smallest value also
+        takes any smaller value and the largest any larger one, as end bins do, and a
+        value missing from ``values`` that lies between two adjacent spikes joins the
+        upper one. Without spikes the edges are those of plain equal-frequency bins.
 
     Examples
     --------
@@ -273,24 +273,45 @@ def quantile_binning(values: np.ndarray, counts: np.ndarray, num_bins: int) -> B
     runs = non_spike_runs(spikes)
     sizes = [int(cnts[a:b].sum()) for a, b in runs]
     shares = share_bins(sizes, [b - a for a, b in runs], num_bins - int(spikes.sum()))
-    spike_values = vals[spikes]
+    spike_values = [float(v) for v in vals[spikes]]
+    run_cuts = [equal_frequency_cuts(vals[a:b], cnts[a:b], shares[j]) if b > a else None
+                for j, (a, b) in enumerate(runs)]
+    return Binning(QUANTILE, place_edges(run_cuts, spike_values), tuple(spike_values))
+
+
+def place_edges(run_cuts: list[np.ndarray | None], spikes: list[float]) -> tuple[float, ...]:
+    """The edges of the states of the runs and spikes, walking up the values.
+
+    Parameters
+    ----------
+    run_cuts : list
+        For each of the ``k + 1`` runs around the spikes, its cuts
+        (:func:`equal_frequency_cuts`), or None when the run is empty.
+    spikes : list of float
+        The ``k`` spike values, sorted.
+
+    Returns
+    -------
+    tuple of float
+        Each state's lower edge is its smallest value, except that the state just above
+        a spike ``s`` starts at ``nextafter(s, inf)``; the first state has no lower edge.
+    """
     edges: list[float] = []
     below: float | None = None  # the spike just below, if the last state was one
     started = False
-    for j, (a, b) in enumerate(runs):
-        if b > a:
+    for j, cuts in enumerate(run_cuts):
+        if cuts is not None:
             if below is not None:
                 edges.append(_above(below))
-            edges.extend(float(c) for c in equal_frequency_cuts(vals[a:b], cnts[a:b], shares[j]))
+            edges.extend(float(c) for c in cuts)
             below, started = None, True
-        if j < len(spike_values):
-            s = float(spike_values[j])
+        if j < len(spikes):
             if below is not None:
                 edges.append(_above(below))
             elif started:
-                edges.append(s)
-            below, started = s, True
-    return Binning(QUANTILE, tuple(edges), tuple(float(s) for s in spike_values))
+                edges.append(spikes[j])
+            below, started = spikes[j], True
+    return tuple(edges)
 
 
 # --------------------------------------------------------------------------- uniform
