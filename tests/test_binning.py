@@ -25,7 +25,9 @@ from vmi_spark.core.binning import (
     Binning,
     assign_codes,
     best_boundary,
+    check_strategy,
     describe,
+    fit_binning,
     from_description,
     label_binning,
     limit_spikes,
@@ -648,3 +650,30 @@ def test_assign_codes_missing_state():
     np.testing.assert_array_equal(assign_codes(edges, v, missing_code=3), [0, 1, 3, 2])
     # without a missing code NaN sorts above every edge: the last state
     np.testing.assert_array_equal(assign_codes(edges, v), [0, 1, 2, 2])
+
+
+def test_fit_binning_composes_the_strategies():
+    rng = np.random.default_rng(17)
+    y = rng.integers(0, 3, 3000)
+    x = np.where(rng.random(3000) < 0.4, 0.0, rng.normal(y, 1.0))
+    x[rng.random(3000) < 0.05] = np.nan  # missing values are dropped
+    known = ~np.isnan(x)
+    assert fit_binning("quantile", x, 10) == quantile_binning(*value_counts(x[known]), 10)
+    assert fit_binning("uniform", x, 10) == uniform_binning(*value_counts(x[known]), 10)
+    grid = quantile_binning(*value_counts(x[known]), MDLP_GRID_CELLS)
+    counts = np.zeros((grid.num_states, 3), dtype=np.int64)
+    for code, label in zip(assign_codes(grid.edges, x[known]), y[known]):
+        counts[code, label] += 1
+    expected = mdlp_binning(grid, counts, max_bins=10)
+    assert len(expected.edges) >= 2  # the label is informative
+    assert fit_binning("mdlp", x, 10, labels=y, num_classes=3) == expected
+    perm = rng.permutation(len(x))  # any row order: the same bins
+    assert fit_binning("mdlp", x[perm], 10, labels=y[perm], num_classes=3) == expected
+
+
+def test_strategy_errors_name_the_parameter():
+    assert check_strategy("uniform") == "uniform"
+    with pytest.raises(ValueError, match="binning must be quantile, uniform or mdlp, got 'kbins'"):
+        check_strategy("kbins")
+    with pytest.raises(ValueError, match="binning 'mdlp' needs the class labels"):
+        fit_binning("mdlp", np.arange(5.0), 4)

@@ -524,6 +524,58 @@ def spikes_kept(grid: Binning, edges: tuple[float, ...]) -> tuple[float, ...]:
     return tuple(out)
 
 
+# --------------------------------------------------------------------------- one call
+
+
+def check_strategy(strategy: Any) -> str:
+    """``strategy`` if it is a known ``binning`` value, else a one-line ValueError
+    (callable before any data is read)."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"binning must be quantile, uniform or mdlp, got {strategy!r}")
+    return strategy
+
+
+def fit_binning(strategy: str, values: np.ndarray, num_bins: int,
+                labels: np.ndarray | None = None, num_classes: int | None = None) -> Binning:
+    """The binning of one column from its values (a sample or all), in one call.
+
+    Parameters
+    ----------
+    strategy : str
+        ``binning``: ``quantile``, ``uniform`` or ``mdlp``.
+    values : array of float
+        The column's values, NaN for missing (dropped here), in any order.
+    num_bins : int
+        ``numBins``.
+    labels, num_classes : int array and int, optional
+        For ``mdlp`` only: the class code (0 .. num_classes - 1) of each row of
+        ``values``.
+
+    Returns
+    -------
+    Binning
+        :func:`quantile_binning` or :func:`uniform_binning` of the value counts; for
+        ``mdlp``, :func:`mdlp_binning` with at most ``num_bins`` states over a
+        :data:`MDLP_GRID_CELLS`-cell quantile grid, counted from these rows.
+    """
+    check_strategy(strategy)
+    v = np.asarray(values, dtype=np.float64)
+    if strategy == QUANTILE:
+        return quantile_binning(*value_counts(v), num_bins)
+    if strategy == UNIFORM:
+        return uniform_binning(*value_counts(v), num_bins)
+    if labels is None or num_classes is None:
+        raise ValueError("binning 'mdlp' needs the class labels of the rows")
+    y = np.asarray(labels, dtype=np.int64)
+    if y.shape != v.shape:
+        raise ValueError(f"{len(v)} values but {len(y)} labels")
+    known = ~np.isnan(v)
+    grid = quantile_binning(*value_counts(v[known]), MDLP_GRID_CELLS)
+    counts = np.zeros((grid.num_states, num_classes), dtype=np.int64)
+    np.add.at(counts, (assign_codes(grid.edges, v[known]), y[known]), 1)
+    return mdlp_binning(grid, counts, max_bins=num_bins)
+
+
 # --------------------------------------------------------------------------- codes
 
 
