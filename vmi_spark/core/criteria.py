@@ -158,7 +158,8 @@ def _record(result: Selection, best: int, value: float, t_step: float) -> float:
 
 def _select_greedy(backend: ClassicBackend, method: str, num_features: int,
                    report_candidates: int, on_step: Callable[[Selection], None] | None,
-                   resume: Selection | None = None) -> Selection:
+                   resume: Selection | None = None,
+                   min_gain: float | None = None) -> Selection:
     t_step = time.perf_counter()
     counts = backend.feature_counts()
     num_cols = counts.shape[0]
@@ -194,6 +195,7 @@ def _select_greedy(backend: ClassicBackend, method: str, num_features: int,
     while len(result.selected) < num_features:
         if chosen.all():
             result.stopped_early = "no features left to select"
+            result.stop_reason = "no_features_left"
             break
         if last is None or method == MIM:
             values = relevance.copy()
@@ -215,6 +217,11 @@ def _select_greedy(backend: ClassicBackend, method: str, num_features: int,
                 values = running_min.copy()
         values[chosen] = -np.inf
         best = _best(values)
+        if min_gain is not None and values[best] < min_gain:
+            result.stop_reason = "threshold"
+            result.stopped_early = (f"the best candidate's {method} criterion is "
+                                    f"{values[best]:.6g} nats, below the threshold {min_gain:g}")
+            break
         if report_candidates:
             result.candidates.append(top_candidates(values, report_candidates))
         chosen[best] = True
@@ -224,7 +231,10 @@ def _select_greedy(backend: ClassicBackend, method: str, num_features: int,
             try:
                 on_step(result)
             except StopSelection:
+                result.stop_reason = "callback"
                 break
+    if result.stop_reason is None:
+        result.stop_reason = "num_features"
     return result
 
 
@@ -304,9 +314,13 @@ def _select_spec_cmi(backend: ClassicBackend, num_features: int, report_candidat
             try:
                 on_step(result)
             except StopSelection:
+                result.stop_reason = "callback"
                 return result
     if num_features > num_cols:
         result.stopped_early = "no features left to select"
+        result.stop_reason = "no_features_left"
+    else:
+        result.stop_reason = "num_features"
     return result
 
 
@@ -317,6 +331,7 @@ def select_classic(
     report_candidates: int = 0,
     on_step: Callable[[Selection], None] | None = None,
     resume: Selection | None = None,
+    min_gain: float | None = None,
 ) -> Selection:
     """Select up to ``num_features`` features with a classic mutual-information criterion.
 
@@ -337,6 +352,10 @@ def select_classic(
     resume : Selection, optional
         A selection saved after a completed step of the same run; the loop continues
         after its last step (the running sums are replayed from one bulk count pass).
+    min_gain : float, optional
+        Stop when the best candidate's criterion value is below this (nats);
+        ``num_features`` stays an upper bound. Not defined for SPEC_CMI, whose
+        values are eigenvector entries. ``None`` (the default) never stops on it.
 
     Returns
     -------
@@ -355,5 +374,9 @@ def select_classic(
     if method not in CLASSIC_METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {CLASSIC_METHODS}")
     if method == SPEC_CMI:
+        if min_gain is not None:
+            raise ValueError("a gain threshold is not defined for spec_cmi (its values are "
+                             "eigenvector entries, not nats)")
         return _select_spec_cmi(backend, num_features, report_candidates, on_step, resume)
-    return _select_greedy(backend, method, num_features, report_candidates, on_step, resume)
+    return _select_greedy(backend, method, num_features, report_candidates, on_step, resume,
+                          min_gain)

@@ -36,6 +36,12 @@ class Backend(Protocol):
         """
 
 
+#: why a selection ended: K features selected; the best candidate gained less than the
+#: threshold (``min_gain``); every feature selected; no feature informative on its own;
+#: an ``on_step`` callback raised :class:`StopSelection`
+STOP_REASONS = ("num_features", "threshold", "no_features_left", "no_information", "callback")
+
+
 class StopSelection(Exception):
     """Raised by an ``on_step`` callback to end the selection after the current step."""
 
@@ -53,6 +59,8 @@ class Selection:
     candidates: list[list[tuple[int, float]]] = field(default_factory=list)
     restarts: int = 0
     stopped_early: str | None = None
+    #: why the selection ended: one of :data:`STOP_REASONS`
+    stop_reason: str | None = None
     num_rows: int = 0
     mutual_information: list[float] = field(default_factory=list)
 
@@ -69,6 +77,7 @@ def report_fields(sel: Selection, names: list[str]) -> dict:
         "blocks": list(sel.blocks),
         "restarts": sel.restarts,
         "stopped_early": sel.stopped_early,
+        "stop_reason": sel.stop_reason,
         "step_seconds": list(sel.step_seconds),
     }
     if sel.candidates:
@@ -92,6 +101,19 @@ def _pair_tables(backend: Backend, block: list[int]) -> dict[int, np.ndarray]:
     return {f: safe_log(pair_conditional(c)) for f, c in zip(block, counts)}
 
 
+def _new_block_reaches(mi: np.ndarray, candidates: np.ndarray, min_gain: float) -> bool:
+    """Whether a new block would start with a gain of at least ``min_gain``."""
+    return bool(candidates.any() and np.max(mi[candidates]) >= min_gain)
+
+
+def _below_threshold(gain: float, min_gain: float | None, in_block: bool) -> str:
+    """The report's sentence for a selection that stopped on the gain threshold."""
+    what = ("raises the bound by" if in_block
+            else "has a one-feature bound (mutual information) of")
+    tail = " and no new block would start above it" if in_block else ""
+    return f"the best candidate {what} {gain:.6g} nats, below the threshold {min_gain:g}{tail}"
+
+
 def top_candidates(values: np.ndarray, n: int) -> list[tuple[int, float]]:
     """The ``n`` best (index, value) pairs, best first, ties to the lowest index."""
     if n <= 0:
@@ -110,6 +132,7 @@ def select_vmi(
     on_step: Callable[[Selection], None] | None = None,
     resume: Selection | None = None,
     conditional_fn: Callable[[np.ndarray], np.ndarray] | None = None,
+    min_gain: float | None = None,
 ) -> Selection:
     """Select up to ``num_features`` features by maximising the variational bound.
 
@@ -138,6 +161,13 @@ def select_vmi(
         the plug-in estimate. With it, the first feature of a block is chosen by
         the bound of a one-feature block under that table (one pass over the rows)
         instead of the plug-in mutual information. ``vmi_naive`` only.
+    min_gain : float, optional
+        Stop when the best candidate raises the current block's bound by less than
+        this (nats) and no restart would help: a block whose best gain falls below
+        ``min_gain`` is restarted if some remaining feature's one-feature bound
+        (its mutual information with the label) reaches ``min_gain``; otherwise the
+        selection ends with ``stop_reason = "threshold"``. ``num_features`` stays
+        an upper bound. ``None`` (the default) never stops on the gain.
 
     Returns
     -------
@@ -187,6 +217,7 @@ def select_vmi(
         candidates = ~chosen
         if not candidates.any():
             result.stopped_early = "no features left to select"
+            result.stop_reason = "no_features_left"
             break
         if not block:
             gains = np.where(candidates, mi, -np.inf)
@@ -198,7 +229,9 @@ def select_vmi(
             gains = np.where(candidates, sums / n_rows, -np.inf)
         best = int(np.argmax(gains))  # first maximum: ties go to the lowest index
         gain = float(gains[best])
-        if block and not gain > restart_tolerance:
+        below = min_gain is not None and gain < min_gain
+        if block and (not gain > restart_tolerance
+                      or below and _new_block_reaches(mi, candidates, min_gain)):
             block = []
             tables = {}
             bound = 0.0
@@ -206,11 +239,16 @@ def select_vmi(
             result.restarts += 1
             continue
         if not block and not gain > 0.0:
+            result.stop_reason = "no_information"
             result.stopped_early = (
                 "no remaining feature has positive mutual information with the label "
                 f"(selected {len(result.selected)} of {num_features})")
             warnings.warn(f"VMI selection stopped early: {result.stopped_early}", RuntimeWarning,
                           stacklevel=2)
+            break
+        if below:
+            result.stop_reason = "threshold"
+            result.stopped_early = _below_threshold(gain, min_gain, bool(block))
             break
         if report_candidates:
             result.candidates.append(top_candidates(bound + gains if block else gains,
@@ -231,5 +269,8 @@ def select_vmi(
             try:
                 on_step(result)
             except StopSelection:
+                result.stop_reason = "callback"
                 break
+    if result.stop_reason is None:
+        result.stop_reason = "num_features"
     return result
