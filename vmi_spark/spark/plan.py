@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import InputError
+from .storage import keep
 
 #: rows used to place bin edges; exact quantiles up to this many rows
 SAMPLE_ROWS = 200_000
@@ -463,10 +464,11 @@ def _quantile_splits(df: DataFrame, cols: list[str], num_bins: int, rows: int,
     out: dict[str, list[float]] = {}
     # the columns come to the driver a chunk at a time; with more than one chunk the
     # sample is cached first, so that the input is read (and hashed) once, not per chunk
-    cached = len(cols) > _SPLIT_CHUNK
     frame = positional(sample, cols)
-    if cached:
-        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    kept = None
+    if len(cols) > _SPLIT_CHUNK:  # a session that refuses caching hashes the input per chunk
+        kept = keep(frame, StorageLevel.MEMORY_AND_DISK, materialize=False, warn=False)
+        frame = kept.df
     try:
         for start in range(0, len(cols), _SPLIT_CHUNK):
             names = frame.columns[start:start + _SPLIT_CHUNK]
@@ -476,8 +478,8 @@ def _quantile_splits(df: DataFrame, cols: list[str], num_bins: int, rows: int,
                 out[c] = equal_frequency_splits(v, num_bins)
             del table
     finally:
-        if cached:
-            frame.unpersist()
+        if kept is not None:
+            kept.release()
     return out
 
 

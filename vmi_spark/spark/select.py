@@ -26,6 +26,7 @@ from .encode import encode_blocks
 from .grid import grid_plan
 from .plan import EncodingPlan, build_plan, quote, resolve_columns
 from .resident import ResidentBackend, ResidentUnavailable, task_slots, unavailable_reason
+from .storage import Kept, keep
 
 #: every selection method: the two VMI Q-distributions and the paper's comparison criteria
 ALL_METHODS = (*METHODS, *CLASSIC_METHODS)
@@ -50,6 +51,7 @@ class SelectionRun:
     prepare_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
     execution: str = "passes"
+    storage: str = "cache"
 
     def report(self) -> dict[str, Any]:
         return {
@@ -61,6 +63,7 @@ class SelectionRun:
             "num_classes": len(self.plan.classes),
             "classes": [str(c) for c in self.plan.classes],
             "execution": self.execution,
+            "storage": self.storage,
             "prepare_seconds": self.prepare_seconds,
             "total_seconds": self.total_seconds,
             # JSON has no infinities: a non-finite parameter (restartTolerance -inf) is a string
@@ -135,6 +138,27 @@ def _backend(blocks: DataFrame, d: int, arity: int, num_classes: int, method: st
     return SparkBackend(blocks, d, arity, num_classes, method, storage_level)
 
 
+_STORAGE_WORDS = {"staging": "a Parquet copy in the staging directory",
+                  "recompute": "recomputing them from the input in every pass"}
+
+
+def _keep_blocks(encoded: DataFrame, parts: int, storage_level: StorageLevel, mode: str,
+                 staging_dir: str | None) -> Kept:
+    """The encoded blocks, spread over ``parts`` partitions and kept for the passes.
+
+    Cached (the default), the rows are encoded once: the encoded blocks are kept for
+    the range partitioner's sampling job and the shuffle. Staged or recomputed, the
+    blocks are used in the partitioning they come in (every execution accepts any).
+    """
+    first = keep(encoded, storage_level, mode, staging_dir, materialize=False)
+    if first.how != "cache":
+        return first
+    try:
+        return keep(first.df.repartitionByRange(parts, "block_id"), storage_level, "cache")
+    finally:
+        first.release()
+
+
 def _saving(ckpt: Checkpoint, on_step: Callable[[Selection], None] | None):
     """An ``on_step`` that saves the checkpoint first, then calls ``on_step``."""
     def save_then_call(sel: Selection) -> None:
@@ -154,7 +178,9 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                   checkpoint_dir: str | None = None,
                   estimator: str = "histogram",
                   source: ParquetSource | None = None,
-                  execution: str = "auto") -> SelectionRun:
+                  execution: str = "auto",
+                  block_storage: str = "auto",
+                  staging_dir: str | None = None) -> SelectionRun:
     """Select features of ``df`` for ``label`` on Spark (see :class:`vmi_spark.VMISelector`).
 
     With ``checkpoint_dir`` the state of the selection is saved there after every
@@ -174,6 +200,12 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     resident where the session allows it (a classic session without dynamic
     allocation) and falls back to passes, with a warning, if the tasks cannot start.
     The answer is the same either way.
+
+    ``block_storage`` says where the encoded rows live between passes
+    (:mod:`vmi_spark.spark.storage`): ``"auto"`` caches them, or, where the session
+    refuses caching (Databricks serverless), writes them once under ``staging_dir``
+    (a directory Spark can write and read, e.g. a Unity Catalog volume) and removes
+    that copy afterwards, or without ``staging_dir`` recomputes them in every pass.
     """
     t0 = time.perf_counter()
     if method not in ALL_METHODS:
@@ -229,20 +261,13 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     # kept for the shuffle to read, so that every row is read and encoded once, not twice.
     encoded = (reader.encode_blocks(plan, block_rows, handle_invalid == "skip")
                if reader is not None else encode_blocks(rows, plan, block_rows))
-    encoded = encoded.persist(storage_level)
-    blocks = encoded.repartitionByRange(parts, "block_id").persist(storage_level)
-    try:
-        blocks.count()
-    except BaseException:
-        blocks.unpersist()
-        raise
-    finally:
-        encoded.unpersist()
+    kept = _keep_blocks(encoded, parts, storage_level, block_storage, staging_dir)
+    blocks = kept.df
     try:
         backend = _backend(blocks, d, plan.arity, num_classes, method, storage_level,
                            execution, why_not, notes)
     except BaseException:
-        blocks.unpersist()
+        kept.release()
         raise
     used = "resident" if isinstance(backend, ResidentBackend) else "passes"
     params = {"method": method, "num_features": num_features, "restart_tolerance": restart_tolerance,
@@ -278,7 +303,7 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                                        on_step=on_step, resume=resume)
     finally:
         backend.close()
-        blocks.unpersist()
+        kept.release()
     if isinstance(backend, ResidentBackend):
         if backend.recoveries:
             notes.append(f"resident tasks were lost {backend.recoveries} time(s); Spark "
@@ -287,4 +312,8 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
             notes.append(f"{backend.lost}; the selection went on with one Spark job per pass")
     if selection.stopped_early:
         notes.append(f"stopped early: {selection.stopped_early}")
-    return SelectionRun(plan, selection, params, time.perf_counter() - t0, t_prep, notes, used)
+    if kept.how != "cache":
+        notes.append(f"the encoded rows were kept by {_STORAGE_WORDS[kept.how]} (the session "
+                     "cannot cache DataFrames)")
+    return SelectionRun(plan, selection, params, time.perf_counter() - t0, t_prep, notes, used,
+                        kept.how)
