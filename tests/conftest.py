@@ -1,11 +1,63 @@
-"""One session-scoped local SparkSession for every Spark test (none at import time)."""
+"""One session-scoped local SparkSession for every Spark test (none at import time), and the
+test tiers.
+
+Every test gets exactly one tier marker, assigned here at collection, so a new test file is
+tiered without edits:
+
+* ``system``: slow or process-level tests: a standalone cluster, kill -9, Spark Connect,
+  spark-submit subprocesses. A test is ``system`` if its module is in ``SYSTEM_MODULES``, if it
+  (or its module, through ``pytestmark``) carries ``@pytest.mark.system``, or if its own source
+  runs spark-submit or starts a cluster or a Connect session (``SYSTEM_WORDS``).
+* ``spark``: integration tests that use the session ``spark`` fixture (directly or through
+  another fixture).
+* ``lint``: ruff and mypy (``LINT_MODULES``); the tier runner runs them as its first step.
+* ``unit``: everything else: fast and Spark-free (core, explog, kernels, sklearn, ...).
+
+An explicit ``@pytest.mark.unit`` / ``spark`` / ``system`` / ``lint`` on a test or module wins.
+``tests/run_tiers.sh`` runs the tiers as separate steps; ``pytest -m unit`` is the fast tier.
+"""
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 
 import pytest
+
+TIERS = ("lint", "system", "spark", "unit")
+SYSTEM_MODULES = frozenset({"test_cluster", "test_connect"})
+LINT_MODULES = frozenset({"test_code_health"})
+# words in a test function's own source that make it a system test
+SYSTEM_WORDS = ("spark-submit", "spark_submit", "SparkCluster", "SIGKILL", ".remote(")
+
+
+def _source(item: pytest.Item) -> str:
+    fn = getattr(item, "function", None)
+    try:
+        return inspect.getsource(fn) if fn is not None else ""
+    except (OSError, TypeError):
+        return ""
+
+
+def tier_of(item: pytest.Item) -> str:
+    """The tier of one collected test (see the module docstring for the rules)."""
+    explicit = [m.name for m in item.iter_markers() if m.name in TIERS]
+    if explicit:
+        return explicit[0]  # the closest marker: the function's before the module's
+    module = item.module.__name__.rpartition(".")[2] if getattr(item, "module", None) else ""
+    if module in LINT_MODULES:
+        return "lint"
+    if module in SYSTEM_MODULES or any(w in _source(item) for w in SYSTEM_WORDS):
+        return "system"
+    if "spark" in getattr(item, "fixturenames", ()):
+        return "spark"
+    return "unit"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(getattr(pytest.mark, tier_of(item)))
 
 
 @pytest.fixture(scope="session")

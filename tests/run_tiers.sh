@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The whole test suite as CI runs it: lint, then each test tier as a separate step.
+#
+#   tests/run_tiers.sh                 # lint, unit, spark, system
+#   tests/run_tiers.sh unit spark      # only these steps, in this order
+#   PYTEST_ARGS="-x" tests/run_tiers.sh unit
+#
+# Steps: lint (ruff and mypy as configured in pyproject.toml), unit (fast, Spark-free), spark
+# (the session-scoped local SparkSession), system (cluster, kill -9, Spark Connect,
+# spark-submit). The tiers are assigned in tests/conftest.py. Every step prints a header, one
+# line per test, its slowest tests and its elapsed time; a summary table closes the run. The
+# exit status is non-zero if any step failed (the later steps still run).
+# Python: $PYTHON, else the interpreter of an active virtual environment, else python3.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-$(command -v python || command -v python3)}
+export PYSPARK_PYTHON=${PYSPARK_PYTHON:-$PY}
+export PYSPARK_DRIVER_PYTHON=${PYSPARK_DRIVER_PYTHON:-$PYSPARK_PYTHON}
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(lint unit spark system)
+
+names=() codes=() times=() lines=()
+
+header() {
+    printf '\n%s\n== %s\n%s\n' "$(printf '=%.0s' {1..78})" "$1" "$(printf '=%.0s' {1..78})"
+}
+
+run_lint() {
+    local rc=0
+    echo "+ ruff check vmi_spark jobs tests"
+    "$PY" -m ruff check vmi_spark jobs tests || rc=1
+    echo "+ mypy (files and options from pyproject.toml)"
+    "$PY" -m mypy || rc=1
+    return $rc
+}
+
+run_tier() {
+    # -v: one line per test with its outcome and progress; --durations: the slowest ten
+    # shellcheck disable=SC2086
+    "$PY" -m pytest -m "$1" -v --durations=10 -p no:cacheprovider ${PYTEST_ARGS:-} \
+        2>&1 | tee "$log"
+    return "${PIPESTATUS[0]}"
+}
+
+for step in "${steps[@]}"; do
+    case $step in
+        lint) title="lint: ruff and mypy" ;;
+        unit) title="unit tier: fast, Spark-free (pytest -m unit)" ;;
+        spark) title="spark tier: integration on a local SparkSession (pytest -m spark)" ;;
+        system) title="system tier: cluster, kill -9, Spark Connect, spark-submit (pytest -m system)" ;;
+        *) echo "unknown step '$step' (lint, unit, spark, system)" >&2; exit 2 ;;
+    esac
+    header "$title"
+    log=$(mktemp)
+    start=$(date +%s)
+    if [ "$step" = lint ]; then run_lint; else run_tier "$step"; fi
+    rc=$?
+    elapsed=$(( $(date +%s) - start ))
+    # pytest's closing line ("== 278 passed, 3 skipped in 95.2s =="); exit 5 = nothing collected
+    last=$(grep -E '^=+ .*(passed|failed|error|skipped|deselected|no tests ran).* =+$' "$log" | tail -1)
+    [ "$step" = lint ] && last=$([ $rc -eq 0 ] && echo "ruff and mypy clean" || echo "lint FAILED")
+    [ "$rc" -eq 5 ] && rc=0
+    rm -f "$log"
+    printf -- '-- %s: %s in %dm%02ds\n' "$step" "$([ $rc -eq 0 ] && echo ok || echo FAILED)" \
+        $((elapsed / 60)) $((elapsed % 60))
+    names+=("$step") codes+=("$rc") times+=("$elapsed") lines+=("$last")
+done
+
+header "summary"
+status=0 total=0
+for i in "${!names[@]}"; do
+    t=${times[$i]}
+    total=$((total + t))
+    [ "${codes[$i]}" -ne 0 ] && status=1
+    printf '%-7s %-7s %3dm%02ds  %s\n' "${names[$i]}" \
+        "$([ "${codes[$i]}" -eq 0 ] && echo ok || echo FAILED)" $((t / 60)) $((t % 60)) "${lines[$i]}"
+done
+printf '%-7s %-7s %3dm%02ds\n' total "$([ $status -eq 0 ] && echo ok || echo FAILED)" \
+    $((total / 60)) $((total % 60))
+exit $status
