@@ -17,14 +17,20 @@ from vmi_spark.experiments.__main__ import main  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO / ".." / "shared" / "datasets"
 needs_data = pytest.mark.skipif(not (DATA_DIR / "raw").is_dir(), reason="../shared/datasets is absent")
+# five small data sets copied into the repository (tests/data/README.md), one per file format
+BUNDLED_DIR = Path(__file__).resolve().parent / "data" / "datasets"
+BUNDLED = ["lung", "colon", "krvskp", "ionosphere", "promoter"]
 
 
-@needs_data
 @pytest.mark.parametrize("name", [n for n in D.NAMES if n != "gisette"])
 def test_loader_shapes_match_sources(name):
-    if name not in D.available(DATA_DIR):
-        pytest.skip(f"{name} missing")
-    X, y, info = D.load(name, DATA_DIR)
+    if (DATA_DIR / "raw").is_dir() and name in D.available(DATA_DIR):
+        data_dir = DATA_DIR
+    elif name in BUNDLED:
+        data_dir = BUNDLED_DIR
+    else:
+        pytest.skip(f"{name} is not in tests/data and ../shared/datasets is absent")
+    X, y, info = D.load(name, data_dir)
     n, d, L = D.SHAPES[name]
     assert X.shape == (n, d) and X.dtype == np.float64
     assert y.shape == (n,) and y.dtype == np.int64
@@ -36,6 +42,12 @@ def test_loader_shapes_match_sources(name):
     if name in D.ALREADY_DISCRETE:  # kept as they are, only recoded
         for j in range(0, d, max(1, d // 20)):
             assert len(np.unique(codes[:, j])) == len(np.unique(X[:, j]))
+
+
+def test_available_lists_the_bundled_data_sets_in_paper_order():
+    assert D.available(BUNDLED_DIR) == BUNDLED  # the order of D.NAMES (the paper's)
+    with pytest.raises(FileNotFoundError):
+        D.load("madelon", BUNDLED_DIR)
 
 
 @needs_data
@@ -137,11 +149,10 @@ def test_report_keeps_a_method_one_dataset_did_not_run():
     assert sum(map(int, cells[0].split("/"))) == 2 and sum(map(int, cells[1].split("/"))) == 1
 
 
-@needs_data
 def test_quick_cli_end_to_end(tmp_path):
     out = tmp_path / "report.md"
     js = tmp_path / "r.json"
-    rc = main(["--data-dir", str(DATA_DIR), "--quick", "--datasets", "promoter", "--folds", "2",
+    rc = main(["--data-dir", str(BUNDLED_DIR), "--quick", "--datasets", "promoter", "--folds", "2",
                "--methods", "mim,mrmr,vmi_naive,vmi_pairwise", "--no-synthetic", "--json", str(js),
                "--figures-dir", str(tmp_path), "--fig-datasets", "promoter", "--out", str(out)])
     assert rc == 0
