@@ -58,7 +58,8 @@ for step in "${steps[@]}"; do
     rc=$?
     elapsed=$(( $(date +%s) - start ))
     # pytest's closing line ("== 278 passed, 3 skipped in 95.2s =="); exit 5 = nothing collected
-    last=$(grep -E '^=+ .*(passed|failed|error|skipped|deselected|no tests ran).* =+$' "$log" | tail -1)
+    last=$(grep -E '^=+ .*(passed|failed|error|skipped|deselected|no tests ran).* =+$' "$log" \
+        | tail -1 | sed -E 's/^=+ //; s/ =+$//')
     [ "$step" = lint ] && last=$([ $rc -eq 0 ] && echo "ruff and mypy clean" || echo "lint FAILED")
     [ "$rc" -eq 5 ] && rc=0
     rm -f "$log"
