@@ -17,9 +17,10 @@ from vmi_spark.experiments.__main__ import main  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO / ".." / "shared" / "datasets"
 needs_data = pytest.mark.skipif(not (DATA_DIR / "raw").is_dir(), reason="../shared/datasets is absent")
-# five small data sets copied into the repository (tests/data/README.md), one per file format
+# the eleven data sets under 200 KB each, copied into the repository (tests/data/README.md)
 BUNDLED_DIR = Path(__file__).resolve().parent / "data" / "datasets"
-BUNDLED = ["lung", "colon", "krvskp", "ionosphere", "promoter"]
+BUNDLED = ["lung", "colon", "leukemia", "lymphoma", "splice", "landsat", "krvskp",
+           "ionosphere", "semeion", "spambase", "promoter"]
 
 
 @pytest.mark.parametrize("name", [n for n in D.NAMES if n != "gisette"])
