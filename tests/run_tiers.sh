@@ -19,6 +19,12 @@ export PYSPARK_PYTHON=${PYSPARK_PYTHON:-$PY}
 export PYSPARK_DRIVER_PYTHON=${PYSPARK_DRIVER_PYTHON:-$PYSPARK_PYTHON}
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(lint unit spark system)
+for step in "${steps[@]}"; do
+    case $step in
+        lint | unit | spark | system) ;;
+        *) echo "unknown step '$step' (lint, unit, spark, system)" >&2; exit 2 ;;
+    esac
+done
 
 names=() codes=() times=() lines=()
 
@@ -49,7 +55,6 @@ for step in "${steps[@]}"; do
         unit) title="unit tier: fast, Spark-free (pytest -m unit)" ;;
         spark) title="spark tier: integration on a local SparkSession (pytest -m spark)" ;;
         system) title="system tier: cluster, kill -9, Spark Connect, spark-submit (pytest -m system)" ;;
-        *) echo "unknown step '$step' (lint, unit, spark, system)" >&2; exit 2 ;;
     esac
     header "$title"
     log=$(mktemp)
