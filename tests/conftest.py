@@ -6,8 +6,9 @@ tiered without edits:
 
 * ``system``: slow or process-level tests: a standalone cluster, kill -9, Spark Connect,
   spark-submit subprocesses. A test is ``system`` if its module is in ``SYSTEM_MODULES``, if it
-  (or its module, through ``pytestmark``) carries ``@pytest.mark.system``, or if its own source
-  runs spark-submit or starts a cluster or a Connect session (``SYSTEM_WORDS``).
+  (or its module, through ``pytestmark``) carries ``@pytest.mark.system``, or if its source or
+  that of a fixture it uses runs spark-submit, starts a cluster or a Connect session or
+  kills a process (``SYSTEM_WORDS``).
 * ``spark``: integration tests that use the session ``spark`` fixture (directly or through
   another fixture).
 * ``lint``: ruff and mypy (``LINT_MODULES``); the tier runner runs them as its first step.
@@ -26,18 +27,26 @@ import sys
 import pytest
 
 TIERS = ("lint", "system", "spark", "unit")
-SYSTEM_MODULES = frozenset({"test_cluster", "test_connect"})
+SYSTEM_MODULES = frozenset({"test_cluster", "test_connect", "test_serverless"})
 LINT_MODULES = frozenset({"test_code_health"})
 # words in a test function's own source that make it a system test
 SYSTEM_WORDS = ("spark-submit", "spark_submit", "SparkCluster", "SIGKILL", ".remote(")
 
 
-def _source(item: pytest.Item) -> str:
-    fn = getattr(item, "function", None)
+def _source(fn) -> str:
     try:
         return inspect.getsource(fn) if fn is not None else ""
     except (OSError, TypeError):
         return ""
+
+
+def _sources(item: pytest.Item) -> str:
+    """The source of a test function and of every fixture it uses (directly or not)."""
+    texts = [_source(getattr(item, "function", None))]
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info is not None else ()):
+        texts += [_source(d.func) for d in defs if d.baseid]  # the project's, not pytest's
+    return "\n".join(texts)
 
 
 def tier_of(item: pytest.Item) -> str:
@@ -48,7 +57,7 @@ def tier_of(item: pytest.Item) -> str:
     module = item.module.__name__.rpartition(".")[2] if getattr(item, "module", None) else ""
     if module in LINT_MODULES:
         return "lint"
-    if module in SYSTEM_MODULES or any(w in _source(item) for w in SYSTEM_WORDS):
+    if module in SYSTEM_MODULES or any(w in _sources(item) for w in SYSTEM_WORDS):
         return "system"
     if "spark" in getattr(item, "fixturenames", ()):
         return "spark"

@@ -34,6 +34,13 @@ FILES = {
         def test_runs_spark_submit(tmp_path):
             cmd = ["spark-submit", "--master", "local[2]"]
 
+        @pytest.fixture
+        def submitted():
+            return ["spark-submit", "job.py"]
+
+        def test_uses_a_fixture_that_submits(submitted):
+            pass
+
         @pytest.mark.system
         def test_marked_system(spark):
             pass
@@ -60,6 +67,7 @@ EXPECTED = {
     "spark": {"test_plain.py::test_uses_the_session",
               "test_plain.py::test_uses_it_through_a_fixture"},
     "system": {"test_plain.py::test_runs_spark_submit", "test_plain.py::test_marked_system",
+               "test_plain.py::test_uses_a_fixture_that_submits",
                "test_cluster.py::test_in_a_system_module",
                "test_marked_module.py::test_in_a_marked_module"},
     "lint": {"test_code_health.py::test_lint"},
@@ -101,5 +109,5 @@ def collected(tmp_path_factory) -> dict[str, str]:
 
 def test_every_test_has_exactly_one_tier_and_the_right_one(collected):
     want = {test: tier for tier, tests in EXPECTED.items() for test in tests}
-    assert len(want) == 9
+    assert len(want) == 10
     assert collected == want
