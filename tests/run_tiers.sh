@@ -84,4 +84,10 @@ for i in "${!names[@]}"; do
 done
 printf '%-7s %-7s %3dm%02ds\n' total "$([ $status -eq 0 ] && echo ok || echo FAILED)" \
     $((total / 60)) $((total % 60))
+# one closing line over every tier, in the plain form CI reads ("N passed, N failed")
+count() { grep -oE "[0-9]+ $1" <<<"${lines[*]}" | awk '{s += $1} END {print s + 0}'; }
+failed=$(( $(count failed) + $(count error) ))
+[ $status -ne 0 ] && [ "$failed" -eq 0 ] && failed=1  # a failed lint step or a crashed tier
+echo
+echo "all tiers: $(count passed) passed, $failed failed, $(count skipped) skipped"
 exit $status
