@@ -20,10 +20,24 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from .errors import InputError
+from .params import (
+    METHOD_NAMES,
+    ParameterError,
+    ParameterWarning,
+    cap_num_features,
+    default,
+    parameter,
+    validate,
+)
 
 log = logging.getLogger("vmi_spark")
 
-METHOD_CHOICES = ("vmi_naive", "vmi_pairwise", "mim", "mrmr", "jmi", "cmim", "cife", "spec_cmi")
+#: the methods --method accepts (the registry's names)
+METHOD_CHOICES = METHOD_NAMES
+#: spec keys of the selection parameters the job checks before Spark starts
+_CHECKED = ("num_features", "method", "restart_tolerance", "num_bins", "max_categories",
+            "max_classes", "handle_invalid", "estimator", "execution", "reader",
+            "report_candidates", "demo_rows")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -43,19 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="input format: any data source name Spark can read, e.g. parquet, csv, "
                         "orc, json, delta, iceberg (default parquet; csv is read with a header "
                         "row and inferred types)")
-    p.add_argument("--reader", default="auto", choices=("auto", "spark"),
-                   help="how a Parquet --input is read: auto reads the files with pyarrow in "
-                        "the Python workers when it can (same result, faster on wide tables), "
-                        "spark always uses Spark's reader")
-    p.add_argument("--execution", default="auto", choices=("auto", "resident", "passes"),
-                   help="how the greedy steps run: resident keeps the encoded rows in "
-                        "long-running barrier tasks (one round trip per step), passes runs "
-                        "one Spark job per pass; auto is resident where the session allows it "
-                        "(same result either way)")
-    p.add_argument("--label", help="label column")
-    p.add_argument("--features", help="comma-separated feature columns (default: all but the label)")
-    p.add_argument("--method", default="vmi_naive", choices=METHOD_CHOICES)
-    p.add_argument("--num-features", type=int, default=None, help="K, features to select")
+    _add_spec_arguments(p, ("reader", "execution", "label", "features", "method", "num_features"))
     p.add_argument("--output", help="output directory for selection.json")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing output directory, --write-selected directory or "
@@ -66,22 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-table", metavar="NAME",
                    help="also write the input with only the selected columns and the label to "
                         "this catalog table (saveAsTable), in the input's format and partitioning")
-    p.add_argument("--restart-tolerance", type=float, default=0.0,
-                   help="restart a block when the best gain is <= this (default 0.0; "
-                        "the authors' program uses 0.01; -inf never restarts)")
-    p.add_argument("--num-bins", type=int, default=10)
-    p.add_argument("--max-categories", type=int, default=32)
-    p.add_argument("--max-classes", type=int, default=1000)
-    p.add_argument("--handle-invalid", default="keep", choices=("keep", "skip", "error"))
-    p.add_argument("--estimator", default="histogram", choices=("histogram", "kde"),
-                   help="p(x_i | y) of continuous columns: equal-frequency bins, or a binned "
-                        "Gaussian KDE (vmi_naive only)")
-    p.add_argument("--report-candidates", type=int, default=0,
-                   help="also report the best N candidates and their scores at each step")
-    p.add_argument("--checkpoint-dir", metavar="DIR",
-                   help="save the selection state after every step in DIR (driver file "
-                        "system); rerunning the same command resumes after the last saved step")
-    p.add_argument("--demo-rows", type=int, default=5000, help="rows of the demo data")
+    _add_spec_arguments(p, ("restart_tolerance", "num_bins", "max_categories", "max_classes",
+                            "handle_invalid", "estimator", "report_candidates", "checkpoint_dir",
+                            "demo_rows"))
     p.add_argument("--remote", metavar="URL",
                    help="run through Spark Connect: sc://host:port for a Connect server, or "
                         "local[N] to start one in this process (needs pyspark[connect]; "
@@ -89,6 +78,57 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="warnings and errors only (no progress)")
     p.add_argument("--verbose", action="store_true", help="debug logging and full tracebacks")
     return p
+
+
+def _add_spec_arguments(p: argparse.ArgumentParser, keys: Sequence[str]) -> None:
+    """Add the flags of spec parameters ``keys``: type, default, choices, help."""
+    for key in keys:
+        spec = parameter(key)
+        kwargs: dict[str, Any] = {"help": spec.plain_doc(), "metavar": spec.metavar}
+        if spec.type in (int, float):
+            kwargs["type"] = spec.type
+        if spec.choices is not None:
+            kwargs.update(choices=spec.choices, metavar=None)
+        if key == "num_features":  # the demo has its own default: decided in check_args
+            kwargs["help"] += (f" (default {spec.default_for('cli')}; demo "
+                               f"{spec.default_for('demo')})")
+        else:
+            kwargs["default"] = spec.default_for("cli")
+            if spec.default_for("cli") is not None:
+                kwargs["help"] += f" (default {spec.default_for('cli')})"
+        p.add_argument(spec.flag, **kwargs)
+
+
+def check_args(args: argparse.Namespace) -> argparse.Namespace:
+    """Check everything about ``args`` that needs no data (before Spark starts).
+
+    Fills in the default of ``--num-features`` (the demo's or the job's) and returns
+    ``args``; raises :class:`InputError` (one line naming the flag) otherwise.
+    """
+    demo = not (args.input or args.table)
+    if demo and (args.label or args.output or args.write_selected or args.output_table):
+        raise InputError("--input or --table is required")
+    if not demo and not args.label:
+        raise InputError("--label is required")
+    if not demo and not args.output:
+        raise InputError("--output is required")
+    if args.num_features is None:
+        args.num_features = default("num_features", "demo" if demo else "cli")
+    checked = validate({key: getattr(args, key) for key in _CHECKED}, "cli")
+    vars(args).update(checked)
+    if args.features is not None and any(not c.strip() for c in args.features.split(",")):
+        raise InputError("--features has an empty column name")
+    if args.remote is not None:
+        from .spark.session import is_local_remote
+
+        if not (args.remote.startswith("sc://") or is_local_remote(args.remote)):
+            raise InputError(f"--remote must be sc://host:port or local[N], got '{args.remote}'")
+    return args
+
+
+def _message(exc: InputError) -> str:
+    """The one error line, in the job's own flag names."""
+    return _one_line(exc.phrase("cli") if isinstance(exc, ParameterError) else exc)
 
 
 def _check_output(path: str, overwrite: bool) -> None:
@@ -191,7 +231,7 @@ def _log_step(total: int, names: list[str] | None = None):
     """One INFO line per step: ``step 7/50 feature=x12 bound=0.4312 gain=0.0123 block=0 ...``."""
     from .ml import StepLogger
 
-    return StepLogger(min(total, len(names)) if names else total, names, log)
+    return StepLogger(cap_num_features(total, len(names))[0] if names else total, names, log)
 
 
 class _Files:
@@ -320,17 +360,12 @@ def run(args: argparse.Namespace, spark) -> dict[str, Any]:
     from .spark.select import run_selection
     from .synthetic import tree_model
 
+    check_args(args)
     demo = not (args.input or args.table)
-    if demo and (args.label or args.output or args.write_selected or args.output_table):
-        raise InputError("--input or --table is required")
     if demo:
         df = spark.createDataFrame(tree_model(args.demo_rows, seed=0))
-        label, k = "y", args.num_features or 9
+        label, k = "y", args.num_features
     else:
-        if not args.label:
-            raise InputError("--label is required")
-        if not args.output:
-            raise InputError("--output is required")
         _check_output(args.output, args.overwrite)
         files = _Files(spark)
         if args.write_selected:
@@ -338,10 +373,8 @@ def run(args: argparse.Namespace, spark) -> dict[str, Any]:
         if args.output_table:
             _check_output_table(spark, args)
         df = read_input(spark, args)
-        label, k = args.label, args.num_features if args.num_features is not None else 50
+        label, k = args.label, args.num_features
     features = [c.strip() for c in args.features.split(",")] if args.features else None
-    if features is not None and any(not c for c in features):
-        raise InputError("--features has an empty column name")
     names = features if features is not None else [c for c in df.columns if c != label]
     source = None
     if (not demo and args.input and (args.format or "parquet") == "parquet"
@@ -360,7 +393,8 @@ def run(args: argparse.Namespace, spark) -> dict[str, Any]:
                                report_candidates=args.report_candidates, on_step=_log_step(k, names),
                                checkpoint_dir=args.checkpoint_dir, execution=args.execution)
     for w in caught:
-        log.warning("%s", w.message)
+        msg = w.message
+        log.warning("%s", msg.phrase("cli") if isinstance(msg, ParameterWarning) else msg)
     report = result.report()
     report["input"] = "demo: synthetic tree model" if demo else (args.input or args.table)
     report["format"] = None if demo else (args.format or (None if args.table else "parquet"))
@@ -445,9 +479,9 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
     """Entry point; returns the exit status (0 ok, 2 bad input)."""
     verbose = argv is not None and "--verbose" in argv or argv is None and "--verbose" in sys.argv
     try:
-        args = build_parser().parse_args(argv)
+        args = check_args(build_parser().parse_args(argv))  # all of it before Spark starts
     except InputError as exc:
-        print(f"select_features: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"select_features: error: {_message(exc)}", file=sys.stderr)
         return 2
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
     if not any(isinstance(h, _StderrHandler) for h in log.handlers):
@@ -462,11 +496,8 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
             from pyspark.sql import SparkSession
 
             if args.remote:
-                from .spark.session import check_reachable, is_local_remote, remote_session
+                from .spark.session import check_reachable, remote_session
 
-                if not (args.remote.startswith("sc://") or is_local_remote(args.remote)):
-                    raise InputError(f"--remote must be sc://host:port or local[N], "
-                                     f"got '{args.remote}'")
                 try:
                     if args.remote.startswith("sc://"):
                         check_reachable(args.remote)
@@ -481,7 +512,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
             _quiet_jvm_logs(spark, args.verbose)
         run(args, spark)
     except InputError as exc:
-        print(f"select_features: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"select_features: error: {_message(exc)}", file=sys.stderr)
         return 2
     except Exception as exc:  # a Spark failure reading or scanning the input
         if verbose or not _is_spark_error(exc):

@@ -36,8 +36,8 @@ from pyspark.ml.util import (
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from .params import SPEC, check, defaults, is_vmi, parameter, validate
 from .spark.plan import quote
-from .spark.select import ALL_METHODS as METHODS
 from .spark.select import run_selection, vector_attribute_names
 from .spark.session import is_connect
 
@@ -99,7 +99,7 @@ class StepLogger:
             name = self.names[i] if self.names is not None and 0 <= i < len(self.names) else f"#{i}"
         elapsed = time.perf_counter() - self.t0
         eta = sum(sel.step_seconds) / k * (total - k)
-        if sel.method in ("vmi_naive", "vmi_pairwise"):
+        if is_vmi(sel.method):
             self.log.info("step %d/%d feature=%s bound=%.4f gain=%.4f block=%d elapsed=%.1fs "
                           "eta=%.1fs", k, total, name, sel.scores[-1], sel.gains[-1],
                           sel.blocks[-1], elapsed, eta)
@@ -109,66 +109,79 @@ class StepLogger:
         self.log.debug("step %d took %.3fs", k, sel.step_seconds[-1])
 
 
-class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol, HasHandleInvalid):
-    """Params shared by :class:`VMISelector` and :class:`VMISelectorModel`."""
+def _param(key: str) -> Param:
+    """The ML ``Param`` of spec parameter ``key``: its name, doc and typed converter."""
+    spec = parameter(key)
+    converter = {int: TypeConverters.toInt, float: TypeConverters.toFloat,
+                 str: TypeConverters.toString}[spec.type]
+    return Param(Params._dummy(), spec.name("ml"), spec.plain_doc(), typeConverter=converter)
 
-    numTopFeatures: Param[int] = Param(
-        Params._dummy(), "numTopFeatures",
-        "number of features to select (K); capped at the number of features",
-        typeConverter=TypeConverters.toInt)
-    method: Param[str] = Param(
-        Params._dummy(), "method",
-        "vmi_naive or vmi_pairwise (the bound's Q-distribution), or a comparison criterion: "
-        "mim, mrmr, jmi, cmim, cife, spec_cmi",
-        typeConverter=TypeConverters.toString)
-    restartTolerance: Param[float] = Param(
-        Params._dummy(), "restartTolerance",
-        "a block restarts when the best candidate raises its bound by no more than this (nats); "
-        "-inf never restarts",
-        typeConverter=TypeConverters.toFloat)
-    numBins: Param[int] = Param(
-        Params._dummy(), "numBins",
-        "equal-frequency bins for numeric columns with more than maxCategories values (2..255)",
-        typeConverter=TypeConverters.toInt)
-    maxCategories: Param[int] = Param(
-        Params._dummy(), "maxCategories",
-        "numeric columns with at most this many distinct values are used as categories (1..255)",
-        typeConverter=TypeConverters.toInt)
-    maxClasses: Param[int] = Param(
-        Params._dummy(), "maxClasses",
-        "most distinct label values accepted", typeConverter=TypeConverters.toInt)
-    estimator: Param[str] = Param(
-        Params._dummy(), "estimator",
-        "how p(x_i | y) of continuous columns is estimated: histogram (numBins equal-frequency "
-        "bins) or kde (binned Gaussian KDE on a fine grid; vmi_naive only)",
-        typeConverter=TypeConverters.toString)
+
+class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol, HasHandleInvalid):
+    """Params shared by :class:`VMISelector` and :class:`VMISelectorModel`.
+
+    Names, docs, defaults and checks come from :mod:`vmi_spark.params`.
+    """
+
+    numTopFeatures: Param[int] = _param("num_features")
+    method: Param[str] = _param("method")
+    restartTolerance: Param[float] = _param("restart_tolerance")
+    numBins: Param[int] = _param("num_bins")
+    maxCategories: Param[int] = _param("max_categories")
+    maxClasses: Param[int] = _param("max_classes")
+    estimator: Param[str] = _param("estimator")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self._setDefault(numTopFeatures=50, method="vmi_naive", restartTolerance=0.0, numBins=10,
-                         maxCategories=32, maxClasses=1000, handleInvalid="keep",
-                         estimator="histogram", featuresCol="features", labelCol="label")
+        self._setDefault(**{k: v for k, v in defaults("ml").items() if v is not None})
 
     def getNumTopFeatures(self) -> int:
+        """Gets the value of numTopFeatures or its default value."""
         return self.getOrDefault(self.numTopFeatures)
 
     def getMethod(self) -> str:
+        """Gets the value of method or its default value."""
         return self.getOrDefault(self.method)
 
     def getRestartTolerance(self) -> float:
+        """Gets the value of restartTolerance or its default value."""
         return self.getOrDefault(self.restartTolerance)
 
     def getNumBins(self) -> int:
+        """Gets the value of numBins or its default value."""
         return self.getOrDefault(self.numBins)
 
     def getMaxCategories(self) -> int:
+        """Gets the value of maxCategories or its default value."""
         return self.getOrDefault(self.maxCategories)
 
     def getMaxClasses(self) -> int:
+        """Gets the value of maxClasses or its default value."""
         return self.getOrDefault(self.maxClasses)
 
     def getEstimator(self) -> str:
+        """Gets the value of estimator or its default value."""
         return self.getOrDefault(self.estimator)
+
+    def _selection_params(self) -> dict[str, Any]:
+        """The selection parameters by spec key, checked (:func:`vmi_spark.params.validate`)."""
+        return validate({"num_features": self.getNumTopFeatures(), "method": self.getMethod(),
+                         "restart_tolerance": self.getRestartTolerance(),
+                         "num_bins": self.getNumBins(), "max_categories": self.getMaxCategories(),
+                         "max_classes": self.getMaxClasses(),
+                         "handle_invalid": self.getHandleInvalid(),
+                         "estimator": self.getEstimator()}, "ml")
+
+    def _set(self, **kwargs: Any) -> Any:
+        """Set params, checking the values of the spec's parameters first."""
+        for name, value in kwargs.items():
+            if name in _ML_KEYS and value is not None:
+                check(_ML_KEYS[name], getattr(self, name).typeConverter(value), "ml")
+        return super()._set(**kwargs)
+
+
+#: spec key of every ML param name the spec has
+_ML_KEYS = {p.ml: p.key for p in SPEC if p.ml is not None and p.type is not list}
 
 
 class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultParamsReadable,
@@ -213,8 +226,6 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
                   maxCategories: int = 32, maxClasses: int = 1000,
                   handleInvalid: str = "keep", estimator: str = "histogram") -> VMISelector:
         kwargs = {k: v for k, v in self._input_kwargs.items() if v is not None}
-        if "method" in kwargs and kwargs["method"] not in METHODS:
-            raise ValueError(f"unknown method '{kwargs['method']}' (choose from {', '.join(METHODS)})")
         return self._set(**kwargs)
 
     def setFeaturesCol(self, value: str) -> VMISelector:
@@ -233,8 +244,6 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
         return self._set(numTopFeatures=value)
 
     def setMethod(self, value: str) -> VMISelector:
-        if value not in METHODS:
-            raise ValueError(f"unknown method '{value}' (choose from {', '.join(METHODS)})")
         return self._set(method=value)
 
     def setRestartTolerance(self, value: float) -> VMISelector:
@@ -262,17 +271,15 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
         return self._fit_with_report(dataset)
 
     def _fit_with_report(self, dataset: DataFrame, **kwargs: Any) -> VMISelectorModel:
+        params = self._selection_params()  # before any Spark job
         input_cols = self.getInputCols() if self.isSet(self.inputCols) else None
         if "on_step" not in kwargs:
-            kwargs["on_step"] = StepLogger(self.getNumTopFeatures(), input_cols if input_cols
+            kwargs["on_step"] = StepLogger(params["num_features"], input_cols if input_cols
                                            is not None else self._vector_names(dataset))
         run = run_selection(
             dataset, self.getLabelCol(), features=input_cols,
             features_col=None if input_cols is not None else self.getFeaturesCol(),
-            method=self.getMethod(), num_features=self.getNumTopFeatures(),
-            restart_tolerance=self.getRestartTolerance(), num_bins=self.getNumBins(),
-            max_categories=self.getMaxCategories(), max_classes=self.getMaxClasses(),
-            handle_invalid=self.getHandleInvalid(), estimator=self.getEstimator(), **kwargs)
+            **params, **kwargs)
         model = VMISelectorModel._from_report(run.report())
         model._resetUid(self.uid)
         return self._copyValues(model)

@@ -13,9 +13,10 @@ import math
 import os
 from typing import Any
 
+from .params import is_vmi as _is_vmi
+
 __all__ = ["render_markdown", "plot_bounds", "restart_steps"]
 
-_VMI_METHODS = ("vmi_naive", "vmi_pairwise")
 #: most class names listed in the data summary
 _MAX_CLASSES_LISTED = 20
 
@@ -81,7 +82,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     True
     """
     method = report.get("method", "?")
-    is_vmi = method in _VMI_METHODS
+    is_vmi = _is_vmi(method)
     selected = list(report.get("selected") or [])
     scores = list(report.get("scores") or [])
     gains = list(report.get("gains") or [])
@@ -235,7 +236,7 @@ def plot_bounds(report: dict[str, Any], path: str | os.PathLike[str] | None = No
     selected = list(report.get("selected") or [])
     scores = [float(s) for s in (report.get("scores") or [])][:len(selected)]
     method = report.get("method", "")
-    is_vmi = method in _VMI_METHODS
+    is_vmi = _is_vmi(method)
     steps = list(range(1, len(scores) + 1))
 
     width = min(16.0, max(6.0, 0.35 * len(steps) + 3))

@@ -37,16 +37,18 @@ try:  # scikit-learn >= 1.6
 except ImportError:  # pragma: no cover - older scikit-learn
     _validate_data = None
 
-from .core.bound import NAIVE, PAIRWISE
-from .core.criteria import CLASSIC_METHODS, select_classic
+from .core.criteria import select_classic
 from .core.greedy import Selection, report_fields, select_vmi
 from .core.inmemory import InMemoryBackend
-from .spark.plan import MAX_ARITY, ColumnPlan, equal_frequency_splits
+from .params import METHOD_NAMES, SPEC, cap_num_features, default, is_vmi, validate
+from .spark.plan import ColumnPlan, equal_frequency_splits
 
 __all__ = ["VMIFeatureSelector", "encode_column", "plan_column"]
 
-#: every method the selector accepts
-METHODS = (NAIVE, PAIRWISE, *CLASSIC_METHODS)
+#: every method the selector accepts (the registry's names)
+METHODS = METHOD_NAMES
+#: spec key of each constructor parameter
+_SKLEARN_KEYS = {p.sklearn: p.key for p in SPEC if p.sklearn is not None}
 
 
 # ---------------------------------------------------------------------------
@@ -253,9 +255,11 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
     (500, 1)
     """
 
-    def __init__(self, n_features_to_select: int = 10, method: str = NAIVE,
-                 restart_tolerance: float = 0.0, num_bins: int = 10,
-                 max_categories: int = 32) -> None:
+    def __init__(self, n_features_to_select: int = default("num_features", "sklearn"),
+                 method: str = default("method", "sklearn"),
+                 restart_tolerance: float = default("restart_tolerance", "sklearn"),
+                 num_bins: int = default("num_bins", "sklearn"),
+                 max_categories: int = default("max_categories", "sklearn")) -> None:
         self.n_features_to_select = n_features_to_select
         self.method = method
         self.restart_tolerance = restart_tolerance
@@ -277,22 +281,10 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
 
     # -- fitting ----------------------------------------------------------------
     def _check_params(self) -> int:
-        k = self.n_features_to_select
-        if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral) or k <= 0:
-            raise ValueError(f"n_features_to_select must be a positive integer, got {k!r}")
-        if self.method not in METHODS:
-            raise ValueError(f"unknown method {self.method!r}; expected one of {METHODS}")
-        tol = self.restart_tolerance
-        if not isinstance(tol, numbers.Real) or tol != tol:
-            raise ValueError(f"restart_tolerance must be a number (-inf: never restart), "
-                             f"got {tol!r}")
-        for name, lo in (("num_bins", 2), ("max_categories", 1)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) \
-                    or not lo <= v <= MAX_ARITY - 1:
-                raise ValueError(f"{name} must be an integer between {lo} and {MAX_ARITY - 1}, "
-                                 f"got {v!r}")
-        return int(k)
+        """Check the parameters (:func:`vmi_spark.params.validate`); returns K."""
+        checked = validate({key: getattr(self, name) for name, key in _SKLEARN_KEYS.items()},
+                           "sklearn")
+        return checked["num_features"]
 
     def _validate(self, X, y):
         """Check ``X`` and ``y`` and record ``n_features_in_`` / ``feature_names_in_``."""
@@ -344,14 +336,13 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
             plans.append(plan)
             codes[j] = encode_column(values, plan)
 
-        if k > n_cols:
-            warnings.warn(f"n_features_to_select {k} is more than the {n_cols} features; "
-                          f"selecting at most {n_cols}", UserWarning, stacklevel=2)
-            k = n_cols
+        k, capped = cap_num_features(k, n_cols)
+        if capped is not None:
+            warnings.warn(capped.phrase("sklearn"), UserWarning, stacklevel=2)
         arity = max((p.num_states for p in plans), default=1)
         backend = InMemoryBackend(codes, y_codes.astype(np.int64), self.method, arity=arity,
                                   num_classes=len(classes))
-        if self.method in (NAIVE, PAIRWISE):
+        if is_vmi(self.method):
             sel = select_vmi(backend, self.method, k, float(self.restart_tolerance))
         else:
             sel = select_classic(backend, self.method, k)

@@ -27,16 +27,20 @@ import numpy as np
 from ..core.criteria import CLASSIC_METHODS, select_classic
 from ..core.greedy import select_vmi
 from ..core.inmemory import InMemoryBackend
+from ..params import VMI_METHODS as REGISTRY_VMI_METHODS
+from ..params import cap_num_features
+from .paper import METHODS as PAPER_METHODS
 
-VMI_METHODS = ("vmi_naive", "vmi_pairwise")
-ALL_METHODS = ("mrmr", "jmi", "mim", "cmim", "cife", "spec_cmi", "vmi_naive", "vmi_pairwise")
+VMI_METHODS = REGISTRY_VMI_METHODS
+#: the registry's methods in the paper's table order
+ALL_METHODS = tuple(PAPER_METHODS)
 
 Selector = Callable[[np.ndarray, np.ndarray, str, int], list]
 
 
 def core_selector(codes: np.ndarray, y: np.ndarray, method: str, k: int) -> list[int]:
     """Select with the numpy core on an InMemoryBackend."""
-    k = min(k, codes.shape[1])
+    k = cap_num_features(k, codes.shape[1])[0]
     backend_method = method if method in VMI_METHODS else "vmi_naive"
     backend = InMemoryBackend(np.ascontiguousarray(codes.T), y, backend_method)
     if method in VMI_METHODS:
@@ -115,7 +119,7 @@ def make_spark_selector(spark=None) -> Selector:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             run = run_selection(df, "y", features=features, method=method,
-                                num_features=min(k, codes.shape[1]),
+                                num_features=cap_num_features(k, codes.shape[1])[0],
                                 max_categories=spark_max_categories(codes))
         select.plan_kinds.update(c.kind for c in run.plan.columns)  # type: ignore[attr-defined]
         select.calls += 1  # type: ignore[attr-defined]

@@ -15,11 +15,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..checkpoint import Checkpoint, fingerprint
-from ..core.bound import MAX_BLOCK_ROWS, METHODS, NAIVE, PAIRWISE
-from ..core.criteria import CLASSIC_METHODS, select_classic
+from ..core.bound import MAX_BLOCK_ROWS, PAIRWISE
+from ..core.criteria import select_classic
 from ..core.greedy import Selection, report_fields, select_vmi
 from ..core.kde import kde_conditional
 from ..errors import InputError
+from ..params import METHOD_NAMES, cap_num_features, is_vmi, parameter, validate
 from .arrow_source import ParquetReader, ParquetSource
 from .backend import SparkBackend
 from .encode import encode_blocks
@@ -28,16 +29,16 @@ from .plan import EncodingPlan, build_plan, quote, resolve_columns
 from .resident import ResidentBackend, ResidentUnavailable, task_slots, unavailable_reason
 from .storage import Kept, keep
 
-#: every selection method: the two VMI Q-distributions and the paper's comparison criteria
-ALL_METHODS = (*METHODS, *CLASSIC_METHODS)
+#: every selection method (the registry's names, kept here for existing imports)
+ALL_METHODS = METHOD_NAMES
 #: how p(x_i | y) of continuous features is estimated: quantile bins, or a binned KDE
-ESTIMATORS = ("histogram", "kde")
+ESTIMATORS = parameter("estimator").choices
 #: smallest block (rows) when the rows are spread over the task slots
 MIN_BLOCK_ROWS = 4096
 #: bytes of per-row pairwise state a block may hold
 _PAIR_BLOCK_BYTES = 32 << 20
 #: how the greedy steps run: resident tasks if the session allows, else one Spark job a pass
-EXECUTIONS = ("auto", "resident", "passes")
+EXECUTIONS = parameter("execution").choices
 
 
 @dataclass
@@ -208,18 +209,12 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     that copy afterwards, or without ``staging_dir`` recomputes them in every pass.
     """
     t0 = time.perf_counter()
-    if method not in ALL_METHODS:
-        raise InputError(f"unknown method '{method}' (choose from {', '.join(ALL_METHODS)})")
-    if num_features <= 0:
-        raise InputError(f"the number of features to select must be positive, got {num_features}")
-    if estimator not in ESTIMATORS:
-        raise InputError(f"unknown estimator '{estimator}' (choose from {', '.join(ESTIMATORS)})")
-    if estimator == "kde" and method != NAIVE:
-        raise InputError(f"the kde estimator supports method vmi_naive only, not '{method}'")
-    if execution not in EXECUTIONS:
-        raise InputError(f"unknown execution '{execution}' (choose from {', '.join(EXECUTIONS)})")
-    if math.isnan(restart_tolerance):
-        raise InputError("restartTolerance must be a number (-inf: never restart), got nan")
+    checked = validate({"method": method, "num_features": num_features,
+                        "restart_tolerance": restart_tolerance, "num_bins": num_bins,
+                        "max_categories": max_categories, "max_classes": max_classes,
+                        "handle_invalid": handle_invalid, "estimator": estimator,
+                        "execution": execution, "report_candidates": report_candidates})
+    num_features, restart_tolerance = checked["num_features"], checked["restart_tolerance"]
     if features_col is not None:
         df, features = expand_vector(df, features_col, label)
     features = resolve_columns(df, label, features)
@@ -242,13 +237,12 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         notes.append(f"dropped {plan.rows_dropped} rows with a null label")
     if plan.rows_skipped:
         notes.append(f"skipped {plan.rows_skipped} rows with missing feature values")
-    k = num_features
-    if k > len(features):
-        notes.append(f"numTopFeatures {k} is more than the {len(features)} features; "
-                     f"selecting at most {len(features)}")
-        k = len(features)
+    k, capped = cap_num_features(num_features, len(features))
     for n in notes:
         warnings.warn(n, UserWarning, stacklevel=2)
+    if capped is not None:
+        notes.append(str(capped))
+        warnings.warn(capped, stacklevel=2)
 
     d, num_classes = len(features), len(plan.classes)
     # about four blocks per task slot, so that every core has work in every pass
@@ -287,7 +281,7 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                                      "this run selects")
                 notes.append(f"resumed from the checkpoint after step {len(resume.selected)}")
             on_step = _saving(ckpt, on_step)
-        if method in METHODS:
+        if is_vmi(method):
             smoothing = None
             if estimator == "kde":
                 grid = [j for j, c in enumerate(plan.columns) if c.kind == "grid"]

@@ -1,0 +1,411 @@
+"""The method registry and the parameter specification, shared by every front end.
+
+Spark-free (it imports only the numpy core's method names). The spark-submit job
+(:mod:`vmi_spark.job`), the Spark ML estimator (:mod:`vmi_spark.ml`), the scikit-learn
+selector (:mod:`vmi_spark.sklearn`) and :func:`vmi_spark.spark.select.run_selection`
+take their method list, parameter names, defaults, ranges and documentation from here,
+and check values with :func:`validate`, so that a bad value gives the same message in
+each front end, phrased in that front end's own names::
+
+    --num-features must be >= 1, got 0        (the job)
+    numTopFeatures must be >= 1, got 0        (VMISelector)
+    n_features_to_select must be >= 1, got 0  (VMIFeatureSelector)
+
+The README's Parameters table is :func:`markdown_table`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .core.bound import NAIVE, PAIRWISE
+from .core.criteria import CIFE, CMIM, JMI, MIM, MRMR, SPEC_CMI
+from .errors import InputError
+
+__all__ = ["Method", "METHODS", "METHOD_NAMES", "VMI_METHODS", "is_vmi", "method",
+           "Parameter", "SPEC", "STYLES", "ParameterError", "ParameterWarning", "validate",
+           "check", "default", "defaults", "display_name", "cap_num_features", "markdown_table"]
+
+#: the names a front end gives the parameters: ``python`` (run_selection's keywords),
+#: ``ml`` (VMISelector's Params), ``cli`` (the job's flags), ``sklearn`` (VMIFeatureSelector)
+STYLES = ("python", "ml", "cli", "sklearn")
+
+#: front ends whose default may differ from a parameter's own (see :attr:`Parameter.defaults`)
+ENTRY_POINTS = ("python", "ml", "cli", "sklearn", "demo")
+
+
+# ---------------------------------------------------------------------------
+# Method registry
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Method:
+    """One selection method and what it needs from a backend.
+
+    Attributes
+    ----------
+    name : str
+        The name every front end accepts.
+    vmi : bool
+        A Q-distribution of the variational bound (greedy with restarts, score = bound
+        I_LB in nats); otherwise a comparison criterion (score = criterion value).
+    pair_tables_per_step : bool
+        Each step needs the pair tables n(x_i, x_f, y) of the feature f chosen last.
+    all_pair_tables : bool
+        Needs the pair tables of every pair of features up front (spec_cmi).
+    kde : bool
+        Supports the ``kde`` estimator of p(x_i | y).
+    description : str
+        One line for help texts.
+    """
+
+    name: str
+    vmi: bool
+    pair_tables_per_step: bool
+    all_pair_tables: bool
+    kde: bool
+    description: str
+
+
+#: every selection method: the two VMI Q-distributions, then the paper's comparison criteria
+METHODS: tuple[Method, ...] = (
+    Method(NAIVE, True, False, False, True, "VMI bound, naive Bayes Q-distribution"),
+    Method(PAIRWISE, True, True, False, False, "VMI bound, pairwise Q-distribution"),
+    Method(MIM, False, False, False, False, "mutual information maximisation, I(x_i; y)"),
+    Method(MRMR, False, True, False, False, "max-relevance min-redundancy"),
+    Method(JMI, False, True, False, False, "joint mutual information"),
+    Method(CMIM, False, True, False, False, "conditional mutual information maximisation"),
+    Method(CIFE, False, True, False, False, "conditional infomax feature extraction"),
+    Method(SPEC_CMI, False, False, True, False, "spectral relaxation of the CMI objective"),
+)
+METHOD_NAMES: tuple[str, ...] = tuple(m.name for m in METHODS)
+VMI_METHODS: tuple[str, ...] = tuple(m.name for m in METHODS if m.vmi)
+_BY_NAME = {m.name: m for m in METHODS}
+
+
+def method(name: str) -> Method:
+    """The registry entry of method ``name`` (``KeyError`` if there is none)."""
+    return _BY_NAME[name]
+
+
+def is_vmi(name: str) -> bool:
+    """True for a Q-distribution of the VMI bound, False for a comparison criterion."""
+    m = _BY_NAME.get(name)
+    return m is not None and m.vmi
+
+
+# ---------------------------------------------------------------------------
+# Parameter specification
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Parameter:
+    """One parameter: its names in every front end, type, default, range and meaning.
+
+    ``key`` is the keyword of :func:`~vmi_spark.spark.select.run_selection` (and the
+    job's argparse ``dest``); ``ml``, ``flag`` and ``sklearn`` are the names in the
+    other front ends, None where a front end does not have the parameter. ``low`` and
+    ``high`` bound a number (inclusive), ``choices`` a string. ``defaults`` overrides
+    ``default`` for some entry points (``sklearn``, ``demo``). ``doc`` is the meaning
+    (markdown: backticks mark code) used for the README, and without markdown and the
+    ``readme_only`` fragments (references to other README sections) for the ML Param and
+    the CLI help; ``readme_default`` is the README's default cell if not ``default``.
+    """
+
+    key: str
+    type: type
+    default: Any
+    doc: str
+    ml: str | None = None
+    flag: str | None = None
+    sklearn: str | None = None
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] | None = None
+    allow_nan: bool = False
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    readme_default: str | None = None
+    readme_only: tuple[str, ...] = ()
+    metavar: str | None = None
+
+    def name(self, style: str) -> str:
+        """This parameter's name in front end ``style`` (one of :data:`STYLES`)."""
+        name = {"python": self.key, "ml": self.ml, "cli": self.flag,
+                "sklearn": self.sklearn}[style]
+        return name if name is not None else self.key
+
+    def default_for(self, entry_point: str) -> Any:
+        """The default of this parameter in ``entry_point`` (one of :data:`ENTRY_POINTS`)."""
+        return self.defaults.get(entry_point, self.default)
+
+    def plain_doc(self) -> str:
+        """:attr:`doc` without markdown and README references (ML Param, CLI help)."""
+        text = self.doc
+        for fragment in self.readme_only:
+            text = text.replace(fragment, "")
+        return text.replace("`", "").replace("\\|", "|")
+
+
+_METHOD_DOC = ("`vmi_naive` or `vmi_pairwise`; or a comparison criterion "
+               + ", ".join(f"`{m.name}`" for m in METHODS if not m.vmi))
+
+#: the parameters, in the README's order
+SPEC: tuple[Parameter, ...] = (
+    Parameter("features", list, None, "vector column, or ordinary columns (`inputCols` wins if "
+              "set)", ml="featuresCol", flag="--features", defaults={"ml": "features"},
+              readme_default="`features` / all columns but the label"),
+    Parameter("label", str, "label", "class label, numeric or string", ml="labelCol",
+              flag="--label", defaults={"cli": None}),
+    Parameter("num_features", int, 50, "K", ml="numTopFeatures", flag="--num-features",
+              sklearn="n_features_to_select", low=1, defaults={"sklearn": 10, "demo": 9},
+              readme_default="50 (demo: 9)"),
+    Parameter("method", str, NAIVE, _METHOD_DOC, ml="method", flag="--method",
+              sklearn="method", choices=METHOD_NAMES),
+    Parameter("restart_tolerance", float, 0.0,
+              "clear the block when the best candidate raises its bound by no more than this "
+              "(nats). 0.0 is the paper's Algorithm 1; the authors' program uses 0.01; `-inf` "
+              "never restarts (one block)", ml="restartTolerance", flag="--restart-tolerance",
+              sklearn="restart_tolerance"),
+    Parameter("num_bins", int, 10, "equal-frequency bins for numeric columns with more than "
+              "`maxCategories` values (2..255)", ml="numBins", flag="--num-bins",
+              sklearn="num_bins", low=2, high=255),
+    Parameter("max_categories", int, 32, "numeric columns with at most this many distinct "
+              "values are used as categories (1..255)", ml="maxCategories",
+              flag="--max-categories", sklearn="max_categories", low=1, high=255),
+    Parameter("max_classes", int, 1000, "most distinct label values", ml="maxClasses",
+              flag="--max-classes", low=2, high=65535),
+    Parameter("handle_invalid", str, "keep", "missing feature values (null, NaN): `keep` as "
+              "their own state, `skip` the row, `error`", ml="handleInvalid",
+              flag="--handle-invalid", choices=("keep", "skip", "error")),
+    Parameter("estimator", str, "histogram", "p(x_i \\| y) of continuous columns: `histogram` "
+              "(the `numBins` equal-frequency bins) or `kde` (binned Gaussian KDE, below; "
+              "`vmi_naive` only)", ml="estimator", flag="--estimator", choices=("histogram", "kde"),
+              readme_only=(", below",)),
+    Parameter("checkpoint_dir", str, None, "save the state after every step and resume from "
+              "it (above)", flag="--checkpoint-dir", metavar="DIR", readme_only=(" (above)",)),
+    Parameter("execution", str, "auto", "how the greedy steps run: `resident` (the whole "
+              "selection in one job of long-running tasks that the driver talks to; one round "
+              "trip per step), `passes` (one Spark job per pass), `auto` (resident where the "
+              "session allows it, else passes; see \"How it computes\"). The estimator always uses "
+              "`auto`", flag="--execution", choices=("auto", "resident", "passes"),
+              readme_only=('; see "How it computes"', " The estimator always uses `auto`")),
+    Parameter("reader", str, "auto", "how a Parquet `--input` is read: `auto` with pyarrow in "
+              "the Python workers when it can (same result), `spark` with Spark's reader (see Usage)",
+              flag="--reader", choices=("auto", "spark"), readme_only=(" (see Usage)",)),
+    Parameter("output_col", str, None, "output vector column (vector input only)",
+              ml="outputCol", readme_default="`<uid>__output`"),
+    Parameter("report_candidates", int, 0, "also report the best N candidates and their scores "
+              "at each step", flag="--report-candidates", low=0, metavar="N"),
+    Parameter("demo_rows", int, 5000, "rows of the demo data (no --input/--table)",
+              flag="--demo-rows", low=1, metavar="N"),
+)
+_SPEC = {p.key: p for p in SPEC}
+
+#: keys shown in the README's Parameters table (the others are in its Usage section)
+README_KEYS = ("features", "label", "num_features", "method", "restart_tolerance", "num_bins",
+               "max_categories", "max_classes", "handle_invalid", "estimator", "checkpoint_dir",
+               "execution", "reader", "output_col")
+
+
+def parameter(key: str) -> Parameter:
+    """The specification of parameter ``key`` (``KeyError`` if there is none)."""
+    return _SPEC[key]
+
+
+def display_name(key: str, style: str = "ml") -> str:
+    """The name of parameter ``key`` in front end ``style`` (``key`` itself if unknown)."""
+    p = _SPEC.get(key)
+    return p.name(style) if p is not None else key
+
+
+def default(key: str, entry_point: str = "python") -> Any:
+    """The default of parameter ``key`` in ``entry_point``."""
+    return _SPEC[key].default_for(entry_point)
+
+
+def defaults(style: str, entry_point: str | None = None) -> dict[str, Any]:
+    """``{name in style: default}`` of the parameters front end ``style`` has."""
+    out = {}
+    for p in SPEC:
+        if style == "python" or getattr(p, {"ml": "ml", "cli": "flag",
+                                            "sklearn": "sklearn"}[style]) is not None:
+            out[p.name(style)] = p.default_for(entry_point or style)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Validation
+# ---------------------------------------------------------------------------
+
+def _phrase(template: str, style: str) -> str:
+    """Fill the ``{key}`` placeholders of ``template`` with the names of ``style``."""
+    return template.format_map({p.key: p.name(style) for p in SPEC})
+
+
+def _literal(text: str) -> str:
+    """``text`` safe inside a template (its braces are not placeholders)."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+class ParameterError(InputError):
+    """A bad parameter value: one line, phrased in the names of whichever front end asks.
+
+    ``str(error)`` uses the ML names (``numTopFeatures``); :meth:`phrase` gives the
+    message in another front end's names (``--num-features``).
+
+    Attributes
+    ----------
+    key : str
+        The parameter (its :attr:`Parameter.key`).
+    template : str
+        The message with ``{key}`` placeholders for parameter names.
+    """
+
+    def __init__(self, key: str, template: str, style: str = "ml") -> None:
+        self.key = key
+        self.template = template
+        self.style = style
+        super().__init__(_phrase(template, style))
+
+    def phrase(self, style: str) -> str:
+        """The message with the parameter names of front end ``style``."""
+        return _phrase(self.template, style)
+
+    def restyled(self, style: str) -> ParameterError:
+        """The same error phrased for front end ``style``."""
+        return ParameterError(self.key, self.template, style)
+
+
+class ParameterWarning(UserWarning):
+    """A note about a parameter (e.g. K capped), phrased like :class:`ParameterError`."""
+
+    def __init__(self, key: str, template: str, style: str = "ml") -> None:
+        self.key = key
+        self.template = template
+        super().__init__(_phrase(template, style))
+
+    def phrase(self, style: str) -> str:
+        """The message with the parameter names of front end ``style``."""
+        return _phrase(self.template, style)
+
+
+def _fail(key: str, problem: str, style: str) -> ParameterError:
+    return ParameterError(key, "{" + key + "} " + problem, style)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and \
+        type(v).__name__ != "bool_"
+
+
+def _range(p: Parameter) -> str:
+    if p.low is not None and p.high is not None:
+        return f"must be between {p.low:g} and {p.high:g}"
+    return f"must be >= {p.low:g}" if p.low is not None else f"must be <= {p.high:g}"
+
+
+def check(key: str, value: Any, style: str = "ml") -> Any:
+    """Check one parameter value; returns it normalised (``int``, ``float`` or ``str``).
+
+    Raises
+    ------
+    ParameterError
+        If the value has the wrong type, is out of range or not a choice; the
+        message names the parameter as front end ``style`` does.
+    """
+    p = _SPEC[key]
+    shown = _literal(repr(value))
+    if value is None:
+        if p.default is None or key in ("label",):
+            return None
+        raise _fail(key, f"must be given, got {shown}", style)
+    if p.type is int:
+        if not _is_int(value):
+            raise _fail(key, f"must be an integer, got {shown}", style)
+        value = int(value)
+    elif p.type is float:
+        if not isinstance(value, numbers.Real) or isinstance(value, bool):
+            raise _fail(key, f"must be a number, got {shown}", style)
+        value = float(value)
+        if math.isnan(value) and not p.allow_nan:
+            never = " (-inf: never restart)" if key == "restart_tolerance" else ""
+            raise _fail(key, f"must be a number{never}, got nan", style)
+    elif p.type is str:
+        if not isinstance(value, str):
+            raise _fail(key, f"must be a string, got {shown}", style)
+        if p.choices is not None and value not in p.choices:
+            raise ParameterError(key, f"unknown {{{key}}} {shown} (choose from "
+                                      f"{', '.join(p.choices)})", style)
+    if p.type in (int, float) and ((p.low is not None and value < p.low)
+                                   or (p.high is not None and value > p.high)):
+        raise _fail(key, f"{_range(p)}, got {shown}", style)
+    return value
+
+
+def validate(values: Mapping[str, Any], style: str = "ml") -> dict[str, Any]:
+    """Check parameter values and their combinations; returns them normalised.
+
+    Parameters
+    ----------
+    values : mapping
+        ``{key: value}`` by :attr:`Parameter.key` (``num_features``, ``method``, ...);
+        keys not in :data:`SPEC` are passed through unchecked.
+    style : str
+        Whose names the error message uses: ``python``, ``ml``, ``cli`` or ``sklearn``.
+
+    Returns
+    -------
+    dict
+        The values, numbers as ``int``/``float``.
+
+    Raises
+    ------
+    ParameterError
+        For the first bad value (one line naming the parameter).
+    """
+    out = {k: (check(k, v, style) if k in _SPEC else v) for k, v in values.items()}
+    m, est = out.get("method"), out.get("estimator")
+    if est == "kde" and m is not None and not method(m).kde:
+        supported = ", ".join(x.name for x in METHODS if x.kde)
+        raise ParameterError("estimator", f"the kde {{estimator}} supports {{method}} "
+                                          f"{supported} only, not {_literal(repr(m))}", style)
+    return out
+
+
+def cap_num_features(k: int, available: int) -> tuple[int, ParameterWarning | None]:
+    """K capped at the number of features, and the warning to give if it was."""
+    if k <= available:
+        return k, None
+    return available, ParameterWarning(
+        "num_features", f"{{num_features}} {k} is more than the {available} features; "
+                        f"selecting at most {available}")
+
+
+# ---------------------------------------------------------------------------
+# Documentation
+# ---------------------------------------------------------------------------
+
+def _cell_default(p: Parameter) -> str:
+    if p.readme_default is not None:
+        return p.readme_default
+    v = p.default
+    if v is None:
+        return "none"
+    return f"`{v}`" if isinstance(v, str) else str(v)
+
+
+def markdown_table(keys: tuple[str, ...] = README_KEYS) -> str:
+    """The README's Parameters table: estimator param, CLI flag, default, meaning."""
+    lines = ["| estimator param | CLI | default | meaning |", "|---|---|---|---|"]
+    for key in keys:
+        p = _SPEC[key]
+        ml = "`featuresCol` / `inputCols`" if key == "features" else \
+            (f"`{p.ml}`" if p.ml else "")
+        flag = f"`{p.flag}`" if p.flag else ""
+        cells = (ml, flag, _cell_default(p), p.doc)
+        lines.append("|" + "|".join(f" {c} " if c else " " for c in cells) + "|")
+    return "\n".join(lines) + "\n"
