@@ -64,7 +64,7 @@ def test_features_option_and_k_capped(spark, table, capsys, tmp_path):
     rep = json.loads((out / "selection.json").read_text())
     assert rep["features"] == ["c0", "c1", "name"]
     assert len(rep["selected"]) <= 3
-    assert "numTopFeatures 10 is more than the 3 features" in cap.err
+    assert "--num-features 10 is more than the 3 features" in cap.err
 
 
 def test_existing_output_refused_then_overwritten(spark, table, capsys, tmp_path):
@@ -103,13 +103,15 @@ def _bad_inputs(base: Path, spark, tmp: Path):
         "too many classes": (["--input", str(tmp / "many.parquet"), "--label", "y", "--max-classes", "10"],
                              "looks continuous"),
         "no labelled rows": (["--input", str(tmp / "nolab.parquet"), "--label", "y"], "no labelled rows"),
-        "k zero": (["--input", t, "--label", "y", "--num-features", "0"], "must be positive"),
-        "k negative": (["--input", t, "--label", "y", "--num-features", "-3"], "must be positive"),
+        "k zero": (["--input", t, "--label", "y", "--num-features", "0"],
+                   "--num-features must be >= 1, got 0"),
+        "k negative": (["--input", t, "--label", "y", "--num-features", "-3"],
+                       "--num-features must be >= 1, got -3"),
         "unknown method": (["--input", t, "--label", "y", "--method", "magic"], "invalid choice"),
         "bad number": (["--input", t, "--label", "y", "--num-features", "ten"], "invalid int value"),
         "no label arg": (["--input", t], "--label is required"),
         "nan restart tolerance": (["--input", t, "--label", "y", "--restart-tolerance", "nan"],
-                                  "restartTolerance must be a number"),
+                                  "--restart-tolerance must be a number"),
     }
 
 

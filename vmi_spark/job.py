@@ -84,7 +84,7 @@ def _add_spec_arguments(p: argparse.ArgumentParser, keys: Sequence[str]) -> None
     """Add the flags of spec parameters ``keys``: type, default, choices, help."""
     for key in keys:
         spec = parameter(key)
-        kwargs: dict[str, Any] = {"help": spec.plain_doc(), "metavar": spec.metavar}
+        kwargs: dict[str, Any] = {"help": spec.help("cli"), "metavar": spec.metavar}
         if spec.type in (int, float):
             kwargs["type"] = spec.type
         if spec.choices is not None:

@@ -114,7 +114,7 @@ def _param(key: str) -> Param:
     spec = parameter(key)
     converter = {int: TypeConverters.toInt, float: TypeConverters.toFloat,
                  str: TypeConverters.toString}[spec.type]
-    return Param(Params._dummy(), spec.name("ml"), spec.plain_doc(), typeConverter=converter)
+    return Param(Params._dummy(), spec.name("ml"), spec.help("ml"), typeConverter=converter)
 
 
 class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol, HasHandleInvalid):

@@ -111,9 +111,11 @@ class Parameter:
     other front ends, None where a front end does not have the parameter. ``low`` and
     ``high`` bound a number (inclusive), ``choices`` a string. ``defaults`` overrides
     ``default`` for some entry points (``sklearn``, ``demo``). ``doc`` is the meaning
-    (markdown: backticks mark code) used for the README, and without markdown and the
-    ``readme_only`` fragments (references to other README sections) for the ML Param and
-    the CLI help; ``readme_default`` is the README's default cell if not ``default``.
+    (markdown: backticks mark code; ``{key}`` names another parameter) used for the
+    README; :meth:`help` is that text for one front end (``docs`` may override it):
+    parameter names in its style, no markdown, no ``readme_only`` fragments (references
+    to other README sections). ``readme_default`` is the README's default cell if not
+    ``default``.
     """
 
     key: str
@@ -131,6 +133,7 @@ class Parameter:
     readme_default: str | None = None
     readme_only: tuple[str, ...] = ()
     metavar: str | None = None
+    docs: Mapping[str, str] = field(default_factory=dict)
 
     def name(self, style: str) -> str:
         """This parameter's name in front end ``style`` (one of :data:`STYLES`)."""
@@ -142,12 +145,16 @@ class Parameter:
         """The default of this parameter in ``entry_point`` (one of :data:`ENTRY_POINTS`)."""
         return self.defaults.get(entry_point, self.default)
 
-    def plain_doc(self) -> str:
-        """:attr:`doc` without markdown and README references (ML Param, CLI help)."""
-        text = self.doc
+    def help(self, style: str) -> str:
+        """The meaning for front end ``style``: its names, no markdown or README references."""
+        text = self.docs.get(style, self.doc)
         for fragment in self.readme_only:
             text = text.replace(fragment, "")
-        return text.replace("`", "").replace("\\|", "|")
+        return _phrase(text, style).replace("`", "").replace("\\|", "|")
+
+    def readme(self) -> str:
+        """The meaning for the README's table (markdown, the ML names)."""
+        return _phrase(self.doc, "ml")
 
 
 _METHOD_DOC = ("`vmi_naive` or `vmi_pairwise`; or a comparison criterion "
@@ -157,12 +164,16 @@ _METHOD_DOC = ("`vmi_naive` or `vmi_pairwise`; or a comparison criterion "
 SPEC: tuple[Parameter, ...] = (
     Parameter("features", list, None, "vector column, or ordinary columns (`inputCols` wins if "
               "set)", ml="featuresCol", flag="--features", defaults={"ml": "features"},
+              docs={"cli": "comma-separated feature columns (default: all but the label)"},
               readme_default="`features` / all columns but the label"),
     Parameter("label", str, "label", "class label, numeric or string", ml="labelCol",
-              flag="--label", defaults={"cli": None}),
+              flag="--label", defaults={"cli": None},
+              docs={"cli": "label column (class label, numeric or string)"}),
     Parameter("num_features", int, 50, "K", ml="numTopFeatures", flag="--num-features",
               sklearn="n_features_to_select", low=1, defaults={"sklearn": 10, "demo": 9},
-              readme_default="50 (demo: 9)"),
+              readme_default="50 (demo: 9)", metavar="K",
+              docs=dict.fromkeys(("ml", "cli"), "number of features to select (K); capped at "
+                                                "the number of features, with a warning")),
     Parameter("method", str, NAIVE, _METHOD_DOC, ml="method", flag="--method",
               sklearn="method", choices=METHOD_NAMES),
     Parameter("restart_tolerance", float, 0.0,
@@ -171,7 +182,7 @@ SPEC: tuple[Parameter, ...] = (
               "never restarts (one block)", ml="restartTolerance", flag="--restart-tolerance",
               sklearn="restart_tolerance"),
     Parameter("num_bins", int, 10, "equal-frequency bins for numeric columns with more than "
-              "`maxCategories` values (2..255)", ml="numBins", flag="--num-bins",
+              "`{max_categories}` values (2..255)", ml="numBins", flag="--num-bins",
               sklearn="num_bins", low=2, high=255),
     Parameter("max_categories", int, 32, "numeric columns with at most this many distinct "
               "values are used as categories (1..255)", ml="maxCategories",
@@ -182,7 +193,7 @@ SPEC: tuple[Parameter, ...] = (
               "their own state, `skip` the row, `error`", ml="handleInvalid",
               flag="--handle-invalid", choices=("keep", "skip", "error")),
     Parameter("estimator", str, "histogram", "p(x_i \\| y) of continuous columns: `histogram` "
-              "(the `numBins` equal-frequency bins) or `kde` (binned Gaussian KDE, below; "
+              "(the `{num_bins}` equal-frequency bins) or `kde` (binned Gaussian KDE, below; "
               "`vmi_naive` only)", ml="estimator", flag="--estimator", choices=("histogram", "kde"),
               readme_only=(", below",)),
     Parameter("checkpoint_dir", str, None, "save the state after every step and resume from "
@@ -192,7 +203,7 @@ SPEC: tuple[Parameter, ...] = (
               "trip per step), `passes` (one Spark job per pass), `auto` (resident where the "
               "session allows it, else passes; see \"How it computes\"). The estimator always uses "
               "`auto`", flag="--execution", choices=("auto", "resident", "passes"),
-              readme_only=('; see "How it computes"', " The estimator always uses `auto`")),
+              readme_only=('; see "How it computes"', ". The estimator always uses `auto`")),
     Parameter("reader", str, "auto", "how a Parquet `--input` is read: `auto` with pyarrow in "
               "the Python workers when it can (same result), `spark` with Spark's reader (see Usage)",
               flag="--reader", choices=("auto", "spark"), readme_only=(" (see Usage)",)),
@@ -406,6 +417,6 @@ def markdown_table(keys: tuple[str, ...] = README_KEYS) -> str:
         ml = "`featuresCol` / `inputCols`" if key == "features" else \
             (f"`{p.ml}`" if p.ml else "")
         flag = f"`{p.flag}`" if p.flag else ""
-        cells = (ml, flag, _cell_default(p), p.doc)
+        cells = (ml, flag, _cell_default(p), p.readme())
         lines.append("|" + "|".join(f" {c} " if c else " " for c in cells) + "|")
     return "\n".join(lines) + "\n"
