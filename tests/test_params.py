@@ -243,9 +243,14 @@ def test_a_bad_value_reads_the_same_in_every_front_end(values, ml_message, monke
                                 .replace("estimator supports method",
                                          "{estimator} supports {method}")).phrase(style)
 
-    # run_selection's own check and the ML estimator: ML names
+    from vmi_spark.spark.select import run_selection
+
+    # run_selection's own check (before it touches the data) and the ML estimator: ML names
     with pytest.raises(P.ParameterError) as info:
         P.validate(values)
+    assert str(info.value) == ml_message
+    with pytest.raises(P.ParameterError) as info:
+        run_selection(None, "y", **values)  # type: ignore[arg-type]
     assert str(info.value) == ml_message
     ml = {P.parameter(k).ml: v for k, v in values.items()}
     with pytest.raises(P.ParameterError) as info:

@@ -197,7 +197,10 @@ SPEC: tuple[Parameter, ...] = (
               "`vmi_naive` only)", ml="estimator", flag="--estimator", choices=("histogram", "kde"),
               readme_only=(", below",)),
     Parameter("checkpoint_dir", str, None, "save the state after every step and resume from "
-              "it (above)", flag="--checkpoint-dir", metavar="DIR", readme_only=(" (above)",)),
+              "it (above)", flag="--checkpoint-dir", metavar="DIR", readme_only=(" (above)",),
+              docs={"cli": "save the selection state after every step in DIR (driver file "
+                           "system); rerunning the same command resumes after the last saved "
+                           "step"}),
     Parameter("execution", str, "auto", "how the greedy steps run: `resident` (the whole "
               "selection in one job of long-running tasks that the driver talks to; one round "
               "trip per step), `passes` (one Spark job per pass), `auto` (resident where the "
