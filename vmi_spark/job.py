@@ -96,7 +96,7 @@ def _add_spec_arguments(p: argparse.ArgumentParser, keys: Sequence[str]) -> None
             kwargs["default"] = spec.default_for("cli")
             if spec.default_for("cli") is not None:
                 kwargs["help"] += f" (default {spec.default_for('cli')})"
-        p.add_argument(spec.flag, **kwargs)
+        p.add_argument(spec.name("cli"), **kwargs)
 
 
 def check_args(args: argparse.Namespace) -> argparse.Namespace:
@@ -128,7 +128,7 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
 
 def _message(exc: InputError) -> str:
     """The one error line, in the job's own flag names."""
-    return _one_line(exc.phrase("cli") if isinstance(exc, ParameterError) else exc)
+    return _one_line(exc.restyled("cli") if isinstance(exc, ParameterError) else exc)
 
 
 def _check_output(path: str, overwrite: bool) -> None:
