@@ -99,6 +99,22 @@ def test_spec_bounds_agree_with_the_encoding_limits():
     assert P.parameter("num_bins").high == P.parameter("max_categories").high == MAX_ARITY - 1
 
 
+def test_spec_choices_are_the_spark_layers():
+    from vmi_spark.spark.storage import STORAGES
+
+    assert P.parameter("block_storage").choices == STORAGES
+
+
+def test_staging_needs_a_staging_dir_before_spark_work():
+    from vmi_spark.spark.select import run_selection
+
+    with pytest.raises(P.ParameterError, match=r"^block_storage 'staging' needs a staging_dir$"):
+        run_selection(None, "y", block_storage="staging")  # type: ignore[arg-type]
+    with pytest.raises(P.ParameterError, match=r"^unknown block_storage 'disk' \(choose from"):
+        run_selection(None, "y", block_storage="disk")  # type: ignore[arg-type]
+    assert P.validate({"block_storage": "staging", "staging_dir": "/tmp/s"})["staging_dir"]
+
+
 def test_params_module_is_spark_free():
     code = ("import sys, vmi_spark.params, vmi_spark.job; "
             "assert 'pyspark' not in sys.modules, sorted(m for m in sys.modules if 'spark' in m)")

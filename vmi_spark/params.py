@@ -177,9 +177,9 @@ SPEC: tuple[Parameter, ...] = (
     Parameter("method", str, NAIVE, _METHOD_DOC, ml="method", flag="--method",
               sklearn="method", choices=METHOD_NAMES),
     Parameter("restart_tolerance", float, 0.0,
-              "clear the block when the best candidate raises its bound by no more than this "
-              "(nats). 0.0 is the paper's Algorithm 1; the authors' program uses 0.01; `-inf` "
-              "never restarts (one block)", ml="restartTolerance", flag="--restart-tolerance",
+              "start a new block when the best candidate raises the bound by no more than this "
+              "(nats); 0.0 is the paper's Algorithm 1, the authors' program uses 0.01, `-inf` "
+              "never restarts", ml="restartTolerance", flag="--restart-tolerance",
               sklearn="restart_tolerance"),
     Parameter("num_bins", int, 10, "equal-frequency bins for numeric columns with more than "
               "`{max_categories}` values (2..255)", ml="numBins", flag="--num-bins",
@@ -193,25 +193,36 @@ SPEC: tuple[Parameter, ...] = (
               "their own state, `skip` the row, `error`", ml="handleInvalid",
               flag="--handle-invalid", choices=("keep", "skip", "error")),
     Parameter("estimator", str, "histogram", "p(x_i \\| y) of continuous columns: `histogram` "
-              "(the `{num_bins}` equal-frequency bins) or `kde` (binned Gaussian KDE, below; "
-              "`vmi_naive` only)", ml="estimator", flag="--estimator", choices=("histogram", "kde"),
-              readme_only=(", below",)),
+              "(the `{num_bins}` equal-frequency bins) or `kde` (binned Gaussian KDE; "
+              "`vmi_naive` only)", ml="estimator", flag="--estimator",
+              choices=("histogram", "kde")),
     Parameter("checkpoint_dir", str, None, "save the state after every step and resume from "
-              "it (above)", flag="--checkpoint-dir", metavar="DIR", readme_only=(" (above)",),
+              "it (Usage)", flag="--checkpoint-dir", metavar="DIR", readme_only=(" (Usage)",),
               docs={"cli": "save the selection state after every step in DIR (driver file "
                            "system); rerunning the same command resumes after the last saved "
                            "step"}),
-    Parameter("execution", str, "auto", "how the greedy steps run: `resident` (the whole "
-              "selection in one job of long-running tasks that the driver talks to; one round "
-              "trip per step), `passes` (one Spark job per pass), `auto` (resident where the "
-              "session allows it, else passes; see \"How it computes\"). The estimator always uses "
-              "`auto`", flag="--execution", choices=("auto", "resident", "passes"),
-              readme_only=('; see "How it computes"', ". The estimator always uses `auto`")),
-    Parameter("reader", str, "auto", "how a Parquet `--input` is read: `auto` with pyarrow in "
-              "the Python workers when it can (same result), `spark` with Spark's reader (see Usage)",
-              flag="--reader", choices=("auto", "spark"), readme_only=(" (see Usage)",)),
+    Parameter("execution", str, "auto", "`resident` (one job of long-running tasks; a round "
+              "trip per step), `passes` (a Spark job per pass), `auto` (resident where "
+              "possible; the estimator's choice)", flag="--execution",
+              choices=("auto", "resident", "passes"), readme_only=("; the estimator's choice",),
+              docs={"cli": "how the greedy steps run: `resident` (one job of long-running "
+                           "tasks; a round trip per step), `passes` (a Spark job per pass), "
+                           "`auto` (resident where the session allows it; same result either "
+                           "way)"}),
+    Parameter("reader", str, "auto", "Parquet `--input`: `auto` reads with pyarrow in the "
+              "workers when it can, `spark` with Spark's reader", flag="--reader",
+              choices=("auto", "spark"),
+              docs={"cli": "how a Parquet --input is read: `auto` with pyarrow in the Python "
+                           "workers when it can (same result, faster on wide tables), `spark` "
+                           "with Spark's reader"}),
     Parameter("output_col", str, None, "output vector column (vector input only)",
               ml="outputCol", readme_default="`<uid>__output`"),
+    Parameter("block_storage", str, "auto", "where the encoded rows live between passes: "
+              "`auto` (Spark's cache, else staged or recomputed), `cache`, `staging` (a Parquet "
+              "copy under `{staging_dir}`) or `recompute`",
+              choices=("auto", "cache", "staging", "recompute")),
+    Parameter("staging_dir", str, None, "a directory Spark can write and read for the staged "
+              "copy of the encoded rows (where the session refuses caching)"),
     Parameter("report_candidates", int, 0, "also report the best N candidates and their scores "
               "at each step", flag="--report-candidates", low=0, metavar="N"),
     Parameter("demo_rows", int, 5000, "rows of the demo data (no --input/--table)",
@@ -387,6 +398,10 @@ def validate(values: Mapping[str, Any], style: str = "ml") -> dict[str, Any]:
         supported = ", ".join(x.name for x in METHODS if x.kde)
         raise ParameterError("estimator", f"the kde {{estimator}} supports {{method}} "
                                           f"{supported} only, not {_literal(repr(m))}", style)
+    if out.get("block_storage") == "staging" and "staging_dir" in out \
+            and out["staging_dir"] is None:
+        raise ParameterError("block_storage", "{block_storage} 'staging' needs a {staging_dir}",
+                             style)
     return out
 
 

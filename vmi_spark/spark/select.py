@@ -213,7 +213,8 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                         "restart_tolerance": restart_tolerance, "num_bins": num_bins,
                         "max_categories": max_categories, "max_classes": max_classes,
                         "handle_invalid": handle_invalid, "estimator": estimator,
-                        "execution": execution, "report_candidates": report_candidates})
+                        "execution": execution, "report_candidates": report_candidates,
+                        "block_storage": block_storage, "staging_dir": staging_dir})
     num_features, restart_tolerance = checked["num_features"], checked["restart_tolerance"]
     if features_col is not None:
         df, features = expand_vector(df, features_col, label)
