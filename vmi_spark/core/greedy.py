@@ -231,7 +231,8 @@ def select_vmi(
         gain = float(gains[best])
         below = min_gain is not None and gain < min_gain
         if block and (not gain > restart_tolerance
-                      or below and _new_block_reaches(mi, candidates, min_gain)):
+                      or min_gain is not None and below
+                      and _new_block_reaches(mi, candidates, min_gain)):
             block = []
             tables = {}
             bound = 0.0

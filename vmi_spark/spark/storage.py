@@ -115,7 +115,7 @@ def keep(df, storage_level, mode: str = "auto", staging_dir: str | None = None,
                           "every pass re-reads and re-encodes the input; name a staging "
                           "directory (stagingDir / --staging-dir) to read it once",
                           UserWarning, stacklevel=2)
-    if mode == "recompute":
+    if mode == "recompute" or staging_dir is None:
         return Kept(df, "recompute")
     path = staging_dir.rstrip("/") + f"/vmi-blocks-{uuid.uuid4().hex[:16]}"
     df.write.mode("error").parquet(path)
