@@ -35,7 +35,8 @@ log = logging.getLogger("vmi_spark")
 #: the methods --method accepts (the registry's names)
 METHOD_CHOICES = METHOD_NAMES
 #: spec keys of the selection parameters the job checks before Spark starts
-_CHECKED = ("num_features", "method", "restart_tolerance", "num_bins", "max_categories",
+_CHECKED = ("num_features", "selection_mode", "selection_threshold", "method",
+            "restart_tolerance", "num_bins", "max_categories",
             "max_classes", "handle_invalid", "estimator", "execution", "reader",
             "report_candidates", "demo_rows")
 
@@ -57,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="input format: any data source name Spark can read, e.g. parquet, csv, "
                         "orc, json, delta, iceberg (default parquet; csv is read with a header "
                         "row and inferred types)")
-    _add_spec_arguments(p, ("reader", "execution", "label", "features", "method", "num_features"))
+    _add_spec_arguments(p, ("reader", "execution", "label", "features", "method", "num_features",
+                            "selection_mode", "selection_threshold"))
     p.add_argument("--output", help="output directory for selection.json")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing output directory, --write-selected directory or "
@@ -391,7 +393,9 @@ def run(args: argparse.Namespace, spark) -> dict[str, Any]:
                                max_categories=args.max_categories, max_classes=args.max_classes,
                                handle_invalid=args.handle_invalid, estimator=args.estimator,
                                report_candidates=args.report_candidates, on_step=_log_step(k, names),
-                               checkpoint_dir=args.checkpoint_dir, execution=args.execution)
+                               checkpoint_dir=args.checkpoint_dir, execution=args.execution,
+                               selection_mode=args.selection_mode,
+                               selection_threshold=args.selection_threshold)
     for w in caught:
         msg = w.message
         log.warning("%s", msg.phrase("cli") if isinstance(msg, ParameterWarning) else msg)

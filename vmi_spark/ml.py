@@ -124,6 +124,8 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
     """
 
     numTopFeatures: Param[int] = _param("num_features")
+    selectionMode: Param[str] = _param("selection_mode")
+    selectionThreshold: Param[float] = _param("selection_threshold")
     method: Param[str] = _param("method")
     restartTolerance: Param[float] = _param("restart_tolerance")
     numBins: Param[int] = _param("num_bins")
@@ -138,6 +140,17 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
     def getNumTopFeatures(self) -> int:
         """Gets the value of numTopFeatures or its default value."""
         return self.getOrDefault(self.numTopFeatures)
+
+    def getSelectionMode(self) -> str:
+        """Gets the value of selectionMode or its default value."""
+        return self.getOrDefault(self.selectionMode)
+
+    def getSelectionThreshold(self) -> float | None:
+        """Gets the value of selectionThreshold, or None if it is not set (the mode's
+        default: 0.01 nats for ``gain``, 0.1 for ``fraction``)."""
+        if not self.isDefined(self.selectionThreshold):
+            return None
+        return self.getOrDefault(self.selectionThreshold)
 
     def getMethod(self) -> str:
         """Gets the value of method or its default value."""
@@ -166,6 +179,8 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
     def _selection_params(self) -> dict[str, Any]:
         """The selection parameters by spec key, checked (:func:`vmi_spark.params.validate`)."""
         return validate({"num_features": self.getNumTopFeatures(), "method": self.getMethod(),
+                         "selection_mode": self.getSelectionMode(),
+                         "selection_threshold": self.getSelectionThreshold(),
                          "restart_tolerance": self.getRestartTolerance(),
                          "num_bins": self.getNumBins(), "max_categories": self.getMaxCategories(),
                          "max_classes": self.getMaxClasses(),
@@ -213,6 +228,7 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     @keyword_only
     def __init__(self, *, featuresCol: str = "features", inputCols: list[str] | None = None,
                  labelCol: str = "label", outputCol: str | None = None, numTopFeatures: int = 50,
+                 selectionMode: str = "numTopFeatures", selectionThreshold: float | None = None,
                  method: str = "vmi_naive", restartTolerance: float = 0.0, numBins: int = 10,
                  maxCategories: int = 32, maxClasses: int = 1000, handleInvalid: str = "keep",
                  estimator: str = "histogram") -> None:
@@ -222,7 +238,8 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     @keyword_only
     def setParams(self, *, featuresCol: str = "features", inputCols: list[str] | None = None,
                   labelCol: str = "label", outputCol: str | None = None, numTopFeatures: int = 50,
-                  method: str = "vmi_naive", restartTolerance: float = 0.0, numBins: int = 10,
+                  selectionMode: str = "numTopFeatures",
+                  selectionThreshold: float | None = None, method: str = "vmi_naive", restartTolerance: float = 0.0, numBins: int = 10,
                   maxCategories: int = 32, maxClasses: int = 1000,
                   handleInvalid: str = "keep", estimator: str = "histogram") -> VMISelector:
         kwargs = {k: v for k, v in self._input_kwargs.items() if v is not None}
@@ -242,6 +259,14 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
 
     def setNumTopFeatures(self, value: int) -> VMISelector:
         return self._set(numTopFeatures=value)
+
+    def setSelectionMode(self, value: str) -> VMISelector:
+        """Sets the value of :py:attr:`selectionMode`."""
+        return self._set(selectionMode=value)
+
+    def setSelectionThreshold(self, value: float) -> VMISelector:
+        """Sets the value of :py:attr:`selectionThreshold`."""
+        return self._set(selectionThreshold=value)
 
     def setMethod(self, value: str) -> VMISelector:
         return self._set(method=value)

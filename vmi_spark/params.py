@@ -28,7 +28,8 @@ from .errors import InputError
 
 __all__ = ["Method", "METHODS", "METHOD_NAMES", "VMI_METHODS", "is_vmi", "method",
            "Parameter", "SPEC", "STYLES", "ParameterError", "ParameterWarning", "validate",
-           "check", "default", "defaults", "display_name", "cap_num_features", "markdown_table"]
+           "check", "default", "defaults", "display_name", "cap_num_features", "markdown_table",
+           "selection_size", "DEFAULT_THRESHOLDS"]
 
 #: the names a front end gives the parameters: ``python`` (run_selection's keywords),
 #: ``ml`` (VMISelector's Params), ``cli`` (the job's flags), ``sklearn`` (VMIFeatureSelector)
@@ -176,6 +177,18 @@ SPEC: tuple[Parameter, ...] = (
                                                 "the number of features, with a warning")),
     Parameter("method", str, NAIVE, _METHOD_DOC, ml="method", flag="--method",
               sklearn="method", choices=METHOD_NAMES),
+    Parameter("selection_mode", str, "numTopFeatures", "how many features to select: "
+              "`numTopFeatures` (K = `{num_features}`), `gain` (until the best candidate "
+              "raises the bound, or for a comparison criterion scores, less than "
+              "`{selection_threshold}` nats and no restart would help) or `fraction` (that "
+              "fraction of the candidates, rounded down, at least 1)", ml="selectionMode",
+              flag="--selection-mode", sklearn="selection_mode",
+              choices=("numTopFeatures", "gain", "fraction")),
+    Parameter("selection_threshold", float, None, "the `gain` mode's least gain in nats "
+              "(default 0.01) or the `fraction` mode's fraction (default 0.1); unused by "
+              "`numTopFeatures`", ml="selectionThreshold", flag="--selection-threshold",
+              sklearn="selection_threshold", low=0.0, metavar="X",
+              readme_default="0.01 (`gain`), 0.1 (`fraction`)"),
     Parameter("restart_tolerance", float, 0.0,
               "start a new block when the best candidate raises the bound by no more than this "
               "(nats); 0.0 is the paper's Algorithm 1, the authors' program uses 0.01, `-inf` "
@@ -231,7 +244,8 @@ SPEC: tuple[Parameter, ...] = (
 _SPEC = {p.key: p for p in SPEC}
 
 #: keys shown in the README's Parameters table (the others are in its Usage section)
-README_KEYS = ("features", "label", "num_features", "method", "restart_tolerance", "num_bins",
+README_KEYS = ("features", "label", "num_features", "selection_mode", "selection_threshold",
+               "method", "restart_tolerance", "num_bins",
                "max_categories", "max_classes", "handle_invalid", "estimator", "checkpoint_dir",
                "execution", "reader", "output_col")
 
@@ -398,11 +412,46 @@ def validate(values: Mapping[str, Any], style: str = "ml") -> dict[str, Any]:
         supported = ", ".join(x.name for x in METHODS if x.kde)
         raise ParameterError("estimator", f"the kde {{estimator}} supports {{method}} "
                                           f"{supported} only, not {_literal(repr(m))}", style)
+    mode, threshold = out.get("selection_mode"), out.get("selection_threshold")
+    if mode == "fraction" and threshold is not None and not 0.0 < threshold <= 1.0:
+        raise ParameterError("selection_threshold", "{selection_threshold} must be a fraction "
+                             f"in (0, 1] with {{selection_mode}} 'fraction', got {threshold!r}",
+                             style)
+    if mode == "gain" and m is not None and method(m).all_pair_tables:
+        raise ParameterError("selection_mode", f"{{selection_mode}} 'gain' is not defined for "
+                             f"{{method}} {m!r} (its scores are eigenvector entries, not nats)",
+                             style)
     if out.get("block_storage") == "staging" and "staging_dir" in out \
             and out["staging_dir"] is None:
         raise ParameterError("block_storage", "{block_storage} 'staging' needs a {staging_dir}",
                              style)
     return out
+
+
+#: the threshold of each selection mode when none is given
+DEFAULT_THRESHOLDS = {"gain": 0.01, "fraction": 0.1}
+
+
+def selection_size(mode: str, threshold: float | None, num_features: int,
+                   available: int) -> tuple[int, float | None]:
+    """The most features to select and the least gain, for ``mode`` over ``available``.
+
+    ``numTopFeatures`` selects ``num_features`` (capped later by :func:`cap_num_features`);
+    ``gain`` may select every feature and stops on the gain ``threshold``; ``fraction``
+    selects ``floor(threshold * available)`` features, at least one. As in Spark's
+    ``UnivariateFeatureSelector``, ``num_features`` is used by its own mode only.
+
+    Returns
+    -------
+    (int, float or None)
+        K and the least gain (None: no gain threshold).
+    """
+    if mode == "numTopFeatures":
+        return num_features, None
+    t = DEFAULT_THRESHOLDS[mode] if threshold is None else threshold
+    if mode == "gain":
+        return available, t
+    return max(1, math.floor(t * available + 1e-9)), None
 
 
 def cap_num_features(k: int, available: int) -> tuple[int, ParameterWarning | None]:

@@ -40,7 +40,15 @@ except ImportError:  # pragma: no cover - older scikit-learn
 from .core.criteria import select_classic
 from .core.greedy import Selection, report_fields, select_vmi
 from .core.inmemory import InMemoryBackend
-from .params import METHOD_NAMES, SPEC, cap_num_features, default, is_vmi, validate
+from .params import (
+    METHOD_NAMES,
+    SPEC,
+    cap_num_features,
+    default,
+    is_vmi,
+    selection_size,
+    validate,
+)
 from .spark.plan import ColumnPlan, equal_frequency_splits
 
 __all__ = ["VMIFeatureSelector", "encode_column", "plan_column"]
@@ -187,6 +195,14 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
     max_categories : int, default=32
         Numeric columns with at most this many distinct values are used as
         categories (1..255). String columns must have at most this many.
+    selection_mode : {"numTopFeatures", "gain", "fraction"}, default="numTopFeatures"
+        ``numTopFeatures`` selects ``n_features_to_select``; ``gain`` selects until
+        the best candidate raises the bound (a classic criterion: scores) by less than
+        ``selection_threshold`` nats and no restart would help; ``fraction`` selects
+        ``floor(selection_threshold * n_features_in_)`` features (at least one).
+    selection_threshold : float or None, default=None
+        The least gain for ``gain`` (default 0.01 nats) or the fraction for
+        ``fraction`` (default 0.1); unused by ``numTopFeatures``.
 
     Attributes
     ----------
@@ -207,6 +223,9 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         Number of restarts.
     stopped_early_ : str or None
         Why the selection stopped before ``n_features_to_select``, if it did.
+    stop_reason_ : str
+        Why the selection ended: ``num_features``, ``threshold`` (``selection_mode``
+        ``gain``), ``no_features_left`` or ``no_information``.
     classes_ : ndarray
         The class labels, sorted.
     columns_ : list of ColumnPlan
@@ -259,8 +278,13 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
                  method: str = default("method", "sklearn"),
                  restart_tolerance: float = default("restart_tolerance", "sklearn"),
                  num_bins: int = default("num_bins", "sklearn"),
-                 max_categories: int = default("max_categories", "sklearn")) -> None:
+                 max_categories: int = default("max_categories", "sklearn"),
+                 selection_mode: str = default("selection_mode", "sklearn"),
+                 selection_threshold: float | None = default("selection_threshold",
+                                                             "sklearn")) -> None:
         self.n_features_to_select = n_features_to_select
+        self.selection_mode = selection_mode
+        self.selection_threshold = selection_threshold
         self.method = method
         self.restart_tolerance = restart_tolerance
         self.num_bins = num_bins
@@ -280,11 +304,10 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
                 "X_types": ["2darray", "string", "categorical"]}
 
     # -- fitting ----------------------------------------------------------------
-    def _check_params(self) -> int:
-        """Check the parameters (:func:`vmi_spark.params.validate`); returns K."""
-        checked = validate({key: getattr(self, name) for name, key in _SKLEARN_KEYS.items()},
-                           "sklearn")
-        return checked["num_features"]
+    def _check_params(self) -> dict[str, Any]:
+        """Check the parameters (:func:`vmi_spark.params.validate`); returns them by key."""
+        return validate({key: getattr(self, name) for name, key in _SKLEARN_KEYS.items()},
+                        "sklearn")
 
     def _validate(self, X, y):
         """Check ``X`` and ``y`` and record ``n_features_in_`` / ``feature_names_in_``."""
@@ -312,7 +335,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         self : VMIFeatureSelector
             The fitted selector.
         """
-        k = self._check_params()
+        checked = self._check_params()
         frame = X if hasattr(X, "iloc") and hasattr(X, "columns") else None
         X_checked, y_checked = self._validate(X, y)
         check_classification_targets(y_checked)
@@ -336,6 +359,8 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
             plans.append(plan)
             codes[j] = encode_column(values, plan)
 
+        k, min_gain = selection_size(checked["selection_mode"], checked["selection_threshold"],
+                                     checked["num_features"], n_cols)
         k, capped = cap_num_features(k, n_cols)
         if capped is not None:
             warnings.warn(capped.phrase("sklearn"), UserWarning, stacklevel=2)
@@ -343,9 +368,10 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         backend = InMemoryBackend(codes, y_codes.astype(np.int64), self.method, arity=arity,
                                   num_classes=len(classes))
         if is_vmi(self.method):
-            sel = select_vmi(backend, self.method, k, float(self.restart_tolerance))
+            sel = select_vmi(backend, self.method, k, float(self.restart_tolerance),
+                             min_gain=min_gain)
         else:
-            sel = select_classic(backend, self.method, k)
+            sel = select_classic(backend, self.method, k, min_gain=min_gain)
 
         self.selection_: Selection = sel
         self.columns_ = plans
@@ -357,6 +383,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         self.mutual_information_ = np.asarray(sel.mutual_information, dtype=np.float64)
         self.restarts_ = int(sel.restarts)
         self.stopped_early_ = sel.stopped_early
+        self.stop_reason_ = sel.stop_reason
         self.n_samples_fit_ = n_rows
         return self
 

@@ -20,7 +20,14 @@ from ..core.criteria import select_classic
 from ..core.greedy import Selection, report_fields, select_vmi
 from ..core.kde import kde_conditional
 from ..errors import InputError
-from ..params import METHOD_NAMES, cap_num_features, is_vmi, parameter, validate
+from ..params import (
+    METHOD_NAMES,
+    cap_num_features,
+    is_vmi,
+    parameter,
+    selection_size,
+    validate,
+)
 from .arrow_source import ParquetReader, ParquetSource
 from .backend import SparkBackend
 from .encode import encode_blocks
@@ -181,7 +188,9 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                   source: ParquetSource | None = None,
                   execution: str = "auto",
                   block_storage: str = "auto",
-                  staging_dir: str | None = None) -> SelectionRun:
+                  staging_dir: str | None = None,
+                  selection_mode: str = "numTopFeatures",
+                  selection_threshold: float | None = None) -> SelectionRun:
     """Select features of ``df`` for ``label`` on Spark (see :class:`vmi_spark.VMISelector`).
 
     With ``checkpoint_dir`` the state of the selection is saved there after every
@@ -202,6 +211,12 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     allocation) and falls back to passes, with a warning, if the tasks cannot start.
     The answer is the same either way.
 
+    ``selection_mode`` says how many features are selected, as in Spark's
+    ``UnivariateFeatureSelector``: ``"numTopFeatures"`` (``num_features``), ``"gain"``
+    (until the best candidate gains less than ``selection_threshold`` nats, default
+    0.01, and no restart would help) or ``"fraction"`` (``selection_threshold`` of
+    the candidates, default 0.1). ``report()["stop_reason"]`` says why it ended.
+
     ``block_storage`` says where the encoded rows live between passes
     (:mod:`vmi_spark.spark.storage`): ``"auto"`` caches them, or, where the session
     refuses caching (Databricks serverless), writes them once under ``staging_dir``
@@ -214,8 +229,11 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                         "max_categories": max_categories, "max_classes": max_classes,
                         "handle_invalid": handle_invalid, "estimator": estimator,
                         "execution": execution, "report_candidates": report_candidates,
-                        "block_storage": block_storage, "staging_dir": staging_dir})
+                        "block_storage": block_storage, "staging_dir": staging_dir,
+                        "selection_mode": selection_mode,
+                        "selection_threshold": selection_threshold})
     num_features, restart_tolerance = checked["num_features"], checked["restart_tolerance"]
+    selection_threshold = checked["selection_threshold"]
     if features_col is not None:
         df, features = expand_vector(df, features_col, label)
     features = resolve_columns(df, label, features)
@@ -238,7 +256,8 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         notes.append(f"dropped {plan.rows_dropped} rows with a null label")
     if plan.rows_skipped:
         notes.append(f"skipped {plan.rows_skipped} rows with missing feature values")
-    k, capped = cap_num_features(num_features, len(features))
+    k, min_gain = selection_size(selection_mode, selection_threshold, num_features, len(features))
+    k, capped = cap_num_features(k, len(features))
     for n in notes:
         warnings.warn(n, UserWarning, stacklevel=2)
     if capped is not None:
@@ -267,7 +286,8 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     used = "resident" if isinstance(backend, ResidentBackend) else "passes"
     params = {"method": method, "num_features": num_features, "restart_tolerance": restart_tolerance,
               "num_bins": num_bins, "max_categories": max_categories, "max_classes": max_classes,
-              "handle_invalid": handle_invalid, "estimator": estimator}
+              "handle_invalid": handle_invalid, "estimator": estimator,
+              "selection_mode": selection_mode, "selection_threshold": selection_threshold}
     t_prep = time.perf_counter() - t0
     try:
         resume = None
@@ -292,10 +312,10 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                                     missing=missing)
             selection = select_vmi(backend, method, k, restart_tolerance,
                                    report_candidates=report_candidates, on_step=on_step,
-                                   resume=resume, conditional_fn=smoothing)
+                                   resume=resume, conditional_fn=smoothing, min_gain=min_gain)
         else:
             selection = select_classic(backend, method, k, report_candidates=report_candidates,
-                                       on_step=on_step, resume=resume)
+                                       on_step=on_step, resume=resume, min_gain=min_gain)
     finally:
         backend.close()
         kept.release()
@@ -305,7 +325,7 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                          "restarted them and the request in flight was sent again")
         if backend.lost:
             notes.append(f"{backend.lost}; the selection went on with one Spark job per pass")
-    if selection.stopped_early:
+    if selection.stopped_early and selection.stop_reason != "threshold":
         notes.append(f"stopped early: {selection.stopped_early}")
     if kept.how != "cache":
         notes.append(f"the encoded rows were kept by {_STORAGE_WORDS[kept.how]} (the session "
