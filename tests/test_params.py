@@ -108,9 +108,9 @@ def test_spec_choices_are_the_spark_layers():
 def test_staging_needs_a_staging_dir_before_spark_work():
     from vmi_spark.spark.select import run_selection
 
-    with pytest.raises(P.ParameterError, match=r"^block_storage 'staging' needs a staging_dir$"):
+    with pytest.raises(P.ParameterError, match=r"^blockStorage 'staging' needs a stagingDir$"):
         run_selection(None, "y", block_storage="staging")  # type: ignore[arg-type]
-    with pytest.raises(P.ParameterError, match=r"^unknown block_storage 'disk' \(choose from"):
+    with pytest.raises(P.ParameterError, match=r"^unknown blockStorage 'disk' \(choose from"):
         run_selection(None, "y", block_storage="disk")  # type: ignore[arg-type]
     assert P.validate({"block_storage": "staging", "staging_dir": "/tmp/s"})["staging_dir"]
 

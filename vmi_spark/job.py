@@ -36,7 +36,7 @@ log = logging.getLogger("vmi_spark")
 METHOD_CHOICES = METHOD_NAMES
 #: spec keys of the selection parameters the job checks before Spark starts
 _CHECKED = ("num_features", "selection_mode", "selection_threshold", "method",
-            "restart_tolerance", "num_bins", "max_categories",
+            "restart_tolerance", "block_storage", "staging_dir", "num_bins", "max_categories",
             "max_classes", "handle_invalid", "estimator", "execution", "reader",
             "report_candidates", "demo_rows")
 
@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "this catalog table (saveAsTable), in the input's format and partitioning")
     _add_spec_arguments(p, ("restart_tolerance", "num_bins", "max_categories", "max_classes",
                             "handle_invalid", "estimator", "report_candidates", "checkpoint_dir",
-                            "demo_rows"))
+                            "block_storage", "staging_dir", "demo_rows"))
     p.add_argument("--remote", metavar="URL",
                    help="run through Spark Connect: sc://host:port for a Connect server, or "
                         "local[N] to start one in this process (needs pyspark[connect]; "
@@ -395,7 +395,8 @@ def run(args: argparse.Namespace, spark) -> dict[str, Any]:
                                report_candidates=args.report_candidates, on_step=_log_step(k, names),
                                checkpoint_dir=args.checkpoint_dir, execution=args.execution,
                                selection_mode=args.selection_mode,
-                               selection_threshold=args.selection_threshold)
+                               selection_threshold=args.selection_threshold,
+                               block_storage=args.block_storage, staging_dir=args.staging_dir)
     for w in caught:
         msg = w.message
         log.warning("%s", msg.phrase("cli") if isinstance(msg, ParameterWarning) else msg)

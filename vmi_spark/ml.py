@@ -126,6 +126,8 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
     numTopFeatures: Param[int] = _param("num_features")
     selectionMode: Param[str] = _param("selection_mode")
     selectionThreshold: Param[float] = _param("selection_threshold")
+    blockStorage: Param[str] = _param("block_storage")
+    stagingDir: Param[str] = _param("staging_dir")
     method: Param[str] = _param("method")
     restartTolerance: Param[float] = _param("restart_tolerance")
     numBins: Param[int] = _param("num_bins")
@@ -151,6 +153,16 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
         if not self.isDefined(self.selectionThreshold):
             return None
         return self.getOrDefault(self.selectionThreshold)
+
+    def getBlockStorage(self) -> str:
+        """Gets the value of blockStorage or its default value."""
+        return self.getOrDefault(self.blockStorage)
+
+    def getStagingDir(self) -> str | None:
+        """Gets the value of stagingDir, or None if it is not set."""
+        if not self.isDefined(self.stagingDir):
+            return None
+        return self.getOrDefault(self.stagingDir)
 
     def getMethod(self) -> str:
         """Gets the value of method or its default value."""
@@ -181,6 +193,8 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
         return validate({"num_features": self.getNumTopFeatures(), "method": self.getMethod(),
                          "selection_mode": self.getSelectionMode(),
                          "selection_threshold": self.getSelectionThreshold(),
+                         "block_storage": self.getBlockStorage(),
+                         "staging_dir": self.getStagingDir(),
                          "restart_tolerance": self.getRestartTolerance(),
                          "num_bins": self.getNumBins(), "max_categories": self.getMaxCategories(),
                          "max_classes": self.getMaxClasses(),
@@ -229,6 +243,7 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     def __init__(self, *, featuresCol: str = "features", inputCols: list[str] | None = None,
                  labelCol: str = "label", outputCol: str | None = None, numTopFeatures: int = 50,
                  selectionMode: str = "numTopFeatures", selectionThreshold: float | None = None,
+                 blockStorage: str = "auto", stagingDir: str | None = None,
                  method: str = "vmi_naive", restartTolerance: float = 0.0, numBins: int = 10,
                  maxCategories: int = 32, maxClasses: int = 1000, handleInvalid: str = "keep",
                  estimator: str = "histogram") -> None:
@@ -239,7 +254,8 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     def setParams(self, *, featuresCol: str = "features", inputCols: list[str] | None = None,
                   labelCol: str = "label", outputCol: str | None = None, numTopFeatures: int = 50,
                   selectionMode: str = "numTopFeatures",
-                  selectionThreshold: float | None = None, method: str = "vmi_naive", restartTolerance: float = 0.0, numBins: int = 10,
+                  selectionThreshold: float | None = None, blockStorage: str = "auto",
+                  stagingDir: str | None = None, method: str = "vmi_naive", restartTolerance: float = 0.0, numBins: int = 10,
                   maxCategories: int = 32, maxClasses: int = 1000,
                   handleInvalid: str = "keep", estimator: str = "histogram") -> VMISelector:
         kwargs = {k: v for k, v in self._input_kwargs.items() if v is not None}
@@ -267,6 +283,14 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     def setSelectionThreshold(self, value: float) -> VMISelector:
         """Sets the value of :py:attr:`selectionThreshold`."""
         return self._set(selectionThreshold=value)
+
+    def setBlockStorage(self, value: str) -> VMISelector:
+        """Sets the value of :py:attr:`blockStorage`."""
+        return self._set(blockStorage=value)
+
+    def setStagingDir(self, value: str) -> VMISelector:
+        """Sets the value of :py:attr:`stagingDir`."""
+        return self._set(stagingDir=value)
 
     def setMethod(self, value: str) -> VMISelector:
         return self._set(method=value)

@@ -231,11 +231,14 @@ SPEC: tuple[Parameter, ...] = (
     Parameter("output_col", str, None, "output vector column (vector input only)",
               ml="outputCol", readme_default="`<uid>__output`"),
     Parameter("block_storage", str, "auto", "where the encoded rows live between passes: "
-              "`auto` (Spark's cache, else staged or recomputed), `cache`, `staging` (a Parquet "
-              "copy under `{staging_dir}`) or `recompute`",
-              choices=("auto", "cache", "staging", "recompute")),
-    Parameter("staging_dir", str, None, "a directory Spark can write and read for the staged "
-              "copy of the encoded rows (where the session refuses caching)"),
+              "`auto` (Spark's cache; where the session refuses caching, as Databricks "
+              "serverless does, a copy under `{staging_dir}` if given, else recomputed per "
+              "pass), `cache`, `staging` or `recompute`", ml="blockStorage",
+              flag="--block-storage", choices=("auto", "cache", "staging", "recompute")),
+    Parameter("staging_dir", str, None, "a directory Spark can write and read (e.g. a Unity "
+              "Catalog volume) for a copy of the encoded rows where the session cannot cache "
+              "them; the copy is removed afterwards", ml="stagingDir", flag="--staging-dir",
+              metavar="DIR"),
     Parameter("report_candidates", int, 0, "also report the best N candidates and their scores "
               "at each step", flag="--report-candidates", low=0, metavar="N"),
     Parameter("demo_rows", int, 5000, "rows of the demo data (no --input/--table)",
@@ -247,7 +250,7 @@ _SPEC = {p.key: p for p in SPEC}
 README_KEYS = ("features", "label", "num_features", "selection_mode", "selection_threshold",
                "method", "restart_tolerance", "num_bins",
                "max_categories", "max_classes", "handle_invalid", "estimator", "checkpoint_dir",
-               "execution", "reader", "output_col")
+               "execution", "reader", "output_col", "block_storage", "staging_dir")
 
 
 def parameter(key: str) -> Parameter:
