@@ -304,7 +304,7 @@ def test_job_rejects_bad_remote(capsys, tmp_path):
     assert len(err) == 1 and err[0].startswith("select_features: error: --remote must be")
     # nothing listens there: one line at once, not the client's ten minutes of retries
     port = _free_port()
-    assert main(["--remote", f"sc://localhost:{port}", "--input", str(tmp_path),
+    assert main(["--remote", f"sc://localhost:{port}", "--input", str(tmp_path / "in"),
                  "--label", "y", "--output", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1

@@ -439,26 +439,26 @@ def test_output_goes_only_where_output_says(spark, workdir, monkeypatch):
                   "y": pa.array([0, 1, 0, 1, 0, 1])})
     pq.write_table(t, inp / "t.parquet")
     monkeypatch.chdir(cwd)
-    made: list[str | None] = []
-    real_mkdtemp = tempfile.mkdtemp
+    made: list[str] = []
+    real_claim = job.outputs.LocalFS.claim
 
-    def mkdtemp(*args, **kwargs):
-        made.append(kwargs.get("dir"))
-        return real_mkdtemp(*args, **kwargs)
+    def claim(self, path):
+        made.append(os.path.dirname(path))
+        return real_claim(self, path)
 
-    monkeypatch.setattr(job.tempfile, "mkdtemp", mkdtemp)
+    monkeypatch.setattr(job.outputs.LocalFS, "claim", claim)
     out = base / "results" / "deep" / "out"
     # a failing run writes nothing anywhere
     rc, _, err = run_job(spark, ["--input", str(inp / "t.parquet"), "--label", "nope",
                                  "--output", str(out)])
     check_outcome(rc, err, base / "results", None, 1)
-    assert rc == 2 and not (base / "results").exists() and made == []
+    assert rc == 2 and not (base / "results").exists()
     # a successful run writes only the output directory (via a temporary sibling)
     rc, _, err = run_job(spark, ["--input", str(inp / "t.parquet"), "--label", "y",
                                  "--num-features", "2", "--output", str(out)])
     check_outcome(rc, err, out, ["a.b", "c"], 2)
     assert rc == 0
-    assert made == [str(out.parent)]
+    assert made == [str(out.parent)] * 2  # both runs claim next to the output before reading
     assert os.listdir(cwd) == []
     assert os.listdir(inp) == ["t.parquet"]
     assert sorted(os.listdir(base)) == ["cwd", "in", "results"]

@@ -76,8 +76,13 @@ def test_existing_output_refused_then_overwritten(spark, table, capsys, tmp_path
     rc, cap = _run(spark, capsys, *args)
     assert rc == 2 and "exists and is not empty" in cap.err
     assert os.listdir(out) == ["keep.txt"]
+    # --overwrite replaces only a previous output of the job, never a file it did not write
+    rc, cap = _run(spark, capsys, *args, "--overwrite")
+    assert rc == 2 and "is not a previous output of this job" in cap.err
+    assert os.listdir(out) == ["keep.txt"]
+    (out / "keep.txt").unlink()
     rc, _ = _run(spark, capsys, *args, "--overwrite")
-    assert rc == 0 and "selection.json" in os.listdir(out) and "keep.txt" not in os.listdir(out)
+    assert rc == 0 and "selection.json" in os.listdir(out)
     rep = json.loads((out / "selection.json").read_text())
     assert f"`{rep['selected'][0]}`" in (out / "report.md").read_text() or \
         rep["selected"][0] in (out / "report.md").read_text()

@@ -23,6 +23,7 @@ import numpy as np
 
 from .core.greedy import Selection
 from .errors import InputError
+from .outputs import current_umask
 
 FILE_NAME = "vmi_checkpoint.json"
 VERSION = 1
@@ -87,6 +88,7 @@ class Checkpoint:
                 "restarts": sel.restarts}
         fd, tmp = tempfile.mkstemp(prefix=".vmi_checkpoint.", dir=self.path)
         try:
+            os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600: follow the umask
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(data, fh)
                 fh.flush()

@@ -10,15 +10,13 @@ import argparse
 import json
 import logging
 import os
-import shutil
 import sys
-import tempfile
 import time
-import uuid
 import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from . import outputs
 from .errors import InputError
 from .params import (
     METHOD_NAMES,
@@ -57,16 +55,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default=None, metavar="NAME",
                    help="input format: any data source name Spark can read, e.g. parquet, csv, "
                         "orc, json, delta, iceberg (default parquet; csv is read with a header "
-                        "row and inferred types)")
+                        "row and inferred types, otherwise with Spark's defaults)")
+    p.add_argument("--read-option", action="append", default=[], type=_read_option,
+                   metavar="KEY=VALUE",
+                   help="an option for Spark's reader, e.g. multiLine=true or sep=; "
+                        "(repeatable; passed to spark.read.option; a Parquet --input is then "
+                        "read with Spark's reader)")
     _add_spec_arguments(p, ("reader", "execution", "label", "features", "method", "num_features",
                             "selection_mode", "selection_threshold"))
-    p.add_argument("--output", help="output directory for selection.json")
+    p.add_argument("--output", help="output directory for selection.json, report.md and "
+                                     "bounds.png, on the driver's file system; it must not be, "
+                                     "contain or lie inside the input or another output")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace an existing output directory, --write-selected directory or "
-                        "--output-table")
+                   help="replace a previous output of this job (an --output directory holding "
+                        "only the job's files, a --write-selected directory holding the job's "
+                        "_VMI_SPARK_SELECTED marker) or the --output-table; any other non-empty "
+                        "directory is refused even so")
     p.add_argument("--write-selected", metavar="DIR",
                    help="also write the input with only the selected columns and the label, in "
-                        "the input's format and partitioning")
+                        "the input's format and partitioning (a Spark path, outside the input)")
     p.add_argument("--output-table", metavar="NAME",
                    help="also write the input with only the selected columns and the label to "
                         "this catalog table (saveAsTable), in the input's format and partitioning")
@@ -133,46 +140,39 @@ def _message(exc: InputError) -> str:
     return _one_line(exc.restyled("cli") if isinstance(exc, ParameterError) else exc)
 
 
-def _check_output(path: str, overwrite: bool) -> None:
-    if os.path.exists(path):
-        if not os.path.isdir(path):
-            raise InputError(f"output '{path}' exists and is not a directory")
-        if os.listdir(path) and not overwrite:
-            raise InputError(f"output directory '{path}' exists and is not empty "
-                             "(use --overwrite to replace it)")
+def write_report(path: str, report: dict[str, Any]) -> None:
+    """Write ``selection.json``, ``report.md`` and ``bounds.png`` into the new directory
+    ``path`` (the staging directory of ``--output``; modes follow the umask)."""
+    os.mkdir(path)
+    with open(os.path.join(path, "selection.json"), "w", encoding="utf-8") as fh:
+        json.dump(report, fh, indent=2, ensure_ascii=False, allow_nan=False, default=str)
+        fh.write("\n")
+    from .report import plot_bounds, render_markdown
 
-
-def write_report(path: str, report: dict[str, Any], overwrite: bool) -> None:
-    """Write ``selection.json`` to a temporary directory, then move it into place."""
-    parent = os.path.dirname(os.path.abspath(path)) or "."
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".vmi-tmp-", dir=parent)
+    with open(os.path.join(path, "report.md"), "w", encoding="utf-8") as fh:
+        fh.write(render_markdown(report))
     try:
-        with open(os.path.join(tmp, "selection.json"), "w", encoding="utf-8") as fh:
-            json.dump(report, fh, indent=2, ensure_ascii=False, allow_nan=False, default=str)
-            fh.write("\n")
-        from .report import plot_bounds, render_markdown
+        plot_bounds(report, os.path.join(path, "bounds.png"))
+    except ImportError:  # matplotlib is an optional extra: the job works without it
+        log.info("matplotlib not installed: no bounds.png (pip install 'vmi_spark[plots]')")
 
-        with open(os.path.join(tmp, "report.md"), "w", encoding="utf-8") as fh:
-            fh.write(render_markdown(report))
-        try:
-            plot_bounds(report, os.path.join(tmp, "bounds.png"))
-        except ImportError:  # matplotlib is an optional extra: the job works without it
-            log.info("matplotlib not installed: no bounds.png (pip install 'vmi_spark[plots]')")
-        if os.path.exists(path):
-            _check_output(path, overwrite)
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+def _read_option(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` of ``--read-option`` (argparse type)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got '{text}'")
+    return key.strip(), value
 
 
 def read_input(spark, args: argparse.Namespace):
     """Read ``--input``/``--table`` with Spark; bad paths become :class:`InputError`."""
     try:
         if args.table:
-            df = spark.read.table(args.table)
+            reader = spark.read
+            for key, value in args.read_option:
+                reader = reader.option(key, value)
+            df = reader.table(args.table)
             df.schema  # noqa: B018 - a missing table fails here also under Spark Connect
             return df
         if not args.input:
@@ -181,6 +181,8 @@ def read_input(spark, args: argparse.Namespace):
         reader = spark.read.format(fmt)
         if fmt == "csv":
             reader = reader.option("header", "true").option("inferSchema", "true")
+        for key, value in args.read_option:
+            reader = reader.option(key, value)
         df = reader.load(args.input)
         df.schema  # noqa: B018 - force schema resolution (missing path, unreadable file)
         return df
@@ -234,72 +236,6 @@ def _log_step(total: int, names: list[str] | None = None):
     from .ml import StepLogger
 
     return StepLogger(cap_num_features(total, len(names))[0] if names else total, names, log)
-
-
-class _Files:
-    """Directory operations on a Spark path: the Hadoop file system of the session (local,
-    HDFS, S3, ...) in classic mode, the local file system under Spark Connect."""
-
-    def __init__(self, spark) -> None:
-        try:
-            sc = spark.sparkContext
-            self._jvm, self._conf = sc._jvm, sc._jsc.hadoopConfiguration()
-        except Exception:  # noqa: BLE001 - Spark Connect: no JVM here; paths are local
-            self._jvm = self._conf = None
-
-    def _fs(self, path: str):
-        p = self._jvm.org.apache.hadoop.fs.Path(path)
-        return p, p.getFileSystem(self._conf)
-
-    def state(self, path: str) -> str:
-        """``missing``, ``empty`` (an empty directory), ``dir`` or ``file``."""
-        if self._jvm is None:
-            if not os.path.exists(path):
-                return "missing"
-            return ("dir" if os.listdir(path) else "empty") if os.path.isdir(path) else "file"
-        p, fs = self._fs(path)
-        if not fs.exists(p):
-            return "missing"
-        if not fs.getFileStatus(p).isDirectory():
-            return "file"
-        return "dir" if len(fs.listStatus(p)) else "empty"
-
-    def temp_sibling(self, path: str) -> str:
-        name = f".vmi-tmp-{uuid.uuid4().hex[:12]}"
-        if self._jvm is None:
-            return os.path.join(os.path.dirname(os.path.abspath(path)), name)
-        p, _ = self._fs(path)
-        parent = p.getParent()
-        return str(self._jvm.org.apache.hadoop.fs.Path(parent, name)) if parent is not None \
-            else name
-
-    def delete(self, path: str) -> None:
-        if self._jvm is None:
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            p, fs = self._fs(path)
-            fs.delete(p, True)
-
-    def replace(self, src: str, dst: str) -> None:
-        """Move ``src`` to ``dst``, removing an existing ``dst`` first."""
-        if self.state(dst) != "missing":
-            self.delete(dst)
-        if self._jvm is None:
-            os.replace(src, dst)
-            return
-        s, fs = self._fs(src)
-        d, _ = self._fs(dst)
-        if not fs.rename(s, d):
-            raise OSError(f"cannot move '{src}' to '{dst}'")
-
-
-def _check_selected_dir(files: _Files, path: str, overwrite: bool) -> None:
-    state = files.state(path)
-    if state == "file":
-        raise InputError(f"--write-selected '{path}' exists and is not a directory")
-    if state == "dir" and not overwrite:
-        raise InputError(f"--write-selected directory '{path}' exists and is not empty "
-                         "(use --overwrite to replace it)")
 
 
 def _check_output_table(spark, args: argparse.Namespace) -> None:
@@ -358,29 +294,38 @@ def _writer(df, fmt: str, parts: list[str]):
 
 
 def run(args: argparse.Namespace, spark) -> dict[str, Any]:
-    """Run the job for parsed ``args`` on ``spark``; returns the report."""
+    """Run the job for parsed ``args`` on ``spark``; returns the report.
+
+    Before anything is read, the outputs are checked as the session sees them and claimed
+    (:mod:`vmi_spark.outputs`); they are written in staging and moved into place last.
+    """
+    check_args(args)
+    if not (args.input or args.table):  # the demo
+        return _select(args, spark, None, None)
+    location = _table_location(spark, args.table) if args.table else None
+    with outputs.claims(args, spark, location) as claimed:
+        if args.output_table:
+            _check_output_table(spark, args)
+        return _select(args, spark, read_input(spark, args), claimed)
+
+
+def _select(args: argparse.Namespace, spark, df, claimed) -> dict[str, Any]:
+    """Select on ``df`` (the demo data when None) and write the claimed outputs."""
     from .spark.select import run_selection
     from .synthetic import tree_model
 
-    check_args(args)
-    demo = not (args.input or args.table)
+    demo = df is None
     if demo:
         df = spark.createDataFrame(tree_model(args.demo_rows, seed=0))
         label, k = "y", args.num_features
     else:
-        _check_output(args.output, args.overwrite)
-        files = _Files(spark)
-        if args.write_selected:
-            _check_selected_dir(files, args.write_selected, args.overwrite)
-        if args.output_table:
-            _check_output_table(spark, args)
-        df = read_input(spark, args)
         label, k = args.label, args.num_features
     features = [c.strip() for c in args.features.split(",")] if args.features else None
     names = features if features is not None else [c for c in df.columns if c != label]
     source = None
     if (not demo and args.input and (args.format or "parquet") == "parquet"
-            and args.reader == "auto" and set([label, *names]) <= set(df.columns)):
+            and args.reader == "auto" and not args.read_option
+            and set([label, *names]) <= set(df.columns)):
         from .spark.arrow_source import parquet_source
 
         source = parquet_source(df, [label, *names])
@@ -404,54 +349,65 @@ def run(args: argparse.Namespace, spark) -> dict[str, Any]:
     report["input"] = "demo: synthetic tree model" if demo else (args.input or args.table)
     report["format"] = None if demo else (args.format or (None if args.table else "parquet"))
     report["reader"] = None if demo else ("pyarrow" if source is not None else "spark")
+    report["read_options"] = dict(args.read_option)
     if demo:
         print_summary(report)
-    elif args.write_selected or args.output_table:
-        _write_outputs(spark, files, df, args, report)
     else:
-        write_report(args.output, report, args.overwrite)
-        log.info("wrote %s", os.path.join(args.output, "selection.json"))
+        _write_outputs(spark, claimed, df, args, report)
     return report
 
 
-def _write_outputs(spark, files: _Files, df, args: argparse.Namespace,
-                   report: dict[str, Any]) -> None:
-    """Write the pruned input (--write-selected, --output-table) and the report.
-
-    The pruned files go to a temporary sibling of the target first; the table is
-    written next, then the report, and the files are moved into place last, so a
-    failure leaves no pruned output behind.
-    """
-    if args.table:
-        provider, parts = _table_layout(spark, args.table)
-        fmt = provider if provider not in (None, "hive") else (args.format or "parquet")
-    else:
-        fmt, parts = args.format or "parquet", _path_partitions(df)
-    pruned = _pruned(df, report, parts)
-    report["pruned"] = {"columns": pruned.columns, "format": fmt, "partition_by": parts,
-                        "path": args.write_selected, "table": args.output_table}
-    staged = files.temp_sibling(args.write_selected) if args.write_selected else None
+def _table_location(spark, name: str) -> str | None:
+    """The storage location of a catalog table, when ``DESCRIBE TABLE EXTENDED`` gives one."""
     try:
-        if staged is not None:
-            _writer(pruned, fmt, parts).mode("error").save(staged)  # "errorifexists": not under Connect
-        if args.output_table:
-            _writer(pruned, fmt, parts).mode("overwrite" if args.overwrite else "error") \
-                .saveAsTable(args.output_table)
-            log.info("wrote table %s (%s)", args.output_table, ", ".join(pruned.columns))
-        write_report(args.output, report, args.overwrite)
+        if not spark.catalog.tableExists(name):
+            return None  # read_input says so
+        for row in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect():
+            if (row[0] or "").strip() == "Location":
+                return (row[1] or "").strip() or None
+    except Exception as exc:  # noqa: BLE001 - a view, or no such table: read_input says so
+        log.debug("no location for table %s: %s", name, exc)
+    return None
+
+
+def _write_outputs(spark, claimed: outputs.Claims, df, args: argparse.Namespace,
+                   report: dict[str, Any]) -> None:
+    """Write the report, the pruned input (--write-selected) and the --output-table.
+
+    Everything goes to the claimed staging directories first (the pruned files with a
+    :data:`~vmi_spark.outputs.SELECTED_MARKER`), then the table is written, and the staged
+    directories are moved into place last, so a failure leaves no output behind.
+    """
+    out, sel = claimed.get("--output"), claimed.get("--write-selected")
+    assert out is not None  # run() requires --output
+    try:
+        if sel is not None or args.output_table:
+            if args.table:
+                provider, parts = _table_layout(spark, args.table)
+                fmt = provider if provider not in (None, "hive") else (args.format or "parquet")
+            else:
+                fmt, parts = args.format or "parquet", _path_partitions(df)
+            pruned = _pruned(df, report, parts)
+            report["pruned"] = {"columns": pruned.columns, "format": fmt, "partition_by": parts,
+                                "path": args.write_selected, "table": args.output_table}
+            if sel is not None:  # "errorifexists": not under Connect
+                _writer(pruned, fmt, parts).mode("error").save(sel.payload)
+                sel.fs.write_text(sel.fs.join(sel.payload, outputs.SELECTED_MARKER),
+                                  outputs.marker_text(report))
+            if args.output_table:
+                _writer(pruned, fmt, parts).mode("overwrite" if args.overwrite else "error") \
+                    .saveAsTable(args.output_table)
+                log.info("wrote table %s (%s)", args.output_table, ", ".join(pruned.columns))
+        write_report(out.payload, report)
+        out.commit()
         log.info("wrote %s", os.path.join(args.output, "selection.json"))
-        if staged is not None:
-            _check_selected_dir(files, args.write_selected, args.overwrite)
-            files.replace(staged, args.write_selected)
-            staged = None
-            log.info("wrote %s (%s)", args.write_selected, ", ".join(pruned.columns))
+        if sel is not None:
+            sel.commit()
+            log.info("wrote %s (%s)", args.write_selected, ", ".join(report["pruned"]["columns"]))
     except Exception as exc:
         if _is_spark_error(exc):
             raise InputError(f"cannot write the pruned input: {_first_line(exc)}") from exc
         raise
-    finally:
-        if staged is not None:
-            files.delete(staged)
 
 
 def print_summary(report: dict[str, Any]) -> None:
@@ -497,6 +453,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
     log.setLevel(level)
     t0 = time.perf_counter()
     try:
+        outputs.check_before_spark(args)
         if spark is None:
             from pyspark.sql import SparkSession
 

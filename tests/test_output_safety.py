@@ -1,0 +1,395 @@
+"""Output safety and reader options of the job (issue 17 items 1 and 6, issue 20 item 8).
+
+Every refused case asserts exit 2, one error line naming the flag, no traceback and the
+same file tree before and after. Cases decided from the arguments alone run with a
+spark object that fails on any use, which shows that Spark never ran.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from helpers import random_discrete
+from vmi_spark import job, outputs
+from vmi_spark.job import main
+
+ERR = "select_features: error:"
+
+
+class NoSpark:
+    """A stand-in session that fails the test if the job touches it."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"Spark was used ({name}) before the arguments were checked")
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every entry under ``root``: relative path -> 'dir', 'link ...' or the file's SHA-1."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            rel = str(p.relative_to(root))
+            if p.is_symlink():
+                out[rel] = f"link {os.readlink(p)}"
+            elif p.is_dir():
+                out[rel] = "dir"
+            else:
+                out[rel] = hashlib.sha1(p.read_bytes()).hexdigest()
+    return out
+
+
+def refused(capsys, argv, needle, spark=None):
+    """Run the job; assert exit 2 with one error line holding ``needle``."""
+    rc = main([str(a) for a in argv], spark=spark if spark is not None else NoSpark())
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip() and " INFO vmi_spark: " not in ln]
+    assert rc == 2, err
+    assert len(lines) == 1 and lines[0].startswith(ERR), err
+    assert needle in lines[0], lines[0]
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.fixture
+def base(tmp_path):
+    """tmp_path/data/t.parquet: a small labelled table (written with pyarrow, no Spark)."""
+    (tmp_path / "data").mkdir()
+    pq.write_table(pa.Table.from_pandas(random_discrete(5, n=120, d=5, classes=2),
+                                        preserve_index=False),
+                   tmp_path / "data" / "t.parquet")
+    return tmp_path
+
+
+def _args(base: Path, *rest) -> list:
+    return ["--input", base / "data", "--label", "y", "--num-features", "2", *rest]
+
+
+@pytest.mark.parametrize("case", [
+    "output is input", "output is parent of input", "output is cwd", "output via dotdot",
+    "output is symlink to input", "write-selected is input", "write-selected is parent",
+    "output is write-selected", "checkpoint is output", "checkpoint inside output",
+    "output inside checkpoint", "output is a glob input match"])
+def test_overlapping_paths_refused_before_spark(base, capsys, monkeypatch, case):
+    data = base / "data"
+    os.symlink(data, base / "link")
+    monkeypatch.chdir(base)
+    argv, needle = {
+        "output is input": (_args(base, "--output", data, "--overwrite"),
+                            f"--output '{data}' is the --input"),
+        "output is parent of input": (_args(base, "--output", base, "--overwrite"),
+                                      f"--output '{base}' contains the --input"),
+        "output is cwd": (_args(base, "--output", ".", "--overwrite"),
+                          f"--output '.' (resolves to '{base}') contains the --input"),
+        "output via dotdot": (_args(base, "--output", "data/x/../../data/sub", "--overwrite"),
+                              "lies inside the --input"),
+        "output is symlink to input": (_args(base, "--output", "link", "--overwrite"),
+                                       f"--output 'link' (resolves to '{data}') is the --input"),
+        "write-selected is input": (_args(base, "--output", base / "o", "--write-selected",
+                                          data, "--overwrite"), "--write-selected"),
+        "write-selected is parent": (_args(base, "--output", "o", "--write-selected", base),
+                                     "contains the --input"),
+        "output is write-selected": (_args(base, "--output", "o", "--write-selected", "o"),
+                                     "--write-selected 'o' (resolves to '%s') is the --output"
+                                     % (base / "o")),
+        "checkpoint is output": (_args(base, "--checkpoint-dir", "o", "--output", "o"),
+                                 "--checkpoint-dir 'o' (resolves to '%s') is the --output"
+                                 % (base / "o")),
+        "checkpoint inside output": (_args(base, "--checkpoint-dir", "o/ck", "--output", "o"),
+                                     "lies inside the --output"),
+        "output inside checkpoint": (_args(base, "--checkpoint-dir", "ck", "--output", "ck/o"),
+                                     "contains the --output"),
+        "output is a glob input match": (["--input", base / "d*", "--label", "y",
+                                          "--output", base / "dx"],
+                                         "is the --input"),
+    }[case]
+    before = tree(base)
+    refused(capsys, argv, needle)
+    assert tree(base) == before
+
+
+def test_existing_outputs_refused_unless_previous_output(base, capsys):
+    """A file, a foreign directory (even with --overwrite), or a previous output without
+    --overwrite is refused from the arguments alone; the directory stays as it was."""
+    (base / "afile").write_text("x")
+    foreign = base / "foreign"
+    foreign.mkdir()
+    (foreign / "selection.json").write_text("{}")
+    (foreign / "notes.txt").write_text("mine")
+    prev = base / "prev"
+    prev.mkdir()
+    (prev / "selection.json").write_text("{}")
+    (prev / "report.md").write_text("#")
+    before = tree(base)
+    refused(capsys, _args(base, "--output", base / "afile", "--overwrite"),
+            "is not a directory")
+    refused(capsys, _args(base, "--output", foreign, "--overwrite"),
+            f"--output directory '{foreign}' is not a previous output of this job "
+            "(it holds 'notes.txt'")
+    refused(capsys, _args(base, "--output", prev), "exists and is not empty (use --overwrite")
+    refused(capsys, _args(base, "--checkpoint-dir", base / "afile", "--output", base / "o"),
+            "--checkpoint-dir")
+    refused(capsys, _args(base, "--output", "dbfs:/x"), "--output is a directory on the "
+            "driver's file system")
+    refused(capsys, _args(base, "--output", base / "o", "--read-option", "multiLine"),
+            "argument --read-option: expected KEY=VALUE, got 'multiLine'")
+    assert tree(base) == before
+
+
+@pytest.fixture
+def immutable(tmp_path):
+    """A directory even root cannot create entries in (chattr +i); skipped where unsupported."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    if shutil.which("chattr") is None or subprocess.run(
+            ["chattr", "+i", str(d)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i not available")
+    try:
+        yield d
+    finally:
+        subprocess.run(["chattr", "-i", str(d)], check=False)
+
+
+def test_unwritable_output_found_before_the_session(base, immutable, capsys, monkeypatch):
+    SparkSession = pytest.importorskip("pyspark.sql").SparkSession
+
+    monkeypatch.setattr(SparkSession, "builder", NoSpark())  # no session may be created
+    before = tree(base)
+    for flag, rest in (("--output", []), ("--checkpoint-dir", ["--output", base / "o"])):
+        line = refused(capsys, _args(base, *rest, flag, immutable / "deep" / "out"),
+                       f"{flag} '{immutable}/deep/out': cannot write in '{immutable}'")
+        assert "Operation not permitted" in line or "ermission denied" in line
+        assert main([str(a) for a in _args(base, *rest, flag, immutable / "x")]) == 2
+        capsys.readouterr()
+    (base / "afile").write_text("x")
+    refused(capsys, _args(base, "--output", base / "afile" / "out"),
+            f"'{base / 'afile'}' is not a directory")
+    assert os.listdir(immutable) == []
+    assert tree(base) == {**before, "afile": tree(base)["afile"]}
+
+
+def test_claims_race_one_winner(tmp_path):
+    """Eight threads claim the same output at once: exactly one wins; the others leave
+    nothing; releasing removes the claim and the parents the winner created."""
+    target = tmp_path / "a" / "b" / "out"
+    go = threading.Barrier(8)
+    results: list[str] = []
+
+    def attempt():
+        t = outputs.Target("--output", str(target), outputs.LocalFS(),
+                           outputs.previous_output, False)
+        go.wait()
+        try:
+            with outputs.Claims([t]):
+                results.append("won")
+                go_release.wait()
+        except Exception as exc:  # noqa: BLE001 - the losers' one-line errors
+            results.append(str(exc))
+            go_release.wait()
+
+    go_release = threading.Barrier(8)
+    threads = [threading.Thread(target=attempt) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert results.count("won") == 1, results
+    assert all("is being written by another run" in r for r in results if r != "won")
+    # no file and no staging directory; only parents a loser created and the winner then
+    # used may remain (each run removes only the empty directories it made itself)
+    left = tree(tmp_path)
+    assert set(left) <= {"a", "a/b"} and set(left.values()) <= {"dir"}, left
+    shutil.rmtree(tmp_path / "a", ignore_errors=True)
+    # what a killed run left (no live lock) is taken over, emptied, and removed at the end
+    stale = tmp_path / ".vmi-tmp-out"
+    (stale / "new").mkdir(parents=True)
+    (stale / "new" / "selection.json").write_text("{}")
+    t = outputs.Target("--output", str(tmp_path / "out"), outputs.LocalFS(),
+                       outputs.previous_output, False)
+    with outputs.Claims([t]):
+        assert os.listdir(stale) == []
+    assert os.listdir(tmp_path) == []
+
+
+def test_concurrent_loser_writes_nothing(spark, base, capsys, monkeypatch):
+    """Run A claims its outputs and is held before reading; run B with the same --output and
+    --write-selected is refused and writes nothing; A then completes."""
+    out, sel = base / "o", base / "sel"
+    held, resume = threading.Event(), threading.Event()
+    real_read = job.read_input
+
+    def slow_read(spark_, args):
+        held.set()
+        assert resume.wait(120)
+        return real_read(spark_, args)
+
+    monkeypatch.setattr(job, "read_input", slow_read)
+    rc_a: list[int] = []
+    a = threading.Thread(target=lambda: rc_a.append(main([str(x) for x in _args(
+        base, "--output", out, "--write-selected", sel)], spark=spark)))
+    a.start()
+    try:
+        assert held.wait(120)
+        before = tree(base)
+        assert set(before) == {"data", "data/t.parquet", ".vmi-tmp-o", ".vmi-tmp-sel"}
+        refused(capsys, _args(base, "--output", out, "--write-selected", sel, "--overwrite"),
+                "is being written by another run")
+        assert tree(base) == before
+    finally:
+        resume.set()
+        a.join(300)
+    assert rc_a == [0]
+    assert sorted(os.listdir(base)) == ["data", "o", "sel"]
+    assert sorted(os.listdir(out)) in (["bounds.png", "report.md", "selection.json"],
+                                       ["report.md", "selection.json"])
+    assert outputs.SELECTED_MARKER in os.listdir(sel)
+
+
+def test_failed_run_leaves_the_tree_as_it_was(spark, base, capsys):
+    """A failure after the claims (a missing label column) removes the staging directories
+    and the parents the run created."""
+    before = tree(base)
+    refused(capsys, ["--input", base / "data", "--label", "nolabel",
+                     "--output", base / "new" / "deep" / "o",
+                     "--write-selected", base / "new2" / "sel"],
+            "label column 'nolabel' not found", spark=spark)
+    assert tree(base) == before
+    # a --write-selected directory the job did not write, after the session started
+    (base / "foreign").mkdir()
+    (base / "foreign" / "part-0.parquet").write_bytes(b"x")
+    before = tree(base)
+    refused(capsys, _args(base, "--output", base / "o", "--write-selected", base / "foreign",
+                          "--overwrite"),
+            f"--write-selected directory '{base / 'foreign'}' is not a previous output of this "
+            f"job (it has no valid {outputs.SELECTED_MARKER} marker", spark=spark)
+    assert tree(base) == before
+
+
+def _mode(p: Path) -> int:
+    return stat.S_IMODE(p.stat().st_mode)
+
+
+def test_overwrite_replaces_previous_outputs_with_umask_modes(spark, base, capsys):
+    """Under umask 027 every directory the job creates is 0750 and every file it writes
+    0640; a rerun with --overwrite replaces both previous outputs (recognised by their
+    files and marker) and keeps the --output directory itself."""
+    out, sel = base / "res" / "o", base / "sel"
+    old = os.umask(0o027)
+    try:
+        assert main([str(a) for a in _args(base, "--output", out, "--write-selected", sel)],
+                    spark=spark) == 0
+        capsys.readouterr()
+        rep = json.loads((out / "selection.json").read_text())
+        assert _mode(base / "res") == _mode(out) == 0o750
+        for name in os.listdir(out):
+            assert _mode(out / name) == 0o640, name
+        assert _mode(sel / outputs.SELECTED_MARKER) == 0o640
+        marker = json.loads((sel / outputs.SELECTED_MARKER).read_text())
+        assert marker["selected"] == rep["selected"] and marker["writer"] == "vmi_spark"
+        inode = out.stat().st_ino
+        argv = _args(base, "--output", out, "--write-selected", sel, "--overwrite")
+        argv[argv.index("--num-features") + 1] = "3"
+        assert main([str(a) for a in argv], spark=spark) == 0
+    finally:
+        os.umask(old)
+    rep3 = json.loads((out / "selection.json").read_text())
+    assert len(rep3["selected"]) == 3 and rep3["selected"][:2] == rep["selected"]
+    assert out.stat().st_ino == inode
+    assert sorted(spark.read.parquet(str(sel)).columns) == sorted([*rep3["selected"], "y"])
+    assert sorted(os.listdir(base)) == ["data", "res", "sel"]
+
+
+def test_write_selected_through_hadoop_file_system(spark, base, capsys, monkeypatch):
+    """The Hadoop code path (used for hdfs://, s3a://, ...) on file: URIs: claim, marker,
+    commit and --overwrite of a previous output."""
+    monkeypatch.setattr(outputs, "LOCAL_SCHEMES", (None,))
+    sel = base / "sel"
+    for extra in ([], ["--overwrite"]):
+        assert main([str(a) for a in _args(base, "--output", base / f"o{len(extra)}",
+                                           "--write-selected", f"file://{sel}", *extra)],
+                    spark=spark) == 0, capsys.readouterr().err
+    assert outputs.SELECTED_MARKER in os.listdir(sel)
+    assert not [n for n in os.listdir(base) if n.startswith(".vmi-tmp-")]
+    assert spark.read.parquet(str(sel)).count() == 120
+
+
+def test_csv_with_quoted_newlines_needs_multiline(spark, tmp_path, capsys):
+    """200 records, 40 of them with a line break inside a quoted field: Spark's default CSV
+    reader sees 240 rows; --read-option multiLine=true gives 200."""
+    pdf = random_discrete(3, n=200, d=4, classes=2)
+    pdf["note"] = ["line one\nline two" if i % 5 == 0 else "plain" for i in range(200)]
+    pdf.to_csv(tmp_path / "t.csv", index=False)
+    assert spark.read.option("header", "true").csv(str(tmp_path / "t.csv")).count() == 240
+    rc = main(["--input", str(tmp_path / "t.csv"), "--format", "csv", "--label", "y",
+               "--features", "c0,c1,c2,c3,note", "--num-features", "2",
+               "--read-option", "multiLine=true", "--read-option", "escape=\"",
+               "--output", str(tmp_path / "o")], spark=spark)
+    assert rc == 0, capsys.readouterr().err
+    rep = json.loads((tmp_path / "o" / "selection.json").read_text())
+    assert rep["num_rows"] == 200 and rep["rows_dropped"] == 0
+    assert rep["read_options"] == {"multiLine": "true", "escape": '"'}
+
+
+def test_write_selected_into_the_input_tables_location_refused(spark, tmp_path, capsys):
+    """--table: the table's storage location counts as the input."""
+    import uuid
+
+    db = f"vmi_safety_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE DATABASE {db} LOCATION '{tmp_path / 'wh'}'")
+    try:
+        spark.createDataFrame(random_discrete(2, n=40, d=3, classes=2)) \
+            .write.saveAsTable(f"{db}.src")
+        before = tree(tmp_path)
+        refused(capsys, ["--table", f"{db}.src", "--label", "y", "--output", tmp_path / "o",
+                         "--write-selected", tmp_path / "wh", "--overwrite"],
+                f"--write-selected '{tmp_path / 'wh'}' contains the --table '{db}.src' "
+                f"(resolves to '{tmp_path / 'wh' / 'src'}')", spark=spark)
+        assert tree(tmp_path) == before
+    finally:
+        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+
+
+def test_checkpoint_file_follows_the_umask(tmp_path):
+    from vmi_spark.checkpoint import Checkpoint
+    from vmi_spark.core.greedy import Selection
+
+    old = os.umask(0o027)
+    try:
+        ck = Checkpoint(str(tmp_path / "ck"), "f" * 64)
+        ck.save(Selection(method="vmi_naive", selected=[1], scores=[0.5], gains=[0.5],
+                          blocks=[0], step_seconds=[0.1], candidates=[[]]))
+    finally:
+        os.umask(old)
+    assert _mode(tmp_path / "ck") == 0o750
+    assert _mode(Path(ck.file)) == 0o640  # mkstemp alone would give 0600
+    assert ck.load().selected == [1]
+
+
+def test_staging_dir_counts_by_the_directory_a_run_writes_in_it(tmp_path):
+    """A --staging-dir (where the parser has one) may hold the outputs and sit next to the
+    input, since a run writes only a fresh vmi-blocks-* in it; inside the input it is refused."""
+    import argparse
+
+    from vmi_spark.errors import InputError
+
+    v = tmp_path / "vol"
+    ns = argparse.Namespace(output=str(v / "results"), write_selected=None,
+                            checkpoint_dir=None, staging_dir=str(v))
+    outs = outputs.output_locations(ns)
+    outputs.check_overlaps(outs, [outputs.resolve(str(v / "t.parquet"), "--input",
+                                                  pattern=True)])
+    ns.output = str(tmp_path / "results")
+    with pytest.raises(InputError, match=r"--staging-dir .* lies inside the --input"):
+        outputs.check_overlaps(outputs.output_locations(ns),
+                               [outputs.resolve(str(v), "--input", pattern=True)])

@@ -1,0 +1,781 @@
+"""Where the job writes, and how it never harms what it did not write.
+
+Every directory the job writes (``--output``, ``--write-selected``, ``--checkpoint-dir``
+and the staging directory next to each of the first two) is resolved to one canonical
+location (relative paths, ``..`` and symbolic links for local paths; scheme, authority and
+normalised path for URIs such as ``hdfs://``, ``s3a://`` or ``dbfs:/``) and must neither be,
+contain nor lie inside an input or another output. An existing directory is replaced only
+when this job could have written it: an empty directory, or a previous output recognised
+by its content (:data:`OUTPUT_FILES`, or the :data:`SELECTED_MARKER` file the job writes into
+pruned output). A run *claims* each output before it reads anything by creating and
+locking its staging directory, so of two concurrent runs with the same output the loser
+writes nothing; the claim is removed when the run ends, and the lock dies with the process,
+so a run killed with ``kill -9`` does not block the next one.
+
+Local paths use :mod:`os`; other URIs use the Hadoop file system of a classic Spark session.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import fnmatch
+import json
+import os
+import posixpath
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from .errors import InputError
+
+OUTPUT_FILES = frozenset({"selection.json", "report.md", "bounds.png"})
+"""The only entries of an ``--output`` directory the job writes."""
+
+SELECTED_MARKER = "_VMI_SPARK_SELECTED"
+"""File the job writes into ``--write-selected`` output (Spark's readers skip ``_`` names)."""
+
+STAGING_PREFIX = ".vmi-tmp-"
+"""Name prefix of a staging directory (the claim on an output, next to it)."""
+
+LOCAL_SCHEMES: tuple[str | None, ...] = (None, "file")
+"""Schemes handled with :mod:`os` on the driver (a plain path has scheme None)."""
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(?=/)")
+_GLOB = re.compile(r"[*?\[{]")
+
+
+@dataclass(frozen=True)
+class Location:
+    """One path the job reads or writes, in canonical form.
+
+    Attributes
+    ----------
+    flag : str
+        The command-line flag that named it (used in messages).
+    given : str
+        The path as the user gave it.
+    root : str
+        ``""`` for the local file system, else ``scheme://authority`` (lower case).
+    parts : tuple of str
+        The absolute path's segments; may hold Hadoop glob patterns when ``pattern``.
+    pattern : bool
+        Whether ``parts`` are glob patterns (an input path).
+    """
+
+    flag: str
+    given: str
+    root: str
+    parts: tuple[str, ...]
+    pattern: bool = False
+
+    @property
+    def text(self) -> str:
+        """The canonical path as text."""
+        return self.root + "/" + "/".join(self.parts)
+
+    def describe(self) -> str:
+        """``'given'``, followed by what it resolves to when that differs."""
+        if self.text.rstrip("/") in (self.given.rstrip("/"), ""):
+            return f"'{self.given}'"
+        return f"'{self.given}' (resolves to '{self.text}')"
+
+
+def scheme_of(path: str) -> str | None:
+    """The URI scheme of ``path`` in lower case (``None`` for a plain local path)."""
+    m = _SCHEME.match(path)
+    return m.group(1).lower() if m else None
+
+
+def local_path(path: str) -> str:
+    """A ``file:`` URI or plain path as a local path (``file:///a``, ``file:/a`` -> ``/a``)."""
+    if scheme_of(path) == "file":
+        u = urlsplit(path)
+        return u.path or "/"
+    return path
+
+
+def _real(path: str) -> str:
+    """Absolute local path with ``..`` and symbolic links resolved (glob segments kept)."""
+    parts = path.split("/")
+    for i, seg in enumerate(parts):
+        if _GLOB.search(seg):
+            head = os.path.realpath("/".join(parts[:i]) or ("/" if path.startswith("/") else "."))
+            return posixpath.join(head, *parts[i:])
+    return os.path.realpath(path)
+
+
+def resolve(path: str, flag: str, *, pattern: bool = False,
+            local_only: bool = False) -> Location:
+    """The canonical :class:`Location` of ``path``.
+
+    Parameters
+    ----------
+    path : str
+        A local path, a ``file:`` URI or (unless ``local_only``) any Hadoop URI.
+    flag : str
+        The flag that named it.
+    pattern : bool
+        Keep Hadoop glob segments (``*``, ``?``, ``[..]``, ``{a,b}``) as patterns.
+    local_only : bool
+        The path is opened by the driver with :mod:`os`: refuse other URIs.
+
+    Returns
+    -------
+    Location
+        ``dbfs:/Volumes/x`` and ``dbfs:/x`` become the local ``/Volumes/x`` and
+        ``/dbfs/x`` (their FUSE mounts on Databricks); ``s3``/``s3n``/``s3a`` are one scheme.
+    """
+    given, scheme = path, scheme_of(path)
+    if scheme == "dbfs" and not local_only:
+        sub = urlsplit(path).path or "/"
+        path, scheme = (sub if sub.startswith("/Volumes/") else "/dbfs" + sub), None
+    if scheme in LOCAL_SCHEMES:
+        real = _real(local_path(path)) if pattern else os.path.realpath(local_path(path))
+        return Location(flag, given, "", tuple(p for p in real.split("/") if p), pattern)
+    if local_only:
+        raise InputError(f"{flag} is a directory on the driver's file system, got the URI "
+                         f"'{path}' (on Databricks use a /dbfs/... or /Volumes/... path)")
+    u = urlsplit(path)
+    scheme = "s3" if scheme in ("s3a", "s3n") else scheme
+    norm = posixpath.normpath("/" + u.path)
+    return Location(flag, path, f"{scheme}://{u.netloc.lower()}",
+                    tuple(p for p in norm.split("/") if p), pattern)
+
+
+def _expand_braces(pattern: str, limit: int = 64) -> list[str]:
+    """Hadoop ``{a,b}`` alternatives of one glob segment (innermost first, at most ``limit``)."""
+    out: list[str] = []
+    todo = [pattern]
+    while todo and len(out) + len(todo) <= limit:
+        p = todo.pop()
+        m = re.search(r"\{([^{}]*)\}", p)
+        if m is None:
+            out.append(p)
+        else:
+            todo.extend(p[:m.start()] + alt + p[m.end():] for alt in m.group(1).split(","))
+    return out + todo
+
+
+def _segment_matches(name: str, pattern: str) -> bool:
+    if not _GLOB.search(pattern):
+        return name == pattern
+    return any(fnmatch.fnmatchcase(name, p.replace("[^", "[!"))
+               for p in _expand_braces(pattern))
+
+
+def relation(out: Location, other: Location) -> str | None:
+    """How ``out`` overlaps ``other``: ``"is"``, ``"contains"``, ``"lies inside"`` or None.
+
+    Two locations overlap when they are on the same file system and the shorter path is a
+    prefix of the longer one on segment boundaries (``other``'s segments may be globs).
+    """
+    if out.root != other.root:
+        return None
+    if not all(_segment_matches(a, b) if other.pattern else a == b
+               for a, b in zip(out.parts, other.parts)):
+        return None
+    if len(out.parts) == len(other.parts):
+        return "is"
+    return "contains" if len(out.parts) < len(other.parts) else "lies inside"
+
+
+def check_overlaps(outputs: Sequence[Location], inputs: Iterable[Location]) -> None:
+    """Refuse an output that is, contains or lies inside an input or an earlier output.
+
+    Raises
+    ------
+    InputError
+        One line naming both flags.
+    """
+    inputs = list(inputs)
+    for i, out in enumerate(outputs):
+        for src in inputs:
+            rel = relation(out, src)
+            if rel:
+                raise InputError(f"{out.flag} {out.describe()} {rel} the {src.flag} "
+                                 f"{src.describe()}; the job never writes into, over or around "
+                                 "what it reads: choose a directory outside the input")
+        for prev in outputs[:i]:
+            rel = relation(out, prev)
+            if rel:
+                raise InputError(f"{out.flag} {out.describe()} {rel} the {prev.flag} "
+                                 f"{prev.describe()}; give each output its own directory")
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where the platform allows."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _lock_soon(fd: int, tries: int = 10) -> None:
+    """``flock`` ``fd`` exclusively, retrying for ~0.2 s: :meth:`LocalFS.busy` of another run
+    holds the lock for an instant. ``BlockingIOError`` if a run keeps holding it."""
+    for i in range(tries):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if i == tries - 1:
+                raise
+            time.sleep(0.02)
+
+
+class LocalFS:
+    """Directory operations on the driver's file system (:mod:`os`)."""
+
+    join = staticmethod(posixpath.join)
+    parent = staticmethod(posixpath.dirname)
+
+    def state(self, path: str) -> str:
+        """``missing``, ``empty`` (an empty directory), ``dir`` or ``file``."""
+        if not os.path.lexists(path):
+            return "missing"
+        if not os.path.isdir(path):
+            return "file"
+        return "dir" if os.listdir(path) else "empty"
+
+    def names(self, path: str) -> list[str]:
+        """Entries of directory ``path``."""
+        return sorted(os.listdir(path))
+
+    def read_small(self, path: str, limit: int = 65536) -> str | None:
+        """The text of a regular file of at most ``limit`` bytes, else None."""
+        try:
+            if not os.path.isfile(path) or os.path.getsize(path) > limit:
+                return None
+            with open(path, encoding="utf-8") as fh:
+                return fh.read(limit)
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def write_text(self, path: str, text: str) -> None:
+        """Create file ``path`` (mode from the umask) holding ``text``."""
+        with open(path, "x", encoding="utf-8") as fh:
+            fh.write(text)
+
+    def makedirs(self, path: str) -> list[str]:
+        """Create ``path`` and missing ancestors (mode from the umask); returns those made."""
+        made: list[str] = []
+        todo = []
+        while not os.path.lexists(path):
+            todo.append(path)
+            up = os.path.dirname(path)
+            if up == path:
+                break
+            path = up
+        for d in reversed(todo):
+            try:
+                os.mkdir(d)
+            except FileExistsError:  # another run made it meanwhile: not ours to remove
+                continue
+            made.append(d)
+        return made
+
+    def claim(self, path: str) -> int:
+        """Create directory ``path`` if missing and hold an exclusive lock on it.
+
+        The lock (``flock``) dies with the process, so a directory left by a killed run
+        is taken over (and emptied) by the next run, while one held by a live run raises
+        ``FileExistsError``. Returns the descriptor holding the lock.
+        """
+        for _ in range(5):
+            try:
+                os.mkdir(path)
+            except FileExistsError:
+                pass
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                _lock_soon(fd)
+                now = os.stat(path)
+                held = os.fstat(fd)
+                if (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev):
+                    for name in os.listdir(path):  # what a killed run left
+                        self.delete(os.path.join(path, name))
+                    return fd
+            except BlockingIOError:
+                os.close(fd)
+                raise FileExistsError(path) from None
+            except FileNotFoundError:  # released and removed meanwhile: try again
+                pass
+            os.close(fd)
+        raise FileExistsError(path)
+
+    def busy(self, path: str) -> bool:
+        """Whether a live run holds directory ``path`` (see :meth:`claim`)."""
+        if not os.path.lexists(path):
+            return False
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            return True  # a file, or unreadable: not ours to take
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing drops a lock taken here
+
+    def unclaim(self, path: str, handle: int) -> None:
+        """Remove the claimed directory ``path``, then drop the lock."""
+        try:
+            self.delete(path)
+        finally:
+            os.close(handle)
+
+    def rename(self, src: str, dst: str) -> None:
+        """Move ``src`` to the free name ``dst``."""
+        if os.path.lexists(dst):
+            raise FileExistsError(f"'{dst}' exists")
+        os.rename(src, dst)
+
+    def delete(self, path: str) -> None:
+        """Remove ``path`` (recursively); a missing path is fine."""
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.lexists(path):
+            os.unlink(path)
+
+    def remove_empty_dir(self, path: str) -> None:
+        """Remove ``path`` if it is an empty directory."""
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+
+
+class HadoopFS:
+    """The same operations on a Hadoop file system (HDFS, S3, ...) of a classic session.
+
+    Creating the claim uses ``FileSystem.create(path, overwrite=false)``, exclusive on HDFS
+    and on the local file system; object stores do not offer an exclusive create.
+    """
+
+    def __init__(self, jvm, conf) -> None:
+        self._jvm, self._conf = jvm, conf
+
+    def _fs(self, path: str):
+        p = self._jvm.org.apache.hadoop.fs.Path(path)
+        return p, p.getFileSystem(self._conf)
+
+    def join(self, parent: str, name: str) -> str:
+        return str(self._jvm.org.apache.hadoop.fs.Path(parent, name))
+
+    def parent(self, path: str) -> str:
+        p = self._jvm.org.apache.hadoop.fs.Path(path).getParent()
+        return str(p) if p is not None else path
+
+    def qualify(self, path: str) -> str:
+        """``path`` qualified with its file system's scheme and authority."""
+        p, fs = self._fs(path)
+        return str(fs.makeQualified(p))
+
+    def state(self, path: str) -> str:
+        p, fs = self._fs(path)
+        if not fs.exists(p):
+            return "missing"
+        if not fs.getFileStatus(p).isDirectory():
+            return "file"
+        return "dir" if len(fs.listStatus(p)) else "empty"
+
+    def names(self, path: str) -> list[str]:
+        p, fs = self._fs(path)
+        return sorted(str(s.getPath().getName()) for s in fs.listStatus(p))
+
+    def read_small(self, path: str, limit: int = 65536) -> str | None:
+        p, fs = self._fs(path)
+        try:
+            if not fs.isFile(p) or fs.getFileStatus(p).getLen() > limit:
+                return None
+            stream = fs.open(p)
+            try:
+                return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+            finally:
+                stream.close()
+        except Exception:  # noqa: BLE001 - unreadable: not a marker
+            return None
+
+    def write_text(self, path: str, text: str) -> None:
+        p, fs = self._fs(path)
+        out = fs.create(p, False)
+        try:
+            out.write(bytearray(text.encode("utf-8")))
+        finally:
+            out.close()
+
+    def makedirs(self, path: str) -> list[str]:
+        made = []
+        todo, cur = [], path
+        while self.state(cur) == "missing":
+            todo.append(cur)
+            up = self.parent(cur)
+            if up == cur:
+                break
+            cur = up
+        for d in reversed(todo):
+            p, fs = self._fs(d)
+            fs.mkdirs(p)
+            made.append(d)
+        return made
+
+    def busy(self, path: str) -> bool:
+        """Whether ``path`` exists (no lock to tell a live run from a killed one)."""
+        return self.state(path) != "missing"
+
+    def unclaim(self, path: str, handle) -> None:
+        self.delete(path)
+
+    def claim(self, path: str) -> None:
+        """Create directory ``path`` with a ``_CLAIM`` file; ``FileExistsError`` if present."""
+        if self.state(path) != "missing":
+            raise FileExistsError(path)
+        p, fs = self._fs(self.join(path, "_CLAIM"))
+        try:
+            fs.create(p, False).close()
+        except Exception as exc:
+            if "FileAlreadyExists" in str(exc):
+                raise FileExistsError(path) from None
+            raise OSError(str(exc).strip().splitlines()[0] if str(exc).strip() else
+                          "cannot create") from None
+
+    def rename(self, src: str, dst: str) -> None:
+        s, fs = self._fs(src)
+        d, _ = self._fs(dst)
+        if fs.exists(d) or not fs.rename(s, d):
+            raise OSError(f"cannot move '{src}' to '{dst}'")
+
+    def delete(self, path: str) -> None:
+        p, fs = self._fs(path)
+        fs.delete(p, True)
+
+    def remove_empty_dir(self, path: str) -> None:
+        if self.state(path) == "empty":
+            p, fs = self._fs(path)
+            fs.delete(p, False)
+
+
+def previous_output(fs, path: str) -> str | None:
+    """None if directory ``path`` holds a previous ``--output`` of the job, else why not."""
+    names = fs.names(path)
+    foreign = [n for n in names
+               if n not in OUTPUT_FILES or fs.state(fs.join(path, n)) != "file"]
+    if foreign:
+        return f"it holds '{foreign[0]}', which the job never writes there"
+    if "selection.json" not in names:
+        return "it has no selection.json"
+    return None
+
+
+def marker_text(report: dict[str, Any]) -> str:
+    """The JSON of the :data:`SELECTED_MARKER` file for a pruned output of ``report``."""
+    return json.dumps({"writer": "vmi_spark", "kind": "write-selected", "version": 1,
+                       "label": report.get("label"), "selected": report.get("selected"),
+                       "input": report.get("input")}, default=str) + "\n"
+
+
+def previous_selected(fs, path: str) -> str | None:
+    """None if directory ``path`` holds a previous ``--write-selected`` output, else why not."""
+    text = fs.read_small(fs.join(path, SELECTED_MARKER))
+    try:
+        data = json.loads(text) if text is not None else None
+    except ValueError:
+        data = None
+    if not (isinstance(data, dict) and data.get("writer") == "vmi_spark"
+            and data.get("kind") == "write-selected"):
+        return f"it has no valid {SELECTED_MARKER} marker of this job"
+    return None
+
+
+def staging_name(path: str) -> str:
+    """The name of the staging directory (the claim) next to output ``path``."""
+    base = posixpath.basename(path.rstrip("/")) or "root"
+    return STAGING_PREFIX + (base if len(base) <= 200 else base[:200])
+
+
+class Target:
+    """One output directory: checked, claimed, filled in staging, committed, released.
+
+    Parameters
+    ----------
+    flag : str
+        The flag that named it.
+    path : str
+        The directory as ``fs`` addresses it (a resolved local path or a qualified URI).
+    fs : LocalFS or HadoopFS
+        Its file system.
+    previous : callable
+        ``previous(fs, path)`` is None for a directory this job wrote before, else why not.
+    overwrite : bool
+        Whether ``--overwrite`` was given.
+    """
+
+    def __init__(self, flag: str, path: str, fs, previous: Callable[[Any, str], str | None],
+                 overwrite: bool) -> None:
+        self.flag, self.path, self.fs = flag, path.rstrip("/") or "/", fs
+        self.previous, self.overwrite = previous, overwrite
+        self.staging = fs.join(fs.parent(self.path), staging_name(self.path))
+        self.payload = fs.join(self.staging, "new")
+        self._made: list[str] = []
+        self._claimed = self._committed = False
+        self._handle: Any = None
+
+    def check(self, *, busy: bool = True) -> str:
+        """Refuse a target this job may not write; returns its state.
+
+        Raises
+        ------
+        InputError
+            A file, a non-empty directory without ``--overwrite``, a directory the job did
+            not write, or (with ``busy``) one another run is writing.
+        """
+        state = self.fs.state(self.path)
+        if state == "file":
+            raise InputError(f"{self.flag} '{self.path}' exists and is not a directory")
+        if state == "dir":
+            if not self.overwrite:
+                raise InputError(f"{self.flag} directory '{self.path}' exists and is not empty "
+                                 "(use --overwrite to replace a previous output of this job)")
+            why = self.previous(self.fs, self.path)
+            if why:
+                raise InputError(f"{self.flag} directory '{self.path}' is not a previous output "
+                                 f"of this job ({why}); --overwrite replaces only that, so "
+                                 "choose another directory")
+        if busy and self.fs.busy(self.staging):
+            raise InputError(f"{self.flag} '{self.path}' is being written by another run "
+                             f"('{self.staging}' exists; if no run is writing it, an "
+                             "interrupted run left it: remove it)")
+        return state
+
+    def claim(self) -> None:
+        """Create and lock the staging directory (before anything is read).
+
+        Raises
+        ------
+        InputError
+            Another run holds it, or its directory cannot be written.
+        """
+        self.check(busy=False)
+        try:
+            self._made = self.fs.makedirs(self.fs.parent(self.path))
+            self._handle = self.fs.claim(self.staging)
+        except FileExistsError:
+            self.release()
+            raise InputError(f"{self.flag} '{self.path}' is being written by another run "
+                             f"('{self.staging}' exists)") from None
+        except OSError as exc:
+            self.release()
+            raise InputError(f"{self.flag} '{self.path}': cannot write in "
+                             f"'{self.fs.parent(self.path)}' "
+                             f"({exc.strerror or exc})") from None
+        self._claimed = True
+        self.check(busy=False)
+
+    def commit(self) -> None:
+        """Move the staged content (``payload``) into place.
+
+        A missing target is renamed into place whole. An existing target (empty, or a
+        previous output with ``--overwrite``, checked again now) keeps its directory: its
+        entries move into the staging directory and the new entries move in.
+        """
+        state = self.check(busy=False)
+        if state == "missing":
+            self.fs.rename(self.payload, self.path)
+        else:
+            old = self.fs.join(self.staging, "old")
+            self.fs.makedirs(old)
+            for name in self.fs.names(self.path):
+                self.fs.rename(self.fs.join(self.path, name), self.fs.join(old, name))
+            for name in self.fs.names(self.payload):
+                self.fs.rename(self.fs.join(self.payload, name), self.fs.join(self.path, name))
+        self._committed = True
+
+    def release(self) -> None:
+        """Remove the staging directory, and the parents this run created unless committed."""
+        if self._claimed:
+            self._claimed = False
+            self.fs.unclaim(self.staging, self._handle)
+        if not self._committed:
+            for d in reversed(self._made):
+                self.fs.remove_empty_dir(d)
+        self._made = []
+
+
+def writable(flag: str, path: str) -> None:
+    """Refuse a local output whose directory (or nearest existing ancestor) is not writable.
+
+    ``os.access`` answers first; as it says yes to root whatever the mode (and to some
+    mounts that refuse writes), a uniquely named directory is then created and removed
+    there: nothing is left behind.
+
+    Raises
+    ------
+    InputError
+        One line naming ``flag``.
+    """
+    where = os.path.abspath(path)
+    while not os.path.lexists(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    if not os.path.isdir(where):
+        raise InputError(f"{flag} '{path}': '{where}' is not a directory")
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise InputError(f"{flag} '{path}': cannot write in '{where}' (permission denied)")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=STAGING_PREFIX + "probe-", dir=where))
+    except OSError as exc:
+        raise InputError(f"{flag} '{path}': cannot write in '{where}' "
+                         f"({exc.strerror or exc})") from None
+
+
+def check_before_spark(args) -> None:
+    """Every output check that needs no Spark session; called right after parsing.
+
+    Resolves the outputs and the ``--input`` (local paths and URIs as given), refuses any
+    overlap, and checks the driver-local outputs (``--output``, ``--checkpoint-dir``, a
+    ``file:`` ``--write-selected``): kind, content, and a writable directory. A
+    ``--write-selected`` without a scheme may be on the cluster's default file system, so its
+    content is checked once the session exists (:func:`claim_outputs`), still before reading.
+
+    Raises
+    ------
+    InputError
+        One line naming the flag.
+    """
+    outs = output_locations(args)
+    ins = [resolve(args.input, "--input", pattern=True)] if args.input else []
+    check_overlaps(outs, ins)
+    local = LocalFS()
+    if args.output:
+        path = resolve(args.output, "--output", local_only=True).text
+        Target("--output", path, local, previous_output, args.overwrite).check()
+        writable("--output", path)
+    if args.write_selected and scheme_of(args.write_selected) == "file":
+        path = os.path.realpath(local_path(args.write_selected))
+        Target("--write-selected", path, local, previous_selected, args.overwrite).check()
+        writable("--write-selected", path)
+    if args.checkpoint_dir:
+        path = resolve(args.checkpoint_dir, "--checkpoint-dir", local_only=True).text
+        if local.state(path) == "file":
+            raise InputError(f"--checkpoint-dir '{args.checkpoint_dir}' exists and is not a "
+                             "directory")
+        writable("--checkpoint-dir", path)
+
+
+def output_locations(args, selected_qualified: str | None = None) -> list[Location]:
+    """The locations the job writes, in flag order: ``--output``, ``--write-selected`` (as
+    ``selected_qualified`` when given), ``--checkpoint-dir``, the ``vmi-blocks-*`` directory
+    a run writes under ``--staging-dir``, and the staging directories next to the first two."""
+    outs: list[Location] = []
+    for flag, path, local_only in (
+            ("--output", args.output, True),
+            ("--write-selected", selected_qualified or args.write_selected, False),
+            ("--checkpoint-dir", args.checkpoint_dir, True),
+            ("--staging-dir", getattr(args, "staging_dir", None), False)):
+        if not path:
+            continue
+        loc = resolve(path, flag, local_only=local_only)
+        if flag == "--write-selected" and selected_qualified:
+            loc = replace(loc, given=args.write_selected)
+        if flag == "--staging-dir":  # the run writes a fresh vmi-blocks-<id> in it, only that
+            loc = replace(loc, parts=loc.parts + ("vmi-blocks-*",))
+        outs.append(loc)
+        if flag in ("--output", "--write-selected") and loc.parts:
+            staging = loc.parts[:-1] + (staging_name(loc.parts[-1]),)
+            outs.append(Location(f"{flag} staging directory", loc.root + "/" + "/".join(staging),
+                                 loc.root, staging))
+    return outs
+
+
+class Claims:
+    """The claimed output targets of one run (a context manager releasing them all)."""
+
+    def __init__(self, targets: Sequence[Target]) -> None:
+        self.targets = {t.flag: t for t in targets}
+
+    def __enter__(self) -> Claims:
+        done: list[Target] = []
+        try:
+            for t in sorted(self.targets.values(), key=lambda t: t.path):
+                t.claim()
+                done.append(t)
+        except BaseException:
+            for t in done:
+                t.release()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for t in self.targets.values():
+            t.release()
+
+    def get(self, flag: str) -> Target | None:
+        """The target of ``flag``, if any."""
+        return self.targets.get(flag)
+
+
+def hadoop_fs(spark) -> HadoopFS | None:
+    """The Hadoop file systems of a classic session; None under Spark Connect."""
+    try:
+        sc = spark.sparkContext
+        return HadoopFS(sc._jvm, sc._jsc.hadoopConfiguration())
+    except Exception:  # noqa: BLE001 - Spark Connect: no JVM in this process
+        return None
+
+
+def _on_session(hfs: HadoopFS | None, flag: str, path: str) -> tuple[Any, str]:
+    """(file system, path) of a Spark path as the session resolves it."""
+    if hfs is not None:
+        path = hfs.qualify(path)
+    elif scheme_of(path) not in LOCAL_SCHEMES:
+        raise InputError(f"{flag} '{path}': under Spark Connect the job writes and checks "
+                         "outputs on the client's file system; give a local path both share")
+    if scheme_of(path) in LOCAL_SCHEMES:
+        return LocalFS(), os.path.realpath(local_path(path))
+    return hfs, path
+
+
+def claims(args, spark, table_location: str | None = None) -> Claims:
+    """The output targets of ``args`` as ``spark`` sees them, overlaps checked again.
+
+    ``--input`` and ``--write-selected`` are qualified by the session's Hadoop
+    configuration (a path without a scheme is on its default file system); ``--table``
+    inputs are compared by ``table_location``. Enter the result to claim the targets.
+
+    Raises
+    ------
+    InputError
+        An overlap, or a target this job may not write.
+    """
+    hfs = hadoop_fs(spark)
+    sel_fs, sel_path = (_on_session(hfs, "--write-selected", args.write_selected)
+                        if args.write_selected else (None, None))
+    inputs = []
+    if args.input:
+        q = hfs.qualify(args.input) if hfs is not None else args.input
+        inputs.append(replace(resolve(q, "--input", pattern=True), given=args.input))
+    elif table_location:
+        inputs.append(replace(resolve(table_location, "--table"), given=args.table))
+    sel_q = (sel_path if sel_fs is hfs or sel_path is None
+             else "file:" + sel_path)
+    check_overlaps(output_locations(args, selected_qualified=sel_q), inputs)
+    targets = []
+    if args.output:
+        targets.append(Target("--output", resolve(args.output, "--output", local_only=True).text,
+                              LocalFS(), previous_output, args.overwrite))
+    if sel_path is not None:
+        targets.append(Target("--write-selected", sel_path, sel_fs, previous_selected,
+                              args.overwrite))
+    return Claims(targets)
