@@ -80,7 +80,7 @@ def _args(base: Path, *rest) -> list:
     "output is input", "output is parent of input", "output is cwd", "output via dotdot",
     "output is symlink to input", "write-selected is input", "write-selected is parent",
     "output is write-selected", "checkpoint is output", "checkpoint inside output",
-    "output inside checkpoint", "output is a glob input match"])
+    "output inside checkpoint", "output is a glob input match", "staging-dir is input"])
 def test_overlapping_paths_refused_before_spark(base, capsys, monkeypatch, case):
     data = base / "data"
     os.symlink(data, base / "link")
@@ -113,6 +113,9 @@ def test_overlapping_paths_refused_before_spark(base, capsys, monkeypatch, case)
         "output is a glob input match": (["--input", base / "d*", "--label", "y",
                                           "--output", base / "dx"],
                                          "is the --input"),
+        "staging-dir is input": (_args(base, "--output", "o", "--staging-dir", "data"),
+                                 f"--staging-dir 'data' (resolves to '{data}/vmi-blocks-*') "
+                                 "lies inside the --input"),
     }[case]
     before = tree(base)
     refused(capsys, argv, needle)
