@@ -133,9 +133,12 @@ class Checkpoint:
 
     def _read(self) -> dict:
         """The file's JSON object; its size is bounded before anything is parsed."""
-        with open(self.file, "rb", buffering=0) as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        # non-blocking open: a FIFO put in its place must not hang the run
+        fd = os.open(self.file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb", buffering=0) as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise ValueError("not a regular file")
+            os.set_blocking(fd, True)
             limit = self.max_bytes
             raw = fh.read(limit + 1)
         if len(raw) > limit:
