@@ -422,7 +422,7 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
         # a vector of another length than the model was fitted on is an error, not a
         # silently truncated or shifted row
         width = len(self._report.get("features", [])) or max(self.selectedFeatures, default=-1) + 1
-        picked = F.when(arr.isNull() | (F.size(arr) == width), picked).otherwise(F.raise_error(
+        picked = F.when(F.size(arr) == width, picked).otherwise(F.raise_error(
             F.concat(F.lit(f"VMISelectorModel.transform: featuresCol '{col}' has a vector of "),
                      F.size(arr).cast("string"),
                      F.lit(f" elements; the model was fitted on {width}"))))
