@@ -23,7 +23,11 @@ tables the new tasks have not seen. The pairwise state of a new task is rebuilt 
 its codes on the first step it serves.
 
 Messages are JSON headers and raw arrays (:mod:`.wire`); nothing is unpickled, and a
-connection must present the run's random secret before it is served.
+connection must present the run's random secret before it is served. Connections are
+accepted and authenticated off the greedy loop, by a thread with a short deadline per
+connection, size limits checked before anything is parsed or allocated and a cap on
+connections waiting (:class:`_Acceptor`): another local process cannot change, crash,
+stall or slow a selection.
 """
 
 from __future__ import annotations
