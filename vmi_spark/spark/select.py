@@ -100,7 +100,8 @@ def expand_vector(df: DataFrame, features_col: str, label: str) -> tuple[DataFra
     arr = vector_to_array(F.col(quote(features_col)), "float64")
     # every vector must have the same length (one cheap aggregate; nulls are missing values)
     size = F.when(arr.isNotNull(), F.size(arr))
-    shortest, longest, rows = df.select(F.min(size), F.max(size), F.count(F.lit(1))).first()
+    row = df.select(F.min(size), F.max(size), F.count(F.lit(1))).first()
+    shortest, longest, rows = (row[0], row[1], row[2]) if row is not None else (None, None, 0)
     if names is None:
         if not rows:
             raise InputError("the input has no rows")
