@@ -381,7 +381,7 @@ class _Acceptor:
             return None
         try:
             return self._advance(p)
-        except (OSError, ValueError, TypeError) as exc:  # WireError is an OSError
+        except Exception as exc:  # whatever it sent: that connection ends, the others go on
             self._close(p, str(exc)[:200])
             return None
 
