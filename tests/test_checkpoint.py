@@ -123,3 +123,140 @@ def test_kill_9_of_spark_submit_then_rerun_resumes(spark, tmp_path):
     assert rep["blocks"] == full["blocks"]
     assert rep["scores"] == full["scores"]
     assert any("resumed from the checkpoint" in w for w in rep["warnings"])
+
+
+# ----------------------------------------------------------------------------- edited checkpoints
+
+
+def _deep(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+#: edits of a valid checkpoint (fingerprint kept) and what the one-line error says
+CORRUPTIONS = {
+    "index -1": (lambda c: {**c, "selected": [-1, *c["selected"][1:]]}, "not a feature index"),
+    "duplicate index": (lambda c: {**c, "selected": [c["selected"][0]] * len(c["selected"])},
+                        "twice"),
+    "out-of-range index": (lambda c: {**c, "selected": [*c["selected"][:-1], 99]},
+                           "not a feature index"),
+    "string as list": (lambda c: {**c, "selected": "0123"}, "not a list of ints"),
+    "bool as int": (lambda c: {**c, "selected": [True, *c["selected"][1:]]},
+                    "not a list of ints"),
+    "float index": (lambda c: {**c, "selected": [float(c["selected"][0]), *c["selected"][1:]]},
+                    "not a list of ints"),
+    "NaN score": (lambda c: {**c, "scores": [float("nan"), *c["scores"][1:]]},
+                  "non-finite number NaN"),
+    "infinite gain": (lambda c: {**c, "gains": [*c["gains"][:-1], float("inf")]},
+                      "non-finite number Infinity"),
+    "short gains": (lambda c: {**c, "gains": c["gains"][:-1]}, "gains for 4 selected"),
+    "negative block": (lambda c: {**c, "blocks": [-1] * len(c["blocks"])}, "restarted blocks"),
+    "decreasing blocks": (lambda c: {**c, "blocks": [0, 1, 0, 0], "restarts": 1},
+                          "restarted blocks"),
+    "restarts disagree": (lambda c: {**c, "restarts": 3}, "restarted blocks"),
+    "other method": (lambda c: {**c, "method": "mrmr"}, "not this run's"),
+    "deep nesting in a field": (lambda c: {**c, "candidates": json.loads(_deep(500))},
+                                "candidate"),
+    "bad candidate": (lambda c: {**c, "candidates": [[[3, "x"]]] * len(c["selected"])},
+                      "not an \\[index, score\\] pair"),
+    "huge integer": (lambda c: {**c, "restarts": 10 ** 400}, "restarted blocks"),
+}
+#: raw file contents (not JSON objects of the right shape)
+RAW_CORRUPTIONS = {
+    "deep nesting 100k levels": (lambda fp: _deep(100_000), "recursion"),
+    "deep object nesting": (lambda fp: '{"a":' * 100_000 + "1" + "}" * 100_000, "recursion"),
+    "huge file": (lambda fp: json.dumps({"version": 1, "fingerprint": fp,
+                                         "pad": "x" * (64 << 20)}), "larger than"),
+    "not an object": (lambda fp: "[1, 2, 3]", "not a JSON object"),
+    "not UTF-8": (lambda fp: b"\xff\xfe{}", "codec"),
+}
+
+
+@pytest.fixture(scope="module")
+def saved_checkpoint(frame, tmp_path_factory):
+    """A real checkpoint after 4 of 6 steps (pairwise, with candidates) and the full run."""
+    kwargs = {"method": "vmi_pairwise", "num_features": 6, "report_candidates": 3}
+    full = run_selection(frame, "y", **kwargs)
+    ckpt = tmp_path_factory.mktemp("ck")
+    with pytest.raises(Killed):
+        run_selection(frame, "y", checkpoint_dir=str(ckpt), on_step=_kill_after(4), **kwargs)
+    text = (ckpt / FILE_NAME).read_text()
+    return text, kwargs, full, len(full.report()["features"])
+
+
+def _checkpoint(path, content, saved_text, d):
+    from vmi_spark.checkpoint import Checkpoint
+
+    path.mkdir(exist_ok=True)
+    raw = content if isinstance(content, bytes) else content.encode()
+    (path / FILE_NAME).write_bytes(raw)
+    return Checkpoint(str(path), json.loads(saved_text)["fingerprint"], num_features=d,
+                      method="vmi_pairwise", report_candidates=3)
+
+
+def _assert_one_line(exc_info, path):
+    msg = str(exc_info.value)
+    assert "\n" not in msg and len(msg) < 400, msg
+    assert str(path / FILE_NAME) in msg
+    assert exc_info.value.__cause__ is None and exc_info.value.__suppress_context__
+
+
+@pytest.mark.parametrize("name", sorted(CORRUPTIONS))
+def test_edited_checkpoint_is_a_one_line_error(saved_checkpoint, tmp_path, name):
+    text, _, _, d = saved_checkpoint
+    edit, match = CORRUPTIONS[name]
+    content = json.dumps(edit(json.loads(text)))
+    # the unedited file loads; the edited one (same fingerprint) does not
+    assert _checkpoint(tmp_path / "ok", text, text, d).load().selected == \
+        json.loads(text)["selected"]
+    with pytest.raises(InputError, match=match) as info:
+        _checkpoint(tmp_path / "ck", content, text, d).load()
+    _assert_one_line(info, tmp_path / "ck")
+
+
+@pytest.mark.parametrize("name", sorted(RAW_CORRUPTIONS))
+def test_unparseable_checkpoint_is_a_one_line_error(saved_checkpoint, tmp_path, name):
+    text, _, _, d = saved_checkpoint
+    make, match = RAW_CORRUPTIONS[name]
+    with pytest.raises(InputError, match=match) as info:
+        _checkpoint(tmp_path, make(json.loads(text)["fingerprint"]), text, d).load()
+    _assert_one_line(info, tmp_path)
+
+
+def test_a_fifo_is_not_read(saved_checkpoint, tmp_path):
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    text, _, _, d = saved_checkpoint
+    ck = _checkpoint(tmp_path, text, text, d)
+    os.unlink(ck.file)
+    os.mkfifo(ck.file)
+    with pytest.raises(InputError, match="not a regular file"):
+        ck.load()
+
+
+@pytest.mark.parametrize("name", ["index -1", "string as list", "NaN score",
+                                  "deep nesting 100k levels", "out-of-range index"])
+def test_run_with_an_edited_checkpoint_fails_before_selecting(saved_checkpoint, frame,
+                                                               tmp_path, name):
+    text, kwargs, full, _ = saved_checkpoint
+    if name in CORRUPTIONS:
+        content = json.dumps(CORRUPTIONS[name][0](json.loads(text)))
+    else:
+        content = RAW_CORRUPTIONS[name][0](json.loads(text)["fingerprint"])
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    (ck / FILE_NAME).write_text(content)
+    steps = []
+    with pytest.raises(InputError, match="checkpoint") as info:
+        run_selection(frame, "y", checkpoint_dir=str(ck), on_step=lambda s: steps.append(1),
+                      **kwargs)
+    _assert_one_line(info, ck)
+    assert steps == []  # nothing was selected
+    assert (ck / FILE_NAME).read_text() == content  # nor overwritten
+    # the valid checkpoint still resumes to the uninterrupted result
+    (ck / FILE_NAME).write_text(text)
+    got = run_selection(frame, "y", checkpoint_dir=str(ck), on_step=lambda s: steps.append(1),
+                        **kwargs).selection
+    assert steps == [1, 1]
+    assert (got.selected, got.scores, got.gains, got.blocks, got.restarts, got.candidates) == (
+        full.selection.selected, full.selection.scores, full.selection.gains,
+        full.selection.blocks, full.selection.restarts, full.selection.candidates)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import stat
 import tempfile
 from typing import Any
 
@@ -39,43 +41,169 @@ def fingerprint(plan_json: str, counts: np.ndarray, params: dict[str, Any]) -> s
     return h.hexdigest()
 
 
-class Checkpoint:
-    """The checkpoint file of one run in directory ``path`` (on the driver's file system)."""
+#: bytes a checkpoint may have besides its per-step record
+BASE_BYTES = 1 << 20
+#: bytes allowed per step (selected, score, gain, block, time) and per reported candidate
+STEP_BYTES = 256
+CANDIDATE_BYTES = 64
 
-    def __init__(self, path: str, fingerprint: str):
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"non-finite number {name}")
+
+
+def _exact(value: Any, kind: type) -> bool:
+    """``value`` is exactly of ``kind`` (bool is no int; an int is accepted as a float)."""
+    if kind is float:
+        return type(value) in (int, float)
+    return type(value) is kind
+
+
+def _typed_list(data: dict, key: str, kind: type) -> list:
+    values = data.get(key)
+    if type(values) is not list or not all(_exact(v, kind) for v in values):
+        raise ValueError(f"{key!r} is not a list of {kind.__name__}s")
+    return values
+
+
+def _finite(values: list, key: str, nonnegative: bool = False) -> list[float]:
+    out = [float(v) for v in values]
+    if not all(math.isfinite(v) and (v >= 0 or not nonnegative) for v in out):
+        raise ValueError(f"{key!r} holds a number that is not finite"
+                         + (" and non-negative" if nonnegative else ""))
+    return out
+
+
+def _index(value: Any, num_features: int, key: str) -> int:
+    if type(value) is not int or not 0 <= value < num_features:
+        raise ValueError(f"{key!r} holds {value!r}, not a feature index in "
+                         f"[0, {num_features})")
+    return value
+
+
+class Checkpoint:
+    """The checkpoint file of one run in directory ``path`` (on the driver's file system).
+
+    ``num_features`` (the run's number of features), ``method`` and ``report_candidates``
+    bound and check what :meth:`load` accepts: the file is trusted in nothing but its
+    JSON syntax.
+    """
+
+    def __init__(self, path: str, fingerprint: str, num_features: int, method: str,
+                 report_candidates: int = 0):
         self.path = path
         self.fingerprint = fingerprint
         self.file = os.path.join(path, FILE_NAME)
+        self.num_features = int(num_features)
+        self.method = method
+        self.report_candidates = max(0, int(report_candidates))
+
+    @property
+    def max_bytes(self) -> int:
+        """The largest checkpoint file this run could have written."""
+        per_step = STEP_BYTES + CANDIDATE_BYTES * min(self.report_candidates, self.num_features)
+        return BASE_BYTES + self.num_features * per_step
 
     def load(self) -> Selection | None:
-        """The saved selection, None if there is none; refuses another run's checkpoint."""
-        if not os.path.exists(self.file):
+        """The saved selection, None if there is none; refuses another run's checkpoint.
+
+        Every field is checked (types, lengths, feature indices in range and distinct,
+        blocks and restarts consistent, finite numbers, the method): anything else is an
+        :class:`~vmi_spark.errors.InputError` naming the file, never a different selection.
+        """
+        if not os.path.lexists(self.file):
             return None
         try:
-            with open(self.file, encoding="utf-8") as fh:
-                data = json.load(fh)
-            if not isinstance(data, dict) or data.get("version") != VERSION:
+            data = self._read()
+            if data.get("version") != VERSION:
                 raise ValueError("unknown checkpoint version")
-            saved = data["fingerprint"]
-            sel = Selection(method=str(data["method"]),
-                            selected=[int(v) for v in data["selected"]],
-                            scores=[float(v) for v in data["scores"]],
-                            gains=[float(v) for v in data["gains"]],
-                            blocks=[int(v) for v in data["blocks"]],
-                            step_seconds=[float(v) for v in data["step_seconds"]],
-                            candidates=[[(int(i), float(v)) for i, v in step]
-                                        for step in data["candidates"]],
-                            restarts=int(data["restarts"]))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise InputError(f"cannot read the checkpoint {self.file}: {exc}") from None
+            saved = data.get("fingerprint")
+            if type(saved) is not str:
+                raise ValueError("no fingerprint")
+        except (OSError, ValueError, RecursionError, MemoryError) as exc:
+            raise InputError(f"cannot read the checkpoint {self.file}: "
+                             f"{_one_line(exc)}") from None
         if saved != self.fingerprint:
             raise InputError(
                 f"the checkpoint in {self.path} was written for a different input or different "
                 "parameters; remove it or use another --checkpoint-dir")
-        n = len(sel.selected)
-        if not (len(sel.scores) == len(sel.gains) == len(sel.blocks) == n):
-            raise InputError(f"cannot read the checkpoint {self.file}: inconsistent step lists")
-        return sel
+        try:
+            return self._selection(data)
+        except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
+            raise InputError(f"invalid checkpoint {self.file}: {_one_line(exc)}") from None
+
+    def _read(self) -> dict:
+        """The file's JSON object; its size is bounded before anything is parsed."""
+        # non-blocking open: a FIFO put in its place must not hang the run
+        fd = os.open(self.file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb", buffering=0) as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ValueError("not a regular file")
+            os.set_blocking(fd, True)
+            limit = self.max_bytes
+            raw = fh.read(limit + 1)
+        if len(raw) > limit:
+            raise ValueError(f"larger than {limit} bytes (this run writes less)")
+        # nesting deeper than the interpreter's recursion limit is a RecursionError
+        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        if type(data) is not dict:
+            raise ValueError("not a JSON object")
+        return data
+
+    def _selection(self, data: dict) -> Selection:
+        """The :class:`Selection` in ``data``, every field checked."""
+        d = self.num_features
+        method = data.get("method")
+        if method != self.method:
+            raise ValueError(f"method {method!r} is not this run's {self.method!r}")
+        selected = [_index(v, d, "selected") for v in _typed_list(data, "selected", int)]
+        n = len(selected)
+        if len(set(selected)) != n:
+            raise ValueError("'selected' holds a feature twice")
+        if n > d:
+            raise ValueError(f"{n} steps for {d} features")
+        lists = {key: _typed_list(data, key, kind) for key, kind in (
+            ("scores", float), ("gains", float), ("blocks", int), ("step_seconds", float),
+            ("candidates", list))}
+        for key, values in lists.items():
+            if key != "candidates" and len(values) != n:
+                raise ValueError(f"{len(values)} {key} for {n} selected features")
+        scores = _finite(lists["scores"], "scores")
+        gains = _finite(lists["gains"], "gains")
+        seconds = _finite(lists["step_seconds"], "step_seconds", nonnegative=True)
+        blocks = lists["blocks"]
+        restarts = data.get("restarts")
+        if type(restarts) is not int:
+            raise ValueError("'restarts' is not an int")
+        steps = [b1 - b0 for b0, b1 in zip(blocks, blocks[1:])]
+        if (blocks[:1] not in ([], [0]) or any(s not in (0, 1) for s in steps)
+                or restarts != (blocks[-1] if blocks else 0)):
+            raise ValueError("'blocks' and 'restarts' do not describe restarted blocks "
+                             "(0, 0, ..., 1, 1, ...; restarts = the last block)")
+        candidates = self._candidates(lists["candidates"], n)
+        return Selection(method=method, selected=selected, scores=scores, gains=gains,
+                         blocks=list(blocks), step_seconds=seconds, candidates=candidates,
+                         restarts=restarts)
+
+    def _candidates(self, steps: list, n: int) -> list[list[tuple[int, float]]]:
+        """Per step at most ``report_candidates`` distinct (index, finite score) pairs."""
+        want = n if self.report_candidates else 0
+        if len(steps) != want:
+            raise ValueError(f"{len(steps)} candidate lists for {want} steps")
+        out = []
+        for step in steps:
+            if len(step) > self.report_candidates:
+                raise ValueError("a step lists more candidates than this run reports")
+            pairs = []
+            for pair in step:
+                if type(pair) is not list or len(pair) != 2 or not _exact(pair[1], float):
+                    raise ValueError("a candidate is not an [index, score] pair")
+                pairs.append((_index(pair[0], self.num_features, "candidates"),
+                              _finite([pair[1]], "candidates")[0]))
+            if len({i for i, _ in pairs}) != len(pairs):
+                raise ValueError("a step lists a candidate twice")
+            out.append(pairs)
+        return out
 
     def save(self, sel: Selection) -> None:
         """Atomically replace the checkpoint with the state after ``sel``'s last step."""
@@ -98,3 +226,8 @@ class Checkpoint:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())[:200]
+    return text or type(exc).__name__

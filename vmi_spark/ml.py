@@ -36,6 +36,7 @@ from pyspark.ml.util import (
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from .errors import InputError
 from .params import SPEC, check, defaults, is_vmi, parameter, validate
 from .spark.plan import quote
 from .spark.select import run_selection, vector_attribute_names
@@ -396,17 +397,36 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
 
     def _transform(self, dataset: DataFrame) -> DataFrame:
         if self.isSet(self.inputCols):
+            missing = [c for c in self.selectedFeatureNames if c not in dataset.columns]
+            if missing:
+                raise InputError("VMISelectorModel.transform: the input has no column "
+                                 + ", ".join(f"'{c}'" for c in missing)
+                                 + " (selected when the model was fitted)")
             keep = set(self.selectedFeatureNames)
             drop = [c for c in self.getInputCols() if c not in keep]
             return dataset.select(*[F.col(quote(c)) for c in dataset.columns if c not in drop])
         from pyspark.ml.functions import array_to_vector, vector_to_array
 
         col = self.getFeaturesCol()
+        field = next((f for f in dataset.schema.fields if f.name == col), None)
+        if field is None:
+            raise InputError(f"VMISelectorModel.transform: featuresCol '{col}' not found in the "
+                             "input")
+        if type(field.dataType).__name__ != "VectorUDT":
+            raise InputError(f"VMISelectorModel.transform: featuresCol '{col}' must be a vector "
+                             f"column (pyspark.ml.linalg.Vector), not "
+                             f"{field.dataType.simpleString()}")
         arr = vector_to_array(F.col(quote(col)), "float64")
         picked = F.array(*[arr[i] for i in self.selectedFeatures]) if self.selectedFeatures else \
             F.array().cast("array<double>")
+        # a vector of another length than the model was fitted on is an error, not a
+        # silently truncated or shifted row
+        width = len(self._report.get("features", [])) or max(self.selectedFeatures, default=-1) + 1
+        picked = F.when(F.size(arr) == width, picked).otherwise(F.raise_error(
+            F.concat(F.lit(f"VMISelectorModel.transform: featuresCol '{col}' has a vector of "),
+                     F.size(arr).cast("string"),
+                     F.lit(f" elements; the model was fitted on {width}"))))
         # the output keeps the selected elements' ML attributes (names, types), renumbered
-        field = next((f for f in dataset.schema.fields if f.name == col), None)
         meta = sliced_metadata(field.metadata if field is not None else None,
                                self.selectedFeatures, self.selectedFeatureNames)
         out = self.getOutputCol()
@@ -461,10 +481,41 @@ class _ModelReader(DefaultParamsReader):
                 meta = DefaultParamsReader.loadMetadata(path, self.sparkSession)
                 if not isinstance(meta.get("uid"), str):
                     raise ValueError("it has no uid")
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                raise ValueError(f"cannot load a VMISelectorModel from '{path}': its metadata "
-                                 f"is not the JSON this model writes ({exc})") from exc
-        model = VMISelectorModel._from_report(meta.get("report", {}))
+                report = meta.get("report", {})
+                _check_report(report)
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+                text = " ".join(str(exc).split())[:300]
+                raise InputError(f"cannot load a VMISelectorModel from '{path}': its metadata "
+                                 f"is not the JSON this model writes ({text})") from None
+        model = VMISelectorModel._from_report(report)
         model._resetUid(meta["uid"])
         DefaultParamsReader.getAndSetParams(model, meta)  # type: ignore[type-var]
         return model
+
+
+def _check_report(report: Any) -> None:
+    """Raise ValueError unless ``report`` is a selection a model could have written:
+    feature names, and selected indices that are distinct ints in range naming them."""
+    if type(report) is not dict:
+        raise ValueError("its report is not an object")
+    if not report:
+        return  # an unfitted model's (nothing selected)
+    features = report.get("features")
+    indices = report.get("selected_indices")
+    names = report.get("selected")
+    if type(features) is not list or not all(type(f) is str for f in features):
+        raise ValueError("'features' is not a list of names")
+    if type(indices) is not list or not all(type(i) is int for i in indices):
+        raise ValueError("'selected_indices' is not a list of ints")
+    bad = [i for i in indices if not 0 <= i < len(features)]
+    if bad:
+        raise ValueError(f"selected index {bad[0]} is not in [0, {len(features)})")
+    if len(set(indices)) != len(indices):
+        raise ValueError("'selected_indices' holds a feature twice")
+    if names != [features[i] for i in indices]:
+        raise ValueError("'selected' does not name the selected indices")
+    for key in ("scores", "blocks"):
+        values = report.get(key, [])
+        if type(values) is not list or len(values) != len(indices) or not all(
+                type(v) in (int, float) for v in values):
+            raise ValueError(f"'{key}' is not one number per selected feature")

@@ -23,13 +23,18 @@ tables the new tasks have not seen. The pairwise state of a new task is rebuilt 
 its codes on the first step it serves.
 
 Messages are JSON headers and raw arrays (:mod:`.wire`); nothing is unpickled, and a
-connection must present the run's random secret before it is served.
+connection must present the run's random secret before it is served. Connections are
+accepted and authenticated off the greedy loop, by a thread with a short deadline per
+connection, size limits checked before anything is parsed or allocated and a cap on
+connections waiting (:class:`_Acceptor`): another local process cannot change, crash,
+stall or slow a selection.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
+import queue
 import re
 import secrets
 import selectors
@@ -71,6 +76,16 @@ SLOTS_GRACE = 10.0
 MAX_RECOVERIES = 4
 #: most array bytes a task accepts in one request (tables; generous)
 MAX_REQUEST_BYTES = 4 << 30
+#: most bytes of a request's header a task accepts (the fields are small; arrays follow)
+MAX_REQUEST_HEADER = 1 << 20
+#: seconds a new connection has to present the whole hello before it is closed
+HELLO_TIMEOUT = 2.0
+#: largest hello header (fixed small fields; the block ids follow as an array)
+MAX_HELLO_HEADER = 1024
+#: largest block id array in a hello (8 bytes a block), read only after the secret matched
+MAX_HELLO_BLOCK_BYTES = 8 << 20
+#: connections that have not yet presented the secret; a new one beyond closes the oldest
+MAX_PENDING = 16
 
 TASK_SCHEMA = T.StructType([T.StructField("partition", T.IntegerType()),
                             T.StructField("blocks", T.IntegerType()),
@@ -188,6 +203,25 @@ def _connect(address: tuple[str, int], deadline: float) -> socket.socket:
             time.sleep(0.5)
 
 
+def _greet(address: tuple[str, int], hello: dict, blocks: np.ndarray,
+           deadline: float) -> tuple[socket.socket, dict, list[np.ndarray]]:
+    """Connect, present ``hello`` and wait for the first request: ``(sock, request)``.
+
+    A connection closed before the first request (the driver's acceptor drops
+    connections when other processes crowd it) is made again until ``deadline``."""
+    while True:
+        sock = _connect(address, deadline)
+        try:
+            wire.send(sock, hello, [blocks])
+            header, arrays = wire.recv(sock, MAX_REQUEST_BYTES, MAX_REQUEST_HEADER)
+            return sock, header, arrays
+        except OSError:  # WireError too: refused or dropped before being served
+            sock.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def _task_fn(address: tuple[str, int], secret: str, num_features: int, arity: int,
              num_classes: int, state_budget: int):
     """The barrier task: read the partition's blocks, connect, serve until told to stop."""
@@ -201,15 +235,14 @@ def _task_fn(address: tuple[str, int], secret: str, num_features: int, arity: in
                 held.append((int(bid), np.array(codes, copy=True), y))
         held.sort(key=lambda b: b[0])
         server = _TaskServer(held, num_features, arity, num_classes, state_budget)
-        sock = _connect(address, time.monotonic() + 120)
+        hello = {"op": "hello", "secret": secret, "partition": ctx.partitionId(),
+                 "tasks": len(ctx.getTaskInfos()), "attempt": ctx.taskAttemptId(),
+                 "rows": int(sum(b[1].shape[1] for b in held))}
+        sock, header, arrays = _greet(address, hello, np.array([b[0] for b in held], np.int64),
+                                      time.monotonic() + 120)
         served = 0
         try:
-            wire.send(sock, {"op": "hello", "secret": secret, "partition": ctx.partitionId(),
-                             "tasks": len(ctx.getTaskInfos()), "attempt": ctx.taskAttemptId(),
-                             "blocks": [b[0] for b in held],
-                             "rows": int(sum(b[1].shape[1] for b in held))})
             while True:
-                header, arrays = wire.recv(sock, MAX_REQUEST_BYTES)
                 if header.get("op") == "stop":
                     break
                 t0 = time.perf_counter()
@@ -217,9 +250,11 @@ def _task_fn(address: tuple[str, int], secret: str, num_features: int, arity: in
                     out_header, out = server.handle(header, arrays)
                 except Exception as exc:  # report it; the driver decides what happens
                     wire.send(sock, {"error": f"{type(exc).__name__}: {exc}"[:2000]})
+                    header, arrays = wire.recv(sock, MAX_REQUEST_BYTES, MAX_REQUEST_HEADER)
                     continue
                 served += 1
                 wire.send(sock, {**out_header, "seconds": time.perf_counter() - t0}, out)
+                header, arrays = wire.recv(sock, MAX_REQUEST_BYTES, MAX_REQUEST_HEADER)
         finally:
             sock.close()
         yield pa.RecordBatch.from_pydict({
@@ -242,6 +277,144 @@ class _Peer:
     rows: int
     cond_sent: int = -1  # version of (prior, cond) this task holds
     tables: set[int] = field(default_factory=set)
+
+
+@dataclass
+class _Pending:
+    """A connection that has not yet presented a whole hello."""
+
+    sock: socket.socket
+    deadline: float
+    buf: bytearray = field(default_factory=bytearray)
+    need: int = 4  # bytes of the part being read
+    part: int = 0  # which: 0 the header's length, 1 the header, 2 the block ids
+    header: dict = field(default_factory=dict)
+    shapes: list = field(default_factory=list)
+
+
+class _Acceptor:
+    """Accept connections and keep those that present the run's secret in a hello.
+
+    Every connection is read without blocking, in parts whose sizes are checked before
+    they are read: the header's length (at most :data:`MAX_HELLO_HEADER`), the header
+    (parsed by :func:`.wire.parse_header`; the secret is compared with
+    :func:`hmac.compare_digest`), then, only for the right secret, the block ids. A
+    connection has :data:`HELLO_TIMEOUT` seconds for all of it; at most
+    :data:`MAX_PENDING` connections wait (a new one closes the oldest). Anything else
+    closes the connection without a word.
+    """
+
+    def __init__(self, server: socket.socket, secret: bytes, stop: threading.Event):
+        self.server = server
+        self.secret = secret
+        self.stop = stop
+        self.pending: dict[socket.socket, _Pending] = {}  # oldest first
+        self.sel = selectors.DefaultSelector()
+
+    def run(self):
+        """Yield ``(peer, tasks)`` for every authenticated connection until ``stop``."""
+        self.server.setblocking(False)
+        self.sel.register(self.server, selectors.EVENT_READ, None)
+        try:
+            while not self.stop.is_set():
+                try:
+                    events = self.sel.select(timeout=0.2)
+                except (OSError, ValueError):  # the server socket was closed
+                    return
+                accept = False
+                for key, _ in events:  # first what the waiting connections sent
+                    if key.data is None:
+                        accept = True
+                    else:
+                        peer = self._read(key.data)
+                        if peer is not None:
+                            yield peer
+                if accept:
+                    self._accept()
+                now = time.monotonic()
+                for p in [p for p in self.pending.values() if p.deadline < now]:
+                    self._close(p, "no hello in time")
+        finally:
+            for p in list(self.pending.values()):
+                self._close(p, "the selection ended")
+            self.sel.close()
+
+    def _accept(self) -> None:
+        for _ in range(64):
+            try:
+                conn, _ = self.server.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # out of file descriptors, the socket closed, ...
+                log.debug("resident: accept failed (%s)", exc)
+                return
+            if len(self.pending) >= MAX_PENDING:
+                self._close(next(iter(self.pending.values())), "too many waiting connections")
+            conn.setblocking(False)
+            p = _Pending(conn, time.monotonic() + HELLO_TIMEOUT)
+            self.pending[conn] = p
+            self.sel.register(conn, selectors.EVENT_READ, p)
+
+    def _close(self, p: _Pending, why: str) -> None:
+        log.debug("resident: refused a connection (%s)", why)
+        self.pending.pop(p.sock, None)
+        try:
+            self.sel.unregister(p.sock)
+        except (KeyError, ValueError):
+            pass
+        p.sock.close()
+
+    def _read(self, p: _Pending) -> tuple[_Peer, int] | None:
+        """Read what ``p`` sent; its peer once the whole hello is in and right."""
+        try:
+            chunk = p.sock.recv(p.need - len(p.buf))
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError as exc:
+            self._close(p, str(exc))
+            return None
+        if not chunk:
+            self._close(p, "closed")
+            return None
+        p.buf += chunk
+        if len(p.buf) < p.need:
+            return None
+        try:
+            return self._advance(p)
+        except Exception as exc:  # whatever it sent: that connection ends, the others go on
+            self._close(p, str(exc)[:200])
+            return None
+
+    def _advance(self, p: _Pending) -> tuple[_Peer, int] | None:
+        """The next part of ``p``'s hello is in ``p.buf``: check it, set up the next."""
+        if p.part == 0:  # the header's length
+            (size,) = wire.LENGTH.unpack(p.buf)
+            if not 0 < size <= MAX_HELLO_HEADER:
+                raise ValueError(f"hello of {size} bytes")
+            p.part, p.need, p.buf = 1, size, bytearray()
+            return None
+        if p.part == 1:  # the header: only the right secret goes on
+            header, shapes, total = wire.parse_header(p.buf, MAX_HELLO_BLOCK_BYTES)
+            secret = header.get("secret")
+            if not (header.get("op") == "hello" and type(secret) is str
+                    and hmac.compare_digest(secret.encode(), self.secret)):
+                raise ValueError("not a resident task of this run")
+            if [(d.str, len(s)) for d, s in shapes] != [("<i8", 1)]:
+                raise ValueError("a hello without its block ids")
+            p.header, p.shapes, p.part, p.need, p.buf = header, shapes, 2, total, bytearray()
+            if total:
+                return None
+        (blocks,) = wire.arrays_from(p.shapes, p.buf)
+        h = p.header
+        fields = [h.get(k) for k in ("partition", "attempt", "rows", "tasks")]
+        if not all(type(v) is int and v >= 0 for v in fields) or h["tasks"] < 1:
+            raise ValueError("a hello with malformed fields")
+        self.pending.pop(p.sock, None)
+        self.sel.unregister(p.sock)
+        p.sock.setblocking(True)
+        p.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = _Peer(p.sock, h["partition"], h["attempt"], [int(b) for b in blocks], h["rows"])
+        return peer, h["tasks"]
 
 
 def task_slots(spark) -> int:
@@ -270,6 +443,10 @@ def unavailable_reason(spark) -> str | None:
 class ResidentBackend:
     """Greedy-loop backend served by resident barrier tasks (see the module docstring).
 
+    Connections are accepted and authenticated by a thread of their own
+    (:class:`_Acceptor`): the greedy loop sees only tasks that presented the run's
+    secret, so another local process can neither stall nor change a selection.
+
     ``blocks`` is the cached DataFrame of encoded blocks; it must have at most
     :func:`task_slots` partitions. Raises :class:`ResidentUnavailable` if the tasks do
     not all connect within ``start_timeout`` seconds or the job cannot start.
@@ -279,6 +456,9 @@ class ResidentBackend:
     tasks did not come back within :data:`RECOVERY_TIMEOUT`); the greedy loop's state
     lives on the driver, so the selection simply goes on there (``lost`` says why).
     """
+
+    #: test hook: called with :attr:`address` once the driver listens (before tasks start)
+    listen_hook: Callable[[tuple[str, int]], None] | None = None
 
     def __init__(self, blocks: DataFrame, num_features: int, arity: int, num_classes: int,
                  method: str, start_timeout: float = START_TIMEOUT,
@@ -312,6 +492,8 @@ class ResidentBackend:
             self._server.close()
             raise ResidentUnavailable(f"cannot listen on {bind} ({exc})") from None
         port = self._server.getsockname()[1]
+        #: where the driver listens for the resident tasks
+        self.address = (host, port)
         self._secret = secrets.token_hex(16)
         self._group = f"vmi_spark-resident-{uuid.uuid4().hex[:12]}"
         self._done = threading.Event()
@@ -321,6 +503,15 @@ class ResidentBackend:
         self._block_ids: list[int] | None = None
         self._num_rows: int | None = None
         self._closed = False
+        self._arrived: queue.SimpleQueue[tuple[_Peer, int]] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_w.setblocking(False)
+        self._stop_accepting = threading.Event()
+        self._acceptor = threading.Thread(target=self._accept_loop, daemon=True,
+                                          name="vmi_spark-resident-acceptor")
+        self._acceptor.start()
+        if self.listen_hook is not None:
+            self.listen_hook(self.address)
         fn = _task_fn((host, port), self._secret, num_features, arity, num_classes, state_budget)
         text = f"vmi_spark {method}: resident tasks (the whole selection)"
 
@@ -350,32 +541,41 @@ class ResidentBackend:
 
     # ------------------------------------------------------------------ connections
 
-    def _accept(self) -> None:
-        """Accept one connection and register it if it presents the secret.
+    def _accept_loop(self) -> None:
+        """The acceptor thread: authenticated peers go to ``_arrived`` (and wake the loop)."""
+        acceptor = _Acceptor(self._server, self._secret.encode(), self._stop_accepting)
+        for peer, tasks in acceptor.run():
+            self._arrived.put((peer, tasks))
+            try:
+                self._wake_w.send(b"\0")
+            except OSError:  # the loop has not read the earlier wake-ups yet, or is gone
+                pass
 
-        Raises :class:`_Restart` if it replaces a connected task (a newer attempt)."""
-        conn, _ = self._server.accept()
+    def _take(self, timeout: float) -> None:
+        """Register the authenticated peers that arrived (waiting up to ``timeout`` s).
+
+        Raises :class:`_Restart` if one replaces a connected task (a newer attempt)."""
         try:
-            conn.settimeout(30)
-            header, _ = wire.recv(conn, max_bytes=0)
-            ok = (header.get("op") == "hello"
-                  and hmac.compare_digest(str(header.get("secret", "")), self._secret))
-            if not ok:
-                raise wire.WireError("not a resident task of this run")
-            conn.settimeout(None)
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            peer = _Peer(conn, int(header["partition"]), int(header["attempt"]),
-                         [int(b) for b in header["blocks"]], int(header["rows"]))
-            tasks = int(header["tasks"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            conn.close()
-            log.debug("resident: refused a connection (%s)", exc)
+            peer, tasks = (self._arrived.get(timeout=timeout) if timeout > 0
+                           else self._arrived.get_nowait())
+        except queue.Empty:
+            return
+        while True:
+            self._register(peer, tasks)
+            try:
+                peer, tasks = self._arrived.get_nowait()
+            except queue.Empty:
+                return
+
+    def _register(self, peer: _Peer, tasks: int) -> None:
+        if self._closed:
+            peer.sock.close()
             return
         if self._num_tasks is None:
             self._num_tasks = tasks
         old = self._peers.get(peer.partition)
         if old is not None and old.attempt >= peer.attempt:
-            conn.close()  # an older attempt connecting late
+            peer.sock.close()  # an older attempt connecting late
             return
         self._peers[peer.partition] = peer
         if old is not None:
@@ -405,13 +605,10 @@ class ResidentBackend:
                                    f"{self._num_tasks} resident tasks")
                 else:
                     short_since = None
-            self._server.settimeout(0.5)
             try:
-                self._accept()
-            except (TimeoutError, _Restart):
+                self._take(0.5)
+            except _Restart:
                 pass
-            finally:
-                self._server.settimeout(None)
         self._check_blocks()
 
     def _check_blocks(self) -> None:
@@ -431,17 +628,18 @@ class ResidentBackend:
         peer.sock.close()
 
     def _gather(self, peers: list[_Peer]) -> list[tuple[dict, list[np.ndarray]]]:
-        """The reply of every peer (in the order given); new connections are accepted."""
+        """The reply of every peer (in the order given); newly arrived tasks are registered."""
         replies: dict[int, tuple[dict, list[np.ndarray]]] = {}
         sel = selectors.DefaultSelector()
         try:
-            sel.register(self._server, selectors.EVENT_READ, None)
+            sel.register(self._wake_r, selectors.EVENT_READ, None)
             for p in peers:
                 sel.register(p.sock, selectors.EVENT_READ, p)
             while len(replies) < len(peers):
                 for key, _ in sel.select(timeout=1.0):
                     if key.data is None:
-                        self._accept()  # raises _Restart if it replaces a peer
+                        self._wake_r.recv(4096)
+                        self._take(0.0)  # raises _Restart if it replaces a peer
                         continue
                     p = key.data
                     replies[p.partition] = wire.recv(p.sock)
@@ -572,7 +770,16 @@ class ResidentBackend:
             self._done.wait(30)
         for p in list(self._peers.values()):
             self._drop(p)
+        self._stop_accepting.set()
+        self._acceptor.join(5.0)
         self._server.close()
+        while True:  # tasks that arrived after the end
+            try:
+                self._arrived.get_nowait()[0].sock.close()
+            except queue.Empty:
+                break
+        self._wake_r.close()
+        self._wake_w.close()
 
     def close(self) -> None:
         self._shutdown()

@@ -92,13 +92,23 @@ def expand_vector(df: DataFrame, features_col: str, label: str) -> tuple[DataFra
         raise InputError(f"features column '{features_col}' not found in the input")
     if label not in fields:
         raise InputError(f"label column '{label}' not found in the input")
+    dtype = fields[features_col].dataType
+    if type(dtype).__name__ != "VectorUDT":
+        raise InputError(f"featuresCol '{features_col}' must be a vector column "
+                         f"(pyspark.ml.linalg.Vector), not {dtype.simpleString()}")
     names = vector_attribute_names(fields[features_col].metadata)
     arr = vector_to_array(F.col(quote(features_col)), "float64")
+    # every vector must have the same length (one cheap aggregate; nulls are missing values)
+    size = F.when(arr.isNotNull(), F.size(arr))
+    row = df.select(F.min(size), F.max(size), F.count(F.lit(1))).first()
+    shortest, longest, rows = (row[0], row[1], row[2]) if row is not None else (None, None, 0)
     if names is None:
-        first = df.select(F.size(arr)).first()
-        if first is None:
+        if not rows:
             raise InputError("the input has no rows")
-        names = [f"{features_col}[{i}]" for i in range(int(first[0]))]
+        names = [f"{features_col}[{i}]" for i in range(int(longest or 0))]
+    if shortest is not None and not shortest == longest == len(names):
+        raise InputError(f"featuresCol '{features_col}' holds vectors of {shortest} to {longest} "
+                         f"elements; every row must have the same length ({len(names)})")
     out = df.select(F.col(quote(label)), *[arr[i].alias(n) for i, n in enumerate(names)])
     return out, names
 
@@ -294,7 +304,8 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         if checkpoint_dir is not None:
             ckpt = Checkpoint(checkpoint_dir, fingerprint(
                 plan.to_json(), backend.feature_counts(),
-                {**params, "report_candidates": report_candidates}))
+                {**params, "report_candidates": report_candidates}), num_features=d,
+                method=method, report_candidates=report_candidates)
             resume = ckpt.load()
             if resume is not None:
                 if len(resume.selected) > k:
