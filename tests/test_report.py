@@ -123,3 +123,73 @@ def test_plot_bounds_without_matplotlib(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(ImportError, match=r"vmi_spark\[plots\]"):
         plot_bounds(REPORT, "unused.png")
+
+
+LONG = [f"customer_{i:02d}_" + "lifetime_value_rolling_window_" * 2 for i in range(30)]
+
+
+def test_plot_bounds_long_names_stay_inside_the_figure(tmp_path):
+    """60-character names: every step is labelled, shortened in the middle, and the labels
+    are drawn inside the image (a horizontal layout; report.md keeps the full names)."""
+    pytest.importorskip("matplotlib")
+    names = [n[:60] for n in LONG]
+    assert all(len(n) == 60 for n in names) and len(set(names)) == 30
+    report = {"method": "vmi_naive", "label": "y", "selected": names,
+              "scores": [0.01 * i for i in range(1, 31)], "blocks": [0] * 20 + [1] * 10}
+    fig = plot_bounds(report, tmp_path / "long.png")
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert len(labels) == 30
+    for step, (text, name) in enumerate(zip(labels, names), 1):
+        prefix, short = text.split(". ", 1)
+        assert int(prefix) == step and len(short) == 36
+        assert short.startswith(name[:18]) and short.endswith(name[-17:]) and "\u2026" in short
+    renderer = fig.canvas.get_renderer()
+    width, height = fig.bbox.width, fig.bbox.height
+    for t in ax.get_yticklabels():
+        box = t.get_window_extent(renderer)
+        assert box.x0 >= 0 and box.x1 <= width and box.y0 >= 0 and box.y1 <= height
+    # the restart between steps 20 and 21 is a horizontal line at 20.5
+    restart = [ln for ln in ax.lines if list(ln.get_ydata()) == [20.5, 20.5]]
+    assert len(restart) == 1
+
+
+def test_short_name():
+    from vmi_spark.report import short_name
+
+    assert short_name("abc", 5) == "abc"
+    assert short_name("abcdefghij", 5) == "ab\u2026ij"
+    assert len(short_name("x" * 100)) == 36
+
+
+def test_step_rows_and_csv(tmp_path):
+    import csv
+
+    from vmi_spark.report import STEP_COLUMNS, step_rows, write_steps_csv
+
+    rows = step_rows(REPORT)
+    assert rows == [(1, "x1", 0, 0.693147, 0.693147, 0), (2, "x2", 1, 0.9, 0.206853, 0),
+                    (3, "x3", 2, 1.05, 0.15, 0), (4, "a|b", 4, 0.25, 0.25, 1)]
+    path = tmp_path / "steps.csv"
+    write_steps_csv({**REPORT, "selected": ["x1", "x2", "x3", 'a,"b']}, path)
+    with open(path, newline="", encoding="utf-8") as fh:
+        read = list(csv.reader(fh))
+    assert tuple(read[0]) == STEP_COLUMNS
+    assert read[4] == ["4", 'a,"b', "4", "0.25", "0.25", "1"]
+    assert [float(r[3]) for r in read[1:]] == REPORT["scores"]
+
+
+def test_markdown_candidates():
+    cands = [[{"feature": "x1", "index": 0, "score": 0.693147},
+              {"feature": "a|b", "index": 4, "score": 0.5}],
+             [{"feature": "x2", "index": 1, "score": 0.9}, {"feature": "x4", "index": 3,
+                                                            "score": 0.8}]]
+    md = render_markdown({**REPORT, "candidates": cands})
+    lines = md.splitlines()
+    assert "## Candidates" in lines
+    assert "The best 2 candidates at each step, best first, scored by the bound of the block " \
+           "they would give (nats)." in lines
+    assert "| 1 | 2 | a\\|b | 4 | 0.500000 |" in lines
+    assert "| 2 | 1 | x2 | 1 | 0.900000 |" in lines
+    assert md.index("## Selection") < md.index("## Candidates") < md.index("## Data")
+    assert "## Candidates" not in render_markdown(REPORT)

@@ -455,6 +455,12 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
     try:
         outputs.check_before_spark(args)
         if spark is None:
+            from ._deps import require_pyspark
+
+            try:
+                require_pyspark("select_features")
+            except ImportError as exc:
+                raise InputError(str(exc)) from None
             from pyspark.sql import SparkSession
 
             if args.remote:

@@ -15,7 +15,13 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from pyspark import keyword_only
+try:
+    from pyspark import keyword_only
+except ModuleNotFoundError:  # one line naming the extra, not "No module named 'pyspark'"
+    from ._deps import require_pyspark
+
+    require_pyspark("vmi_spark.ml")
+    raise
 from pyspark.ml import Estimator, Model
 from pyspark.ml.param import Param, Params, TypeConverters
 from pyspark.ml.param.shared import (

@@ -15,10 +15,17 @@ from typing import Any
 
 from .params import is_vmi as _is_vmi
 
-__all__ = ["render_markdown", "plot_bounds", "restart_steps"]
+__all__ = ["render_markdown", "plot_bounds", "restart_steps", "step_rows", "write_steps_csv",
+           "STEP_COLUMNS", "short_name"]
 
 #: most class names listed in the data summary
 _MAX_CLASSES_LISTED = 20
+#: columns of the per-step table: ``VMISelectorModel.stepsDF`` and the job's ``steps.csv``
+STEP_COLUMNS = ("step", "feature", "index", "score", "gain", "block")
+#: longest feature name drawn on the plot (longer ones are shortened in the middle)
+_MAX_LABEL = 36
+#: most steps labelled on the plot's axis, and its greatest height (inches)
+_MAX_TICKS, _MAX_HEIGHT = 80, 24.0
 
 
 def _cell(value: Any) -> str:
@@ -51,6 +58,68 @@ def restart_steps(report: dict[str, Any]) -> list[int]:
     return [i for i in range(1, len(blocks)) if blocks[i] != blocks[i - 1]]
 
 
+def step_rows(report: dict[str, Any]) -> list[tuple[int, str, int | None, float, float, int]]:
+    """The selection as rows of :data:`STEP_COLUMNS`, one per step, in selection order.
+
+    ``step`` counts from 1; ``index`` is the feature's position among the candidate
+    features (None if the report has no ``selected_indices``); ``score`` is the bound
+    of the block after the step for the VMI methods and the criterion's value for the
+    others; ``gain`` is what the step added; ``block`` is 0, +1 at each restart.
+    """
+    selected = list(report.get("selected") or [])
+    indices = list(report.get("selected_indices") or [])
+    scores = list(report.get("scores") or [])
+    gains = list(report.get("gains") or [])
+    blocks = list(report.get("blocks") or [])
+    return [(i + 1, str(name), int(indices[i]) if i < len(indices) else None,
+             float(scores[i]), float(gains[i]), int(blocks[i]))
+            for i, name in enumerate(selected)]
+
+
+def write_steps_csv(report: dict[str, Any], path: str | os.PathLike[str]) -> None:
+    """Write :func:`step_rows` as CSV with a header row (floats at full precision)."""
+    import csv
+
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(STEP_COLUMNS)
+        for row in step_rows(report):
+            out.writerow(["" if v is None else repr(v) if isinstance(v, float) else v
+                          for v in row])
+
+
+def short_name(name: str, width: int = _MAX_LABEL) -> str:
+    """``name`` shortened to ``width`` characters by an ellipsis in the middle.
+
+    Examples
+    --------
+    >>> short_name("customer_lifetime_value_rolling_90_days_eur", 20)
+    'customer_l…_days_eur'
+    """
+    if len(name) <= width:
+        return name
+    head = width // 2
+    return name[:head] + "\u2026" + name[len(name) - (width - 1 - head):]
+
+
+def _candidates_section(report: dict[str, Any]) -> list[str]:
+    """The best candidates per step (``--report-candidates``), as a Markdown table."""
+    steps = report.get("candidates") or []
+    if not steps:
+        return []
+    is_vmi = _is_vmi(report.get("method", ""))
+    lines = ["## Candidates", "",
+             f"The best {max(len(c) for c in steps)} candidates at each step, best first, "
+             + ("scored by the bound of the block they would give (nats)." if is_vmi
+                else "scored by the criterion."), "",
+             "| step | rank | feature | index | score |", "|---:|---:|---|---:|---:|"]
+    for step, cands in enumerate(steps, 1):
+        for rank, c in enumerate(cands, 1):
+            lines.append(f"| {step} | {rank} | {_cell(c.get('feature'))} | "
+                         f"{_cell(c.get('index'))} | {_num(c.get('score'))} |")
+    return lines + [""]
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     """Render a selection report as Markdown (the contents of a ``report.md``).
 
@@ -62,14 +131,16 @@ def render_markdown(report: dict[str, Any]) -> str:
         ``parameters``, ``num_rows``, ``rows_dropped``, ``rows_skipped``,
         ``num_classes``, ``classes``, ``features``, ``columns``, ``restarts``,
         ``stopped_early``, ``warnings``, ``step_seconds``, ``prepare_seconds``,
-        ``total_seconds``, ``input``, ``format``.
+        ``total_seconds``, ``input``, ``format``, ``candidates`` (the best
+        candidates per step, from ``--report-candidates``).
 
     Returns
     -------
     str
         Markdown with a summary, the table of steps (step, feature, bound,
-        gain, block; restarts marked), the data summary, the parameters and the
-        timings, ending with a newline.
+        gain, block; restarts marked), the best candidates per step when
+        reported, the data summary, the parameters and the timings, ending with
+        a newline. Feature names are given in full.
 
     Examples
     --------
@@ -139,6 +210,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     else:
         lines += ["No feature was selected.", ""]
 
+    lines += _candidates_section(report)
+
     data = []
     for key, title in (("num_rows", "rows used"),
                        ("rows_dropped", "rows dropped (null label)"),
@@ -196,6 +269,10 @@ def plot_bounds(report: dict[str, Any], path: str | os.PathLike[str] | None = No
                 *, title: str | None = None):
     """Plot the bound per step, one line per block, with the restarts marked.
 
+    The steps run down the vertical axis, labelled ``step. feature`` (names longer
+    than 36 characters shortened in the middle by :func:`short_name`), and the
+    bound along the horizontal axis, so long column names stay readable.
+
     Parameters
     ----------
     report : dict
@@ -239,27 +316,31 @@ def plot_bounds(report: dict[str, Any], path: str | os.PathLike[str] | None = No
     is_vmi = _is_vmi(method)
     steps = list(range(1, len(scores) + 1))
 
-    width = min(16.0, max(6.0, 0.35 * len(steps) + 3))
-    fig = Figure(figsize=(width, 4.5), dpi=100)
+    # horizontal layout: one row per step, top to bottom, so that feature names of any
+    # length are read left to right (shortened in the middle; report.md has them in full)
+    height = min(_MAX_HEIGHT, max(3.5, 0.26 * len(steps) + 1.6))
+    fig = Figure(figsize=(9.0, height), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     restarts = restart_steps(report)
     start = 0
     for end in [*restarts, len(scores)]:
         if end > start:
-            ax.plot(steps[start:end], scores[start:end], marker="o", linewidth=1.5,
+            ax.plot(scores[start:end], steps[start:end], marker="o", linewidth=1.5,
                     color="C0", label="bound" if start == 0 else None)
         start = end
     for j, i in enumerate(restarts):
-        ax.axvline(i + 0.5, color="C3", linestyle="--", linewidth=1,
+        ax.axhline(i + 0.5, color="C3", linestyle="--", linewidth=1,
                    label="restart" if j == 0 else None)
-    if len(steps) <= 40:
-        ax.set_xticks(steps)
-        ax.set_xticklabels([f"{s}\n{n}" if len(steps) <= 12 else str(n)
-                            for s, n in zip(steps, selected)],
-                           rotation=0 if len(steps) <= 12 else 90, fontsize=8)
-    ax.set_xlabel("step (feature)")
-    ax.set_ylabel("bound I_LB of the block (nats)" if is_vmi else "score")
+    every = max(1, math.ceil(len(steps) / _MAX_TICKS))
+    shown = steps[::every]
+    ax.set_yticks(shown)
+    ax.set_yticklabels([f"{s}. {short_name(str(selected[s - 1]))}" for s in shown],
+                       fontsize=8)
+    if steps:
+        ax.set_ylim(len(steps) + 0.5, 0.5)  # step 1 at the top
+    ax.set_ylabel("step. feature")
+    ax.set_xlabel("bound I_LB of the block (nats)" if is_vmi else "score")
     label = report.get("label")
     ax.set_title(title if title is not None else
                  f"{method}" + (f", label '{label}'" if label is not None else ""))

@@ -37,6 +37,7 @@ try:  # scikit-learn >= 1.6
 except ImportError:  # pragma: no cover - older scikit-learn
     _validate_data = None
 
+from .core.columns import ColumnPlan, equal_frequency_splits
 from .core.criteria import select_classic
 from .core.greedy import Selection, report_fields, select_vmi
 from .core.inmemory import InMemoryBackend
@@ -49,7 +50,6 @@ from .params import (
     selection_size,
     validate,
 )
-from .spark.plan import ColumnPlan, equal_frequency_splits
 
 __all__ = ["VMIFeatureSelector", "encode_column", "plan_column"]
 
@@ -107,11 +107,11 @@ def _canonical(column: Any) -> tuple[np.ndarray, str]:
 
 def plan_column(name: str, values: np.ndarray, dtype: str, num_bins: int,
                 max_categories: int) -> ColumnPlan:
-    """The :class:`~vmi_spark.spark.plan.ColumnPlan` of one canonical column.
+    """The :class:`~vmi_spark.core.columns.ColumnPlan` of one canonical column.
 
     Numeric columns with at most ``max_categories`` distinct values, and string
     columns, are categories coded by their sorted values; other numeric columns get
-    ``num_bins`` equal-frequency bins (:func:`~vmi_spark.spark.plan.equal_frequency_splits`);
+    ``num_bins`` equal-frequency bins (:func:`~vmi_spark.core.columns.equal_frequency_splits`);
     a column that is all missing is ``constant``; missing values (NaN, None) are an
     extra state.
     """

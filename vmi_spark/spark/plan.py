@@ -16,7 +16,6 @@ not of its partitioning:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -29,6 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..core.columns import MAX_ARITY, ColumnPlan, equal_frequency_splits
 from ..errors import InputError
 from .storage import keep
 
@@ -38,47 +38,9 @@ SAMPLE_ROWS = 200_000
 _SPLIT_CHUNK = 64
 #: the struct column of a packed frame (see :func:`packed`)
 _PACKED = "_row"
-#: most states a feature may have (codes are one byte)
-MAX_ARITY = 256
 
 _NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType,
             T.DoubleType, T.DecimalType)
-
-
-@dataclass
-class ColumnPlan:
-    """How one feature column is coded."""
-
-    name: str
-    kind: str  # "category" | "bins" | "grid" (KDE) | "constant"
-    values: list[Any] | None = None  # categories (sorted)
-    splits: list[float] | None = None  # bin split points (sorted, unique)
-    missing: bool = False  # a missing state exists (last code)
-    dtype: str = "double"  # "double" | "string"
-
-    @property
-    def num_states(self) -> int:
-        if self.kind == "category":
-            base = len(self.values or [])
-        elif self.kind in ("bins", "grid"):
-            base = len(self.splits or []) + 1
-        else:
-            base = 1
-        return max(base, 1) + (1 if self.missing else 0)
-
-    def state_labels(self) -> list[str]:
-        """Human-readable names of the states, in code order."""
-        if self.kind == "category":
-            labels = [str(v) for v in self.values or []] or ["(empty)"]
-        elif self.kind in ("bins", "grid"):
-            s = self.splits or []
-            edges = [-math.inf, *s, math.inf]
-            labels = [f"[{edges[i]:g}, {edges[i + 1]:g})" for i in range(len(s) + 1)]
-        else:
-            labels = ["(constant)"]
-        if self.missing:
-            labels.append("(missing)")
-        return labels
 
 
 @dataclass
@@ -481,14 +443,3 @@ def _quantile_splits(df: DataFrame, cols: list[str], num_bins: int, rows: int,
         if kept is not None:
             kept.release()
     return out
-
-
-def equal_frequency_splits(values: np.ndarray, num_bins: int) -> list[float]:
-    """Split points giving ``num_bins`` (or fewer, on ties) equal-frequency bins."""
-    v = np.sort(values[~np.isnan(values)])
-    n = len(v)
-    if n == 0:
-        return []
-    idx = (np.arange(1, num_bins) * n) // num_bins
-    cand = np.unique(v[idx])
-    return [float(s) for s in cand if s > v[0]]
