@@ -141,16 +141,17 @@ def _message(exc: InputError) -> str:
 
 
 def write_report(path: str, report: dict[str, Any]) -> None:
-    """Write ``selection.json``, ``report.md`` and ``bounds.png`` into the new directory
+    """Write ``selection.json``, ``report.md``, ``steps.csv`` and ``bounds.png`` into the new directory
     ``path`` (the staging directory of ``--output``; modes follow the umask)."""
     os.mkdir(path)
     with open(os.path.join(path, "selection.json"), "w", encoding="utf-8") as fh:
         json.dump(report, fh, indent=2, ensure_ascii=False, allow_nan=False, default=str)
         fh.write("\n")
-    from .report import plot_bounds, render_markdown
+    from .report import plot_bounds, render_markdown, write_steps_csv
 
     with open(os.path.join(path, "report.md"), "w", encoding="utf-8") as fh:
         fh.write(render_markdown(report))
+    write_steps_csv(report, os.path.join(path, "steps.csv"))
     try:
         plot_bounds(report, os.path.join(path, "bounds.png"))
     except ImportError:  # matplotlib is an optional extra: the job works without it

@@ -52,6 +52,9 @@ __all__ = ["VMISelector", "VMISelectorModel"]
 
 log = logging.getLogger("vmi_spark")
 
+#: schema of :attr:`VMISelectorModel.stepsDF` (the columns of ``report.STEP_COLUMNS``)
+_STEPS_SCHEMA = ("step INT, feature STRING, index INT, score DOUBLE, gain DOUBLE, block INT")
+
 
 def sliced_metadata(metadata: dict | None, indices: list[int],
                     names: list[str] | None = None) -> dict[str, Any]:
@@ -361,6 +364,8 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
         Per step: the bound of the current block after adding that feature (nats).
     blocks : list of int
         Per step: 0 for the first block, +1 at each restart.
+    stepsDF : DataFrame
+        The steps as a DataFrame (step, feature, index, score, gain, block).
     report : dict
         The full selection report (the job's ``selection.json``).
     """
@@ -394,6 +399,23 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
     @property
     def blocks(self) -> list[int]:
         return list(self._report.get("blocks", []))
+
+    @property
+    def stepsDF(self) -> DataFrame:
+        """The selection as a DataFrame, one row per step in selection order.
+
+        Columns: ``step`` (int, from 1), ``feature`` (string), ``index`` (int, the
+        feature's position among the inputs), ``score`` (double: the bound of the block
+        after the step in nats for the VMI methods, the criterion otherwise), ``gain``
+        (double, what the step added) and ``block`` (int, +1 at each restart): the
+        job's ``steps.csv``, for dashboards and warehouse tables. Built in the active
+        SparkSession (classic or Spark Connect).
+        """
+        from pyspark.sql import SparkSession
+
+        from .report import step_rows
+
+        return SparkSession.active().createDataFrame(step_rows(self._report), schema=_STEPS_SCHEMA)
 
     def setFeaturesCol(self, value: str) -> VMISelectorModel:
         return self._set(featuresCol=value)
