@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -108,12 +109,18 @@ def _requires_dist(metadata: str) -> list[str]:
 def test_wheel_metadata_requires_pyspark_only_through_extras(tmp_path):
     """The built wheel (what a cluster library installs) has no unconditional pyspark:
     on a runtime that provides PySpark outside pip, installing it pulls no second one."""
+    src = tmp_path / "src"  # a copy: setuptools builds in the source tree (build/, egg-info)
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "vmi_spark", src / "vmi_spark",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
-                           "--no-build-isolation", "--no-index", "-w", str(tmp_path), str(ROOT)],
-                          capture_output=True, text=True, timeout=600,
+                           "--no-build-isolation", "--no-index", "-w", str(tmp_path / "dist"),
+                           str(src)], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "PIP_NO_INPUT": "1"})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    wheel = next(tmp_path.glob("vmi_spark-*.whl"))
+    wheel = next((tmp_path / "dist").glob("vmi_spark-*.whl"))
     with zipfile.ZipFile(wheel) as zf:
         name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         metadata = zf.read(name).decode()

@@ -9,6 +9,7 @@ equivalent (or nothing) under Connect.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -40,10 +41,18 @@ def remote_session(url: str, app_name: str | None = None):
 
     if not (url.startswith("sc://") or is_local_remote(url)):
         raise ValueError(f"--remote must be sc://host:port or local[N], got {url!r}")
-    builder = SparkSession.builder.remote(url)
-    if app_name:
-        builder = builder.appName(app_name)
-    return builder.getOrCreate()
+    # spark-submit exports its master (local[*] unless --master) as MASTER, and pyspark
+    # refuses a master next to a Connect URL (CANNOT_CONFIGURE_SPARK_CONNECT_MASTER): the
+    # URL asked for wins while the session starts (an in-process server gets url's master)
+    master = os.environ.pop("MASTER", None)
+    try:
+        builder = SparkSession.builder.remote(url)
+        if app_name:
+            builder = builder.appName(app_name)
+        return builder.getOrCreate()
+    finally:
+        if master is not None:
+            os.environ["MASTER"] = master
 
 
 def remote_address(url: str) -> tuple[str, int]:
