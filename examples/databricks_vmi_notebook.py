@@ -2,57 +2,95 @@
 # MAGIC %md
 # MAGIC # VMI feature selection on a Databricks table
 # MAGIC
-# MAGIC Runs `vmi_spark.VMISelector` (variational information maximisation, Gao et al. NIPS 2016)
-# MAGIC on a catalog table, shows the selection report and the bound per step, and optionally
-# MAGIC writes the pruned table.
+# MAGIC Runs `vmi_spark.VMISelector` (variational information maximisation, Gao et al. NIPS 2016,
+# MAGIC and the comparison criteria MIM, mRMR, JMI, CMIM, CIFE, SPEC_CMI) on a catalog table,
+# MAGIC shows the selection report, the steps as a DataFrame and the bound per step, and
+# MAGIC optionally logs the selection to MLflow and writes the pruned table.
 # MAGIC
 # MAGIC **Requirements:** a cluster on Databricks Runtime 17.x or later (Apache Spark 4.x; the
-# MAGIC package needs `pyspark>=4.0`), or serverless compute on an environment with Spark 4.
-# MAGIC Build the wheel with `python -m build --wheel` and upload it to a Unity Catalog volume;
-# MAGIC set the `wheel` widget to its path.
+# MAGIC package needs PySpark >= 4.0, which the runtime provides). Build the wheel with
+# MAGIC `python -m build --wheel` and upload it to a Unity Catalog volume; set the path in the
+# MAGIC install cell below.
 # MAGIC
 # MAGIC On a classic (single-user or no-isolation) cluster the selection runs as one job of
-# MAGIC resident barrier tasks that talk to the driver; on serverless or shared access mode
-# MAGIC (Spark Connect) and with autoscaling through dynamic allocation it runs one Spark job
-# MAGIC per pass. The result is the same; `model.report["execution"]` says which ran.
+# MAGIC resident barrier tasks that talk to the driver; in shared access mode (Spark Connect)
+# MAGIC and with autoscaling through dynamic allocation it runs one Spark job per pass. The
+# MAGIC result is the same; `model.report["execution"]` says which ran. Serverless compute is
+# MAGIC not supported yet: the selection caches its encoded data, which serverless refuses.
+# MAGIC
+# MAGIC The notebook also runs outside Databricks as a plain Python file (no `dbutils`): the
+# MAGIC widgets then take their values from `VMI_<NAME>` environment variables (`VMI_TABLE`,
+# MAGIC `VMI_METHOD`, ...) or their defaults, and `spark` is `SparkSession.builder.getOrCreate()`
+# MAGIC (with `SPARK_REMOTE=local[2]`, a local Spark Connect session).
 
 # COMMAND ----------
 
 # MAGIC %md
 # MAGIC ## Install the package
 # MAGIC
-# MAGIC `--no-deps`: the runtime already provides PySpark, numpy, pandas and pyarrow; letting pip
-# MAGIC resolve `pyspark` from PyPI would shadow the runtime's own PySpark.
-# MAGIC matplotlib (for the plot) is preinstalled on Databricks Runtime.
+# MAGIC A plain install: the wheel does not require PySpark (only its `spark` extra does), so pip
+# MAGIC keeps the runtime's own PySpark; numpy, pandas and pyarrow are the runtime's too when they
+# MAGIC are recent enough. matplotlib (for the plot) and MLflow are preinstalled on the runtime.
 
 # COMMAND ----------
 
-# MAGIC %pip install --no-deps /Volumes/main/default/wheels/vmi_spark-0.1.0-py3-none-any.whl
+# MAGIC %pip install /Volumes/main/default/wheels/vmi_spark-0.1.0-py3-none-any.whl
 
 # COMMAND ----------
 
-dbutils.library.restartPython()  # noqa: F821 - dbutils is defined in Databricks notebooks
+try:
+    dbutils.library.restartPython()  # noqa: F821 - dbutils is defined in Databricks notebooks
+except NameError:  # run outside Databricks: nothing was installed by %pip, nothing to restart
+    pass
 
 # COMMAND ----------
 
 # MAGIC %md
 # MAGIC ## Parameters
+# MAGIC
+# MAGIC `method` offers every method of the package (the VMI bounds and the comparison
+# MAGIC criteria).
 
 # COMMAND ----------
 
-dbutils.widgets.text("table", "main.default.training_data", "Input table")  # noqa: F821
-dbutils.widgets.text("label", "label", "Label column")  # noqa: F821
-dbutils.widgets.dropdown("method", "vmi_naive", ["vmi_naive", "vmi_pairwise"], "Method")  # noqa: F821
-dbutils.widgets.text("num_features", "50", "Features to select (K)")  # noqa: F821
-dbutils.widgets.text("restart_tolerance", "0.0", "Restart tolerance (nats)")  # noqa: F821
-dbutils.widgets.text("output_table", "", "Pruned table to write (empty: none)")  # noqa: F821
+import os
 
-table = dbutils.widgets.get("table")  # noqa: F821
-label = dbutils.widgets.get("label")  # noqa: F821
-method = dbutils.widgets.get("method")  # noqa: F821
-num_features = int(dbutils.widgets.get("num_features"))  # noqa: F821
-restart_tolerance = float(dbutils.widgets.get("restart_tolerance"))  # noqa: F821
-output_table = dbutils.widgets.get("output_table").strip()  # noqa: F821
+from vmi_spark.spark.select import ALL_METHODS
+
+DEFAULTS = {"table": "main.default.training_data", "label": "label", "method": "vmi_naive",
+            "num_features": "50", "restart_tolerance": "0.0", "log_mlflow": "no",
+            "output_table": ""}
+TITLES = {"table": "Input table", "label": "Label column", "method": "Method",
+          "num_features": "Features to select (K)", "restart_tolerance": "Restart tolerance (nats)",
+          "log_mlflow": "Log to MLflow",
+          "output_table": "Pruned table to write (empty: none)"}
+CHOICES = {"method": list(ALL_METHODS), "log_mlflow": ["no", "yes"]}
+
+try:
+    widgets = dbutils.widgets  # noqa: F821
+except NameError:
+    widgets = None
+
+if widgets is not None:
+    for name, default in DEFAULTS.items():
+        if name in CHOICES:
+            widgets.dropdown(name, default, CHOICES[name], TITLES[name])
+        else:
+            widgets.text(name, default, TITLES[name])
+    get_param = widgets.get
+else:
+    def get_param(name: str) -> str:
+        return os.environ.get(f"VMI_{name.upper()}", DEFAULTS[name])
+
+table = get_param("table")
+label = get_param("label")
+method = get_param("method")
+if method not in ALL_METHODS:
+    raise ValueError(f"method must be one of {', '.join(ALL_METHODS)}, got {method!r}")
+num_features = int(get_param("num_features"))
+restart_tolerance = float(get_param("restart_tolerance"))
+log_mlflow = get_param("log_mlflow") == "yes"
+output_table = get_param("output_table").strip()
 
 # COMMAND ----------
 
@@ -61,9 +99,28 @@ output_table = dbutils.widgets.get("output_table").strip()  # noqa: F821
 
 # COMMAND ----------
 
+try:
+    spark  # noqa: B018 - defined in Databricks notebooks
+except NameError:
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.getOrCreate()
+
+try:
+    display, displayHTML  # noqa: B018 - Databricks notebook built-ins
+except NameError:  # outside Databricks: show as text
+    def display(obj) -> None:
+        if hasattr(obj, "show"):
+            obj.show(truncate=False)
+        else:
+            print(obj)
+
+    def displayHTML(html: str) -> None:
+        print(html)
+
 from vmi_spark import VMISelector
 
-df = spark.read.table(table)  # noqa: F821 - spark is defined in Databricks notebooks
+df = spark.read.table(table)
 features = [c for c in df.columns if c != label]
 selector = VMISelector(inputCols=features, labelCol=label, numTopFeatures=num_features,
                        method=method, restartTolerance=restart_tolerance)
@@ -73,33 +130,44 @@ print(f"selected {len(model.selectedFeatureNames)} of {len(features)} features")
 # COMMAND ----------
 
 # MAGIC %md
-# MAGIC ## Report
+# MAGIC ## Report and steps
 
 # COMMAND ----------
-
-import pandas as pd
 
 from vmi_spark.report import render_markdown
 
 report = model.report
 report["input"] = table
-displayHTML(  # noqa: F821 - Databricks notebook built-in
+displayHTML(
     "<pre style='white-space: pre-wrap'>" + render_markdown(report).replace("&", "&amp;")
     .replace("<", "&lt;") + "</pre>")
-display(pd.DataFrame({  # noqa: F821
-    "step": range(1, len(report["selected"]) + 1),
-    "feature": report["selected"],
-    "bound_nats": report["scores"],
-    "gain_nats": report["gains"],
-    "block": report["blocks"],
-}))
+steps = model.stepsDF  # step, feature, index, score, gain, block
+display(steps)
 
 # COMMAND ----------
 
 from vmi_spark.report import plot_bounds
 
-fig = plot_bounds(report)
-display(fig)  # noqa: F821
+try:
+    fig = plot_bounds(report)
+    display(fig)
+except ImportError as exc:  # matplotlib is not installed
+    print(exc)
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## Log to MLflow (optional)
+# MAGIC
+# MAGIC A fit inside `with mlflow.start_run():` is logged by itself; this cell logs the selection
+# MAGIC to the notebook's experiment when `log_mlflow` is `yes`.
+
+# COMMAND ----------
+
+if log_mlflow:
+    from vmi_spark.tracking import log_selection
+
+    print(f"logged to MLflow run {log_selection(report)}")
 
 # COMMAND ----------
 

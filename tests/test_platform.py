@@ -80,3 +80,49 @@ def test_job_writes_steps_csv_and_candidates(spark, data, tmp_path, capsys):
     first = rep["candidates"][0]
     assert len(first) == 3 and first[0]["feature"] == rep["selected"][0]
     assert f"| 1 | 1 | {first[0]['feature']} | {first[0]['index']} |" in md
+
+
+@pytest.mark.system
+def test_spark_submit_with_remote_local(spark, data, tmp_path, capsys):
+    """``spark-submit jobs/select_features.py --remote local[2] ...`` (as the README shows it)
+    runs through Spark Connect, writes the classic job's selection, and exits: spark-submit's
+    own master is set aside, and its JVM is not kept alive by the in-process server."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    submit = shutil.which("spark-submit", path=str(Path(sys.executable).parent)) or \
+        shutil.which("spark-submit")
+    if submit is None:
+        pytest.skip("spark-submit is not installed (pip install 'vmi_spark[spark]')")
+    src = tmp_path / "t.parquet"
+    spark.createDataFrame(data).write.parquet(str(src))
+    classic = tmp_path / "classic"
+    assert main(["--input", str(src), "--label", "y", "--num-features", "3",
+                 "--output", str(classic), "--quiet"], spark=spark) == 0
+    out = tmp_path / "connect"
+    env = {**os.environ, "PYTHONPATH": str(root), "PYSPARK_PYTHON": sys.executable,
+           "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_TESTING": "1"}
+    for key in ("SPARK_REMOTE", "MASTER", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_GATEWAY_PORT"):
+        env.pop(key, None)
+    proc = subprocess.Popen([submit, str(root / "jobs" / "select_features.py"), "--remote",
+                             "local[2]", "--input", str(src), "--label", "y", "--num-features",
+                             "3", "--output", str(out), "--quiet"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        stdout, _ = proc.communicate(timeout=1200)
+    finally:
+        if proc.poll() is None:  # a hang (or an interrupted test): stop the whole group
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    assert proc.returncode == 0, stdout[-4000:]
+    assert "CANNOT_CONFIGURE_SPARK_CONNECT_MASTER" not in stdout
+    got = json.loads((out / "selection.json").read_text())
+    want = json.loads((classic / "selection.json").read_text())
+    for key in ("selected", "selected_indices", "scores", "gains", "blocks"):
+        assert got[key] == want[key], key
+    assert (out / "steps.csv").read_text() == (classic / "steps.csv").read_text()

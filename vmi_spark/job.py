@@ -7,6 +7,7 @@ Bad input ends with one line on stderr and exit status 2, and nothing written.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import os
@@ -84,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run through Spark Connect: sc://host:port for a Connect server, or "
                         "local[N] to start one in this process (needs pyspark[connect]; "
                         "default: a classic session, master from spark-submit)")
+    p.add_argument("--mlflow", action="store_true",
+                   help="log the parameters, the bound and gain per step and the report files "
+                        "to MLflow: the active run, else a new run (MLFLOW_TRACKING_URI, "
+                        "MLFLOW_EXPERIMENT_NAME); needs vmi_spark[mlflow]. Done anyway when "
+                        "the process has an active run")
     p.add_argument("--quiet", action="store_true", help="warnings and errors only (no progress)")
     p.add_argument("--verbose", action="store_true", help="debug logging and full tracebacks")
     return p
@@ -355,7 +361,21 @@ def _select(args: argparse.Namespace, spark, df, claimed) -> dict[str, Any]:
         print_summary(report)
     else:
         _write_outputs(spark, claimed, df, args, report)
+    _track(report, None if demo else args.output, getattr(args, "mlflow", False))
     return report
+
+
+def _track(report: dict[str, Any], report_dir: str | None, asked: bool) -> None:
+    """Log to MLflow with --mlflow or in an active run; a failure is a log line, not a failed
+    job (the selection is written by then)."""
+    from . import tracking
+
+    if not asked and tracking.active_run() is None:
+        return
+    try:
+        tracking.log_selection(report, report_dir)
+    except Exception as exc:  # noqa: BLE001 - tracking is a side channel
+        log.error("could not log the selection to MLflow: %s", _one_line(exc))
 
 
 def _table_location(spark, name: str) -> str | None:
@@ -455,6 +475,8 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
     t0 = time.perf_counter()
     try:
         outputs.check_before_spark(args)
+        if args.mlflow and importlib.util.find_spec("mlflow") is None:
+            raise InputError("--mlflow needs MLflow: pip install 'vmi_spark[mlflow]'")
         if spark is None:
             from ._deps import require_pyspark
 

@@ -47,6 +47,7 @@ from .params import SPEC, check, defaults, is_vmi, parameter, validate
 from .spark.plan import quote
 from .spark.select import run_selection, vector_attribute_names
 from .spark.session import is_connect
+from .tracking import log_if_active
 
 __all__ = ["VMISelector", "VMISelectorModel"]
 
@@ -233,6 +234,10 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     paper's Algorithm 1. Features come from a vector column (``featuresCol``)
     or from ordinary columns (``inputCols``, which takes precedence).
 
+    A fit inside an active MLflow run (``with mlflow.start_run():``) logs the
+    selection to that run (:mod:`vmi_spark.tracking`); the fitted model's
+    ``stepsDF`` holds the steps as a DataFrame.
+
     Examples
     --------
     >>> from vmi_spark import VMISelector
@@ -341,6 +346,7 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
             **params, **kwargs)
         model = VMISelectorModel._from_report(run.report())
         model._resetUid(self.uid)
+        log_if_active(model.report)  # inside `with mlflow.start_run():`, logged to that run
         return self._copyValues(model)
 
     def _vector_names(self, dataset: DataFrame) -> Callable[[int], str]:

@@ -9,6 +9,7 @@ equivalent (or nothing) under Connect.
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 from typing import Any
@@ -49,10 +50,26 @@ def remote_session(url: str, app_name: str | None = None):
         builder = SparkSession.builder.remote(url)
         if app_name:
             builder = builder.appName(app_name)
-        return builder.getOrCreate()
+        session = builder.getOrCreate()
     finally:
         if master is not None:
             os.environ["MASTER"] = master
+    if is_local_remote(url) and "PYSPARK_GATEWAY_PORT" in os.environ:
+        # under spark-submit the in-process server runs in spark-submit's JVM, whose
+        # non-daemon server threads would keep it alive after this process ends
+        atexit.register(_stop_local_server, session)
+    return session
+
+
+def _stop_local_server(session: Any) -> None:
+    """Stop a Connect session and the in-process server it was started with."""
+    sc = _local_context()
+    for stop in (session.stop, getattr(sc, "stop", None)):
+        try:
+            if stop is not None:
+                stop()
+        except Exception:  # noqa: BLE001 - the process is ending anyway
+            pass
 
 
 def remote_address(url: str) -> tuple[str, int]:

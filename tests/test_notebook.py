@@ -1,0 +1,95 @@
+"""The Databricks notebook example runs, as a plain Python file, under a local Spark Connect
+session with ``dbutils`` absent (issue 20, item 8), for a VMI method and a comparison
+criterion, and selects what the in-memory selector selects on the same data."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from helpers import random_discrete
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "examples" / "databricks_vmi_notebook.py"
+METHODS = ("vmi_pairwise", "mrmr")
+K = 3
+
+pytestmark = pytest.mark.system
+
+_SIDE = textwrap.dedent('''
+    import json, os, runpy, sys
+
+    import pandas as pd
+    from pyspark.sql import SparkSession
+    from vmi_spark.report import render_markdown
+
+    data, notebook, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    spark = SparkSession.builder.remote("local[2]").getOrCreate()
+    spark.createDataFrame(pd.read_csv(data)).createOrReplaceTempView("vmi_demo")
+    res = {}
+    for method in sys.argv[4:]:
+        os.environ.update(VMI_TABLE="vmi_demo", VMI_LABEL="y", VMI_METHOD=method,
+                          VMI_NUM_FEATURES=str({k}), VMI_OUTPUT_TABLE=f"pruned_{{method}}")
+        ns = runpy.run_path(notebook, init_globals={{"spark": spark}})
+        assert "dbutils" not in ns and ns["widgets"] is None
+        res[method] = {{
+            "selected": ns["model"].selectedFeatureNames,
+            "steps": [list(r) for r in ns["steps"].orderBy("step").collect()],
+            "markdown": render_markdown(ns["report"]),
+            "pruned": spark.read.table(f"pruned_{{method}}").columns,
+            "methods": ns["CHOICES"]["method"],
+            "connect": type(spark).__module__,
+        }}
+    with open(out, "w") as fh:
+        json.dump(res, fh)
+''').format(k=K)
+
+
+def _expected(pdf, method):
+    from vmi_spark.sklearn import VMIFeatureSelector
+
+    cols = [c for c in pdf.columns if c != "y"]
+    sel = VMIFeatureSelector(n_features_to_select=K, method=method)
+    sel.fit(pdf[cols].to_numpy(), pdf["y"].to_numpy())
+    return [cols[i] for i in sel.selected_features_]
+
+
+def test_notebook_runs_under_local_connect_without_dbutils(tmp_path):
+    pytest.importorskip("grpc")
+    from vmi_spark.spark.select import ALL_METHODS
+
+    pdf = random_discrete(17, n=240, d=7)
+    data = tmp_path / "data.csv"
+    pdf.to_csv(data, index=False)
+    out = tmp_path / "out.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
+           "PYSPARK_PYTHON": sys.executable, "SPARK_TESTING": "1"}
+    for key in ("SPARK_REMOTE", "MASTER", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_GATEWAY_PORT"):
+        env.pop(key, None)
+    proc = subprocess.Popen([sys.executable, "-c", _SIDE, str(data), str(NOTEBOOK), str(out),
+                             *METHODS], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        stdout, _ = proc.communicate(timeout=1500)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stdout[-4000:]
+    res = json.loads(out.read_text())
+    for method in METHODS:
+        got = res[method]
+        assert got["connect"].startswith("pyspark.sql.connect")
+        assert got["methods"] == list(ALL_METHODS)  # the widget offers every method
+        assert got["selected"] == _expected(pdf, method)
+        assert [r[1] for r in got["steps"]] == got["selected"]
+        assert [r[0] for r in got["steps"]] == list(range(1, K + 1))
+        assert f"# VMI feature selection: {method}" in got["markdown"]
+        assert got["pruned"] == [c for c in pdf.columns if c in {*got["selected"], "y"}]
+    assert f"selected {K} of 7 features" in stdout

@@ -1,0 +1,138 @@
+"""MLflow tracking (issue 20, item 7) against a local file store, read back with the client:
+parameters, the bound and gain per step, and the report files as artifacts."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from helpers import random_discrete
+from vmi_spark.job import main
+
+mlflow = pytest.importorskip("mlflow")
+
+REPORT = {
+    "method": "vmi_naive", "label": "y", "input": "db.t",
+    "features": ["a", "b", "c", "d"], "selected": ["c", "a", "d"],
+    "selected_indices": [2, 0, 3], "scores": [0.5, 0.625, 0.125],
+    "gains": [0.5, 0.125, 0.125], "blocks": [0, 0, 1], "restarts": 1,
+    "parameters": {"method": "vmi_naive", "num_features": 3, "restart_tolerance": 0.2,
+                   "num_bins": 10},
+    "total_seconds": 1.5,
+}
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """A fresh file store as the tracking URI (and no run left active)."""
+    uri = f"file:{tmp_path / 'mlruns'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # mlflow 3 wants an opt-in
+    mlflow.set_tracking_uri(uri)
+    yield mlflow.MlflowClient(tracking_uri=uri)
+    while mlflow.active_run() is not None:
+        mlflow.end_run()
+    mlflow.set_tracking_uri(None)
+
+
+def _history(client, run_id, key):
+    return [(m.step, m.value) for m in
+            sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
+
+
+def _artifacts(client, run_id):
+    return sorted(a.path for a in client.list_artifacts(run_id, "vmi_spark"))
+
+
+def test_log_selection_new_run_and_active_run(store, tmp_path):
+    from vmi_spark.tracking import log_selection
+
+    run_id = log_selection(REPORT)
+    assert mlflow.active_run() is None  # the run it started is ended
+    run = store.get_run(run_id)
+    assert run.info.run_name == "vmi_spark vmi_naive"
+    assert run.data.params == {"method": "vmi_naive", "num_features": "3",
+                               "restart_tolerance": "0.2", "num_bins": "10", "label": "y",
+                               "input": "db.t"}
+    assert _history(store, run_id, "bound") == [(1, 0.5), (2, 0.625), (3, 0.125)]
+    assert _history(store, run_id, "gain") == [(1, 0.5), (2, 0.125), (3, 0.125)]
+    assert _history(store, run_id, "block") == [(1, 0.0), (2, 0.0), (3, 1.0)]
+    assert run.data.metrics["num_selected"] == 3 and run.data.metrics["restarts"] == 1
+    assert run.data.tags["vmi_spark.selected"] == "c,a,d"
+    names = {"vmi_spark/selection.json", "vmi_spark/report.md", "vmi_spark/steps.csv"}
+    assert names <= set(_artifacts(store, run_id))
+    got = json.loads(open(store.download_artifacts(run_id, "vmi_spark/selection.json",
+                                                   str(tmp_path))).read())
+    assert got == REPORT
+    steps = open(store.download_artifacts(run_id, "vmi_spark/steps.csv", str(tmp_path))).read()
+    assert steps.splitlines()[1:] == ["1,c,2,0.5,0.5,0", "2,a,0,0.625,0.125,0",
+                                      "3,d,3,0.125,0.125,1"]
+    # inside an active run: logged there, and the run stays open
+    with mlflow.start_run() as active:
+        assert log_selection({**REPORT, "method": "mrmr"}) == active.info.run_id
+        assert mlflow.active_run().info.run_id == active.info.run_id
+    # the comparison criteria log a score, not a bound
+    assert _history(store, active.info.run_id, "score")[0] == (1, 0.5)
+    assert not store.get_metric_history(active.info.run_id, "bound")
+
+
+def test_log_if_active_only_in_a_run(store):
+    from vmi_spark.tracking import log_if_active
+
+    assert log_if_active(REPORT) is None
+    assert not store.search_runs([e.experiment_id for e in store.search_experiments()])
+    with mlflow.start_run() as run:
+        assert log_if_active(REPORT) == run.info.run_id
+
+
+def test_job_mlflow_flag_logs_the_written_files(spark, store, tmp_path, capsys):
+    pdf = random_discrete(5, n=200, d=5)
+    src = tmp_path / "t.parquet"
+    spark.createDataFrame(pdf).write.parquet(str(src))
+    out = tmp_path / "out"
+    rc = main(["--input", str(src), "--label", "y", "--num-features", "3", "--output", str(out),
+               "--mlflow", "--quiet"], spark=spark)
+    assert rc == 0, capsys.readouterr().err
+    rep = json.loads((out / "selection.json").read_text())
+    runs = store.search_runs([e.experiment_id for e in store.search_experiments()])
+    assert len(runs) == 1
+    run_id = runs[0].info.run_id
+    assert [v for _, v in _history(store, run_id, "bound")] == rep["scores"]
+    assert [v for _, v in _history(store, run_id, "gain")] == rep["gains"]
+    assert runs[0].data.params["num_features"] == "3"
+    assert set(_artifacts(store, run_id)) >= {"vmi_spark/selection.json", "vmi_spark/report.md",
+                                              "vmi_spark/steps.csv"}
+    for name in ("selection.json", "report.md", "steps.csv"):
+        got = store.download_artifacts(run_id, f"vmi_spark/{name}", str(tmp_path / "dl"))
+        assert open(got, "rb").read() == (out / name).read_bytes()
+
+
+def test_estimator_fit_in_an_active_run_is_logged(spark, store):
+    from vmi_spark import VMISelector
+
+    pdf = random_discrete(6, n=200, d=5)
+    cols = [c for c in pdf.columns if c != "y"]
+    with mlflow.start_run() as run:
+        model = VMISelector(inputCols=cols, labelCol="y", numTopFeatures=2,
+                            method="vmi_pairwise").fit(spark.createDataFrame(pdf))
+    hist = _history(store, run.info.run_id, "bound")
+    assert [s for s, _ in hist] == [1, 2]
+    assert all(math.isclose(a, b, rel_tol=0, abs_tol=0) for (_, a), b in zip(hist, model.scores))
+    assert store.get_run(run.info.run_id).data.params["method"] == "vmi_pairwise"
+
+
+def test_mlflow_flag_without_mlflow_is_one_line_before_spark(monkeypatch, capsys, tmp_path):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "mlflow" else real(name, *a))
+    rc = main(["--input", str(tmp_path), "--label", "y", "--output", str(tmp_path / "o"),
+               "--mlflow"], spark=object())  # a session it must not touch
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1
+    assert err[0] == "select_features: error: --mlflow needs MLflow: pip install " \
+                     "'vmi_spark[mlflow]'"
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,188 @@
+"""Log a selection to MLflow: parameters, the bound and gain per step, and the report files.
+
+MLflow is an optional extra (``pip install 'vmi_spark[mlflow]'``; Databricks runtimes
+have it). :func:`log_selection` logs a selection report (the job's ``selection.json``,
+``VMISelectorModel.report``, ``VMIFeatureSelector.report()``) to the active MLflow run,
+or to a new run if none is active. The job calls it with ``--mlflow``, or by itself when
+the process already has an active run; :class:`~vmi_spark.ml.VMISelector` calls
+:func:`log_if_active` after every fit, so a fit inside ``with mlflow.start_run():`` is
+logged with no extra code.
+
+What is logged:
+
+* parameters: the report's ``parameters`` (method, K, tolerance, binning, ...) and the
+  label, input and format when known;
+* metrics with ``step`` = the selection step (1, 2, ...): ``bound`` and ``gain`` for the
+  VMI methods (``score`` and ``gain`` for the comparison criteria), and ``block``; and
+  without step: ``num_selected``, ``restarts``, ``total_seconds``;
+* artifacts under ``vmi_spark/``: ``selection.json``, ``report.md``, ``steps.csv`` and
+  ``bounds.png`` (when matplotlib is installed);
+* tag ``vmi_spark.selected``: the selected features, comma-separated (shortened if long).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from typing import Any
+
+__all__ = ["log_selection", "log_if_active", "active_run", "MLFLOW_HINT"]
+
+log = logging.getLogger("vmi_spark")
+
+MLFLOW_HINT = "pip install 'vmi_spark[mlflow]'"
+#: the artifact directory of a run that holds the report files
+ARTIFACT_PATH = "vmi_spark"
+#: longest parameter and tag value sent (MLflow stores at most 6000 and 8000 characters)
+_MAX_VALUE = 5000
+_VMI_METHODS = ("vmi_naive", "vmi_pairwise")
+_REPORT_FILES = ("selection.json", "report.md", "steps.csv", "bounds.png")
+
+
+def _mlflow():
+    try:
+        import mlflow
+    except ImportError as exc:
+        raise ImportError(f"MLflow tracking needs mlflow: {MLFLOW_HINT}") from exc
+    return mlflow
+
+
+def active_run():
+    """The active MLflow run of this process, or None (also when mlflow was never imported:
+    it is not imported here just to ask)."""
+    mlflow = sys.modules.get("mlflow")
+    if mlflow is None:
+        return None
+    try:
+        return mlflow.active_run()
+    except Exception:  # noqa: BLE001 - a broken tracking setup is "no run"
+        return None
+
+
+def _value(v: Any) -> str:
+    text = v if isinstance(v, str) else json.dumps(v, default=str)
+    return text if len(text) <= _MAX_VALUE else text[:_MAX_VALUE - 1] + "\u2026"
+
+
+def selection_params(report: dict[str, Any]) -> dict[str, str]:
+    """The run parameters of a report: its ``parameters``, and label, input and format."""
+    params = {str(k): _value(v) for k, v in (report.get("parameters") or {}).items()}
+    for key in ("method", "label", "input", "format", "reader", "execution"):
+        if report.get(key) is not None and key not in params:
+            params[key] = _value(report[key])
+    return params
+
+
+def step_metrics(report: dict[str, Any]) -> list[tuple[str, float, int]]:
+    """``(key, value, step)`` per selection step: bound (or score), gain and block."""
+    from .report import step_rows
+
+    score_key = "bound" if report.get("method") in _VMI_METHODS else "score"
+    out: list[tuple[str, float, int]] = []
+    for step, _name, _index, score, gain, block in step_rows(report):
+        out += [(score_key, score, step), ("gain", gain, step), ("block", float(block), step)]
+    return out
+
+
+def write_report_files(report: dict[str, Any], directory: str) -> list[str]:
+    """Write the job's report files for ``report`` into ``directory``; returns their paths."""
+    from .report import plot_bounds, render_markdown, write_steps_csv
+
+    paths = [os.path.join(directory, n) for n in _REPORT_FILES]
+    with open(paths[0], "w", encoding="utf-8") as fh:
+        json.dump(report, fh, indent=2, ensure_ascii=False, allow_nan=False, default=str)
+        fh.write("\n")
+    with open(paths[1], "w", encoding="utf-8") as fh:
+        fh.write(render_markdown(report))
+    write_steps_csv(report, paths[2])
+    try:
+        plot_bounds(report, paths[3])
+    except ImportError:
+        paths.pop()
+    return paths
+
+
+def log_selection(report: dict[str, Any], report_dir: str | None = None,
+                  run_name: str | None = None) -> str:
+    """Log a selection report to the active MLflow run (or to a new one); returns its id.
+
+    Parameters
+    ----------
+    report : dict
+        A selection report (``selection.json``; ``VMISelectorModel.report``).
+    report_dir : str, optional
+        A directory holding the report files already (the job's ``--output``); its
+        ``selection.json``, ``report.md``, ``steps.csv`` and ``bounds.png`` are logged.
+        Without it the files are written from ``report`` to a temporary directory.
+    run_name : str, optional
+        Name of the run started when none is active (default ``vmi_spark <method>``).
+
+    Returns
+    -------
+    str
+        The run id.
+
+    Raises
+    ------
+    ImportError
+        If mlflow is not installed.
+
+    Examples
+    --------
+    >>> import mlflow                                     # doctest: +SKIP
+    >>> with mlflow.start_run():                          # doctest: +SKIP
+    ...     model = VMISelector(inputCols=cols, labelCol="y").fit(df)  # logged by fit
+    >>> log_selection(model.report)                       # doctest: +SKIP
+    """
+    mlflow = _mlflow()
+    from mlflow.entities import Metric, Param
+
+    own = mlflow.active_run() is None
+    run = mlflow.start_run(run_name=run_name or f"vmi_spark {report.get('method', '')}".strip()) \
+        if own else mlflow.active_run()
+    try:
+        run_id = run.info.run_id
+        client = mlflow.MlflowClient()
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, float(v), now, s) for k, v, s in step_metrics(report)]
+        for key in ("restarts", "total_seconds"):
+            if isinstance(report.get(key), (int, float)):
+                metrics.append(Metric(key, float(report[key]), now, 0))
+        metrics.append(Metric("num_selected", float(len(report.get("selected") or [])), now, 0))
+        params = [Param(k, v) for k, v in selection_params(report).items()]
+        for i in range(0, len(params), 100):  # MLflow takes at most 100 params per batch
+            client.log_batch(run_id, params=params[i:i + 100])
+        for i in range(0, len(metrics), 1000):  # and 1000 metrics
+            client.log_batch(run_id, metrics=metrics[i:i + 1000])
+        client.set_tag(run_id, "vmi_spark.selected",
+                       _value(",".join(map(str, report.get("selected") or []))))
+        if report_dir is not None:
+            for name in _REPORT_FILES:
+                path = os.path.join(report_dir, name)
+                if os.path.isfile(path):
+                    client.log_artifact(run_id, path, ARTIFACT_PATH)
+        else:
+            with tempfile.TemporaryDirectory(prefix="vmi-mlflow-") as tmp:
+                for path in write_report_files(report, tmp):
+                    client.log_artifact(run_id, path, ARTIFACT_PATH)
+        log.info("logged the selection to MLflow run %s", run_id)
+        return run_id
+    finally:
+        if own:
+            mlflow.end_run()
+
+
+def log_if_active(report: dict[str, Any], report_dir: str | None = None) -> str | None:
+    """:func:`log_selection` when this process has an active MLflow run; never raises
+    (a tracking failure is a warning, not a failed selection). Returns the run id."""
+    if active_run() is None:
+        return None
+    try:
+        return log_selection(report, report_dir)
+    except Exception as exc:  # noqa: BLE001 - tracking is a side channel
+        log.warning("could not log the selection to MLflow: %s", exc)
+        return None
