@@ -110,9 +110,9 @@ try:
     display, displayHTML  # noqa: B018 - Databricks notebook built-ins
 except NameError:  # outside Databricks: show as text
     def display(obj) -> None:
-        if hasattr(obj, "show"):
+        if hasattr(obj, "schema") and hasattr(obj, "show"):  # a Spark DataFrame
             obj.show(truncate=False)
-        else:
+        else:  # e.g. the matplotlib figure
             print(obj)
 
     def displayHTML(html: str) -> None:

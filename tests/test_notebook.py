@@ -32,7 +32,7 @@ _SIDE = textwrap.dedent('''
     data, notebook, out = sys.argv[1], sys.argv[2], sys.argv[3]
     spark = SparkSession.builder.remote("local[2]").getOrCreate()
     spark.createDataFrame(pd.read_csv(data)).createOrReplaceTempView("vmi_demo")
-    res = {}
+    res = {{}}
     for method in sys.argv[4:]:
         os.environ.update(VMI_TABLE="vmi_demo", VMI_LABEL="y", VMI_METHOD=method,
                           VMI_NUM_FEATURES=str({k}), VMI_OUTPUT_TABLE=f"pruned_{{method}}")
