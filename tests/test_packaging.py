@@ -106,6 +106,7 @@ def _requires_dist(metadata: str) -> list[str]:
             if line.startswith("Requires-Dist:")]
 
 
+@pytest.mark.system  # builds a wheel in a pip subprocess (tens of seconds)
 def test_wheel_metadata_requires_pyspark_only_through_extras(tmp_path):
     """The built wheel (what a cluster library installs) has no unconditional pyspark:
     on a runtime that provides PySpark outside pip, installing it pulls no second one."""
