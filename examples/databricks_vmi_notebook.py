@@ -15,8 +15,9 @@
 # MAGIC On a classic (single-user or no-isolation) cluster the selection runs as one job of
 # MAGIC resident barrier tasks that talk to the driver; in shared access mode (Spark Connect)
 # MAGIC and with autoscaling through dynamic allocation it runs one Spark job per pass. The
-# MAGIC result is the same; `model.report["execution"]` says which ran. Serverless compute is
-# MAGIC not supported yet: the selection caches its encoded data, which serverless refuses.
+# MAGIC result is the same; `model.report["execution"]` says which ran. Serverless compute
+# MAGIC refuses caching: there the encoded data is recomputed from the table by every pass (same
+# MAGIC result, slower); `model.report["storage"]` says how it was kept.
 # MAGIC
 # MAGIC The notebook also runs outside Databricks as a plain Python file (no `dbutils`): the
 # MAGIC widgets then take their values from `VMI_<NAME>` environment variables (`VMI_TABLE`,
