@@ -56,7 +56,7 @@ except NameError:  # run outside Databricks: nothing was installed by %pip, noth
 
 import os
 
-from vmi_spark.spark.select import ALL_METHODS
+from vmi_spark.params import METHOD_NAMES
 
 DEFAULTS = {"table": "main.default.training_data", "label": "label", "method": "vmi_naive",
             "num_features": "50", "restart_tolerance": "0.0", "log_mlflow": "no",
@@ -65,7 +65,7 @@ TITLES = {"table": "Input table", "label": "Label column", "method": "Method",
           "num_features": "Features to select (K)", "restart_tolerance": "Restart tolerance (nats)",
           "log_mlflow": "Log to MLflow",
           "output_table": "Pruned table to write (empty: none)"}
-CHOICES = {"method": list(ALL_METHODS), "log_mlflow": ["no", "yes"]}
+CHOICES = {"method": list(METHOD_NAMES), "log_mlflow": ["no", "yes"]}
 
 try:
     widgets = dbutils.widgets  # noqa: F821
@@ -86,8 +86,8 @@ else:
 table = get_param("table")
 label = get_param("label")
 method = get_param("method")
-if method not in ALL_METHODS:
-    raise ValueError(f"method must be one of {', '.join(ALL_METHODS)}, got {method!r}")
+if method not in METHOD_NAMES:
+    raise ValueError(f"method must be one of {', '.join(METHOD_NAMES)}, got {method!r}")
 num_features = int(get_param("num_features"))
 restart_tolerance = float(get_param("restart_tolerance"))
 log_mlflow = get_param("log_mlflow") == "yes"

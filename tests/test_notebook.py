@@ -62,7 +62,7 @@ def _expected(pdf, method):
 
 def test_notebook_runs_under_local_connect_without_dbutils(tmp_path):
     pytest.importorskip("grpc")
-    from vmi_spark.spark.select import ALL_METHODS
+    from vmi_spark.params import METHOD_NAMES
 
     pdf = random_discrete(17, n=240, d=7)
     data = tmp_path / "data.csv"
@@ -86,7 +86,7 @@ def test_notebook_runs_under_local_connect_without_dbutils(tmp_path):
     for method in METHODS:
         got = res[method]
         assert got["connect"].startswith("pyspark.sql.connect")
-        assert got["methods"] == list(ALL_METHODS)  # the widget offers every method
+        assert got["methods"] == list(METHOD_NAMES)  # the widget offers every method
         assert got["selected"] == _expected(pdf, method)
         assert [r[1] for r in got["steps"]] == got["selected"]
         assert [r[0] for r in got["steps"]] == list(range(1, K + 1))

@@ -39,7 +39,6 @@ MLFLOW_HINT = "pip install 'vmi_spark[mlflow]'"
 ARTIFACT_PATH = "vmi_spark"
 #: longest parameter and tag value sent (MLflow stores at most 6000 and 8000 characters)
 _MAX_VALUE = 5000
-_VMI_METHODS = ("vmi_naive", "vmi_pairwise")
 _REPORT_FILES = ("selection.json", "report.md", "steps.csv", "bounds.png")
 
 
@@ -79,9 +78,10 @@ def selection_params(report: dict[str, Any]) -> dict[str, str]:
 
 def step_metrics(report: dict[str, Any]) -> list[tuple[str, float, int]]:
     """``(key, value, step)`` per selection step: bound (or score), gain and block."""
+    from .params import is_vmi
     from .report import step_rows
 
-    score_key = "bound" if report.get("method") in _VMI_METHODS else "score"
+    score_key = "bound" if is_vmi(report.get("method", "")) else "score"
     out: list[tuple[str, float, int]] = []
     for step, _name, _index, score, gain, block in step_rows(report):
         out += [(score_key, score, step), ("gain", gain, step), ("block", float(block), step)]
