@@ -147,8 +147,8 @@ def _message(exc: InputError) -> str:
 
 
 def write_report(path: str, report: dict[str, Any]) -> None:
-    """Write ``selection.json``, ``report.md``, ``steps.csv`` and ``bounds.png`` into the new directory
-    ``path`` (the staging directory of ``--output``; modes follow the umask)."""
+    """Write ``selection.json``, ``report.md``, ``steps.csv`` and ``bounds.png`` into the new
+    directory ``path`` (the staging directory of ``--output``; modes follow the umask)."""
     os.mkdir(path)
     with open(os.path.join(path, "selection.json"), "w", encoding="utf-8") as fh:
         json.dump(report, fh, indent=2, ensure_ascii=False, allow_nan=False, default=str)
