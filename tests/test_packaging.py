@@ -87,10 +87,11 @@ else:
 
 
 def test_job_without_pyspark_is_one_line_exit_2(tmp_path):
-    out = tmp_path / "out"
+    src, out = tmp_path / "in", tmp_path / "out"
+    src.mkdir()
     code = f"""
 from vmi_spark.job import main
-sys.exit(main(["--input", {str(tmp_path)!r}, "--label", "y", "--output", {str(out)!r}]))
+sys.exit(main(["--input", {str(src)!r}, "--label", "y", "--output", {str(out)!r}]))
 """
     proc = _run_without_pyspark(code)
     assert proc.returncode == 2, proc.stderr[-3000:]

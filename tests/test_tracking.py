@@ -129,7 +129,8 @@ def test_mlflow_flag_without_mlflow_is_one_line_before_spark(monkeypatch, capsys
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "mlflow" else real(name, *a))
-    rc = main(["--input", str(tmp_path), "--label", "y", "--output", str(tmp_path / "o"),
+    (tmp_path / "in").mkdir()
+    rc = main(["--input", str(tmp_path / "in"), "--label", "y", "--output", str(tmp_path / "o"),
                "--mlflow"], spark=object())  # a session it must not touch
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1
