@@ -369,9 +369,9 @@ def test_checkpoint_file_follows_the_umask(tmp_path):
 
     old = os.umask(0o027)
     try:
-        ck = Checkpoint(str(tmp_path / "ck"), "f" * 64)
+        ck = Checkpoint(str(tmp_path / "ck"), "f" * 64, num_features=4, method="vmi_naive")
         ck.save(Selection(method="vmi_naive", selected=[1], scores=[0.5], gains=[0.5],
-                          blocks=[0], step_seconds=[0.1], candidates=[[]]))
+                          blocks=[0], step_seconds=[0.1], candidates=[]))
     finally:
         os.umask(old)
     assert _mode(tmp_path / "ck") == 0o750
