@@ -30,18 +30,18 @@ def main(argv=None):
         write_mixed_parquet(path, rows, cols)
         print("write", round(time.perf_counter() - t, 1), flush=True)
     s = R.spark()
-    from vmi_spark.spark import plan as P
     from vmi_spark.spark import select as S
+    from vmi_spark.spark.spark_source import SparkSource
     df = s.read.parquet(path)
     label = "label"
     feats = [c for c in df.columns if c != label]
-    typed = P.prepare_frame(df, label, feats)
+    source = SparkSource(df)
     t = time.perf_counter()
-    st = P._column_stats(typed, label, feats, 32, 1000, "keep")
+    st = source.column_stats(label, feats, 32, 1000, False)
     print("stats", round(time.perf_counter() - t, 1), flush=True)
     to_bin = [c for c, v in zip(feats, st["values"]) if v is None]
     t = time.perf_counter()
-    P._quantile_splits(typed, to_bin, 10, st["rows"], label)
+    source.quantile_splits(label, to_bin, 10, st["rows"], [])
     print("splits", len(to_bin), round(time.perf_counter() - t, 1), flush=True)
     t = time.perf_counter()
     run = S.run_selection(df, label, method="vmi_naive", num_features=k)

@@ -140,7 +140,7 @@ def blocks_frame(codes: np.ndarray, y: np.ndarray, block_rows: int):
     """Encoded-blocks DataFrame with the schema of ``encode_blocks``, range-repartitioned
     over the task slots and cached like ``run_selection`` does; materialised."""
     from pyspark import StorageLevel
-    from vmi_spark.spark.encode import BLOCK_SCHEMA
+    from vmi_spark.spark.blocks import BLOCK_SCHEMA
     d, n = codes.shape
     rows = []
     for b, s in enumerate(range(0, n, block_rows)):
@@ -297,7 +297,8 @@ def bench_overhead(scale, m=6, reps=3):
     Python workers, against the same kernel in-process on one core."""
     import pyarrow as pa
     from vmi_spark.core.bound import naive_partials
-    from vmi_spark.spark.backend import SparkBackend, _blocks
+    from vmi_spark.spark.backend import SparkBackend
+    from vmi_spark.spark.blocks import decode_blocks as _blocks
     n, d = int(1_000_000 * scale), 200
     codes, y = make_table(n, d, STATES)
     prior, cond, mi = tables(codes, y)

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
+from vmi_spark.core import encoding
 from vmi_spark.job import main
-from vmi_spark.spark import plan as plan_module
 from vmi_spark.spark import sparkhash
 from vmi_spark.spark.arrow_source import parquet_source
 from vmi_spark.spark.select import run_selection
@@ -78,7 +78,7 @@ def files(tmp_path_factory):
 def test_same_plan_selection_and_scores_as_spark(spark, files, monkeypatch, handle_invalid,
                                                  sample_rows):
     if sample_rows is not None:  # bin edges from the hashed sample, not all rows
-        monkeypatch.setattr(plan_module, "SAMPLE_ROWS", sample_rows)
+        monkeypatch.setattr(encoding, "SAMPLE_ROWS", sample_rows)
     df = spark.read.parquet(str(files))
     source = parquet_source(df, df.columns)
     assert source is not None and len(source.files) == 3 and len(source.units) == 10
@@ -106,7 +106,7 @@ def test_sample_keeps_the_rows_spark_keeps(spark, files, monkeypatch):
     df = spark.read.parquet(str(files))
     source = parquet_source(df, df.columns)
     full = run_selection(df, "label", num_features=1, num_bins=7, source=source)
-    monkeypatch.setattr(plan_module, "SAMPLE_ROWS", 1200)
+    monkeypatch.setattr(encoding, "SAMPLE_ROWS", 1200)
     spark_sample = run_selection(df, "label", num_features=1, num_bins=7)
     arrow_sample = run_selection(df, "label", num_features=1, num_bins=7, source=source)
     edges = {r: {c.name: c.splits for c in x.plan.columns if c.kind == "bins"}

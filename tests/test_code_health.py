@@ -1,7 +1,10 @@
-"""ruff and mypy, as configured in pyproject.toml, pass on the package (run in CI)."""
+"""Code health: ruff and mypy pass (as configured in pyproject.toml), the package's
+import graph has no cycles and no private cross-module imports, and the Spark-free
+modules never load pyspark."""
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -29,3 +32,124 @@ def test_ruff_passes():
 def test_mypy_passes():
     proc = subprocess.run([_tool("mypy")], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+# ---------------------------------------------------------------- the package's import graph
+PACKAGE = ROOT / "vmi_spark"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _resolve(module: str, is_package: bool, level: int, name: str | None) -> str:
+    """The absolute name of ``from <level dots><name> import ...`` inside ``module``."""
+    if level == 0:
+        return name or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[:len(base) - (level - 1)]
+    return ".".join([*base, name] if name else base)
+
+
+def _imports(path: Path) -> list[tuple[str, str | None, int]]:
+    """(imported module, imported name or None, line) of every import in a file, at any
+    depth (a lazy import inside a function is an edge of the graph too)."""
+    module = _module_name(path)
+    is_package = path.name == "__init__.py"
+    out: list[tuple[str, str | None, int]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, None, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(module, is_package, node.level, node.module)
+            out += [(target, a.name, node.lineno) for a in node.names]
+    return out
+
+
+def _graph() -> tuple[dict[str, set[str]], dict[str, Path]]:
+    files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for m, path in files.items():
+        for target, name, _ in _imports(path):
+            if name is not None and f"{target}.{name}" in files:  # from package import module
+                graph[m].add(f"{target}.{name}")
+            elif target in files:
+                graph[m].add(target)
+    for m in graph:  # a module imports its parent packages first: not an edge of its own
+        graph[m] = {t for t in graph[m] if not m.startswith(t + ".")}
+    return graph, files
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle through every strongly connected component with more than one module
+    (or a module importing itself), by Tarjan's algorithm."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1 or v in graph[v]:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_cycle_finder_finds_a_planted_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}, "f": set()}
+    assert sorted(_cycles(graph)) == [["a", "b", "c"], ["e"]]
+    assert _resolve("vmi_spark.spark.select", False, 2, "core.greedy") == "vmi_spark.core.greedy"
+    assert _resolve("vmi_spark.spark", True, 1, "plan") == "vmi_spark.spark.plan"
+    assert _resolve("vmi_spark.spark.plan", False, 1, None) == "vmi_spark.spark"
+
+
+def test_the_package_has_no_import_cycles():
+    graph, _ = _graph()
+    assert "vmi_spark.spark.backend" in graph["vmi_spark.spark.select"]  # the graph is real
+    assert _cycles(graph) == []
+
+
+def test_no_private_name_is_imported_from_another_module():
+    _, files = _graph()
+    bad = []
+    for path in files.values():
+        for target, name, line in _imports(path):
+            if not target.startswith("vmi_spark") or name is None:
+                continue
+            if name.startswith("_") and not name.startswith("__"):
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {name} from {target}")
+    assert bad == []
+
+
+@pytest.mark.parametrize("module", ["vmi_spark.core", "vmi_spark.core.encoding",
+                                    "vmi_spark.core.greedy", "vmi_spark.core.inmemory",
+                                    "vmi_spark.sklearn"])
+def test_spark_free_modules_never_import_pyspark(module):
+    code = (f"import {module}, sys; "
+            "assert not any(m.startswith('pyspark') for m in sys.modules), "
+            "sorted(m for m in sys.modules if m.startswith('pyspark'))[:5]")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]

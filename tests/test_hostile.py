@@ -305,14 +305,17 @@ def test_negative_zero_is_the_same_value_as_zero(spark, workdir):
 def test_negative_zero_is_coded_like_zero(spark):
     # before the fix the plan held one zero (Python's set merges them) and Arrow's
     # index_in coded the other sign as the first category: codes [0, 1, 0, 0]
-    from vmi_spark.spark.encode import encode_column
-    from vmi_spark.spark.plan import build_plan, prepare_frame
+    from vmi_spark.core.encoding import encode_column
+    from vmi_spark.spark.plan import build_plan
+    from vmi_spark.spark.spark_source import SparkSource, prepare_frame
 
     df = spark.createDataFrame([(-0.0, "p"), (0.0, "p"), (-1.0, "q"), (-1.0, "q")],
                                "x double, y string")
-    typed, plan = build_plan(prepare_frame(df, "y", ["x"]), "y", ["x"], 10, 32, 1000, "keep")
+    typed = prepare_frame(df, "y", ["x"])
+    source = SparkSource(typed)
+    plan, skip_cols = build_plan(typed, "y", ["x"], 10, 32, 1000, "keep", source)
     assert plan.columns[0].values == [-1.0, 0.0]
-    batch = typed.select("x").toArrow().column(0).combine_chunks()
+    batch = source.kept("y", skip_cols).select("x").toArrow().column(0).combine_chunks()
     assert sorted(encode_column(batch, plan.columns[0]).tolist()) == [0, 0, 1, 1]
 
 

@@ -29,6 +29,7 @@ from vmi_spark.errors import InputError
 from vmi_spark.spark import resident as R
 from vmi_spark.spark import wire
 from vmi_spark.spark.select import run_selection
+from vmi_spark.spark.session import task_slots, unavailable_reason
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -140,14 +141,15 @@ def test_resident_and_passes_reports_are_identical(spark):
 
 
 def _encoded(spark, pdf, block_rows=64):
-    from vmi_spark.spark.encode import encode_blocks
     from vmi_spark.spark.plan import build_plan
+    from vmi_spark.spark.spark_source import SparkSource
 
     features = [c for c in pdf.columns if c != "y"]
     df = spark.createDataFrame(pdf).repartition(3)
-    rows, plan = build_plan(df, "y", features, 10, 32, 1000, "keep")
-    blocks = (encode_blocks(rows, plan, block_rows)
-              .repartitionByRange(R.task_slots(spark), "block_id").persist())
+    source = SparkSource(df)
+    plan, skip_cols = build_plan(df, "y", features, 10, 32, 1000, "keep", source)
+    blocks = (source.encode_blocks(plan, block_rows, skip_cols)
+              .repartitionByRange(task_slots(spark), "block_id").persist())
     blocks.count()
     return blocks, plan, features
 
@@ -267,10 +269,10 @@ def test_dynamic_allocation_means_passes(spark):
 
     from pyspark import SparkConf
 
-    assert R.unavailable_reason(spark) is None
+    assert unavailable_reason(spark) is None
     conf = SparkConf(loadDefaults=False).set("spark.dynamicAllocation.enabled", "true")
     fake = SimpleNamespace(sparkContext=SimpleNamespace(getConf=lambda: conf))
-    assert "dynamic allocation" in R.unavailable_reason(fake)
+    assert "dynamic allocation" in unavailable_reason(fake)
 
 
 # ----------------------------------------------------------------------------- real task loss

@@ -9,9 +9,9 @@ from pyspark.ml.feature import VectorAssembler
 
 from helpers import codes_of, lung_frame, random_discrete
 from vmi_spark import VMISelector, VMISelectorModel
+from vmi_spark.core.encoding import equal_frequency_splits
 from vmi_spark.core.greedy import select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
-from vmi_spark.spark.plan import equal_frequency_splits
 from vmi_spark.spark.select import run_selection
 
 LUNG_BLOCK = [22, 125, 243, 163, 93, 108, 33]
@@ -191,36 +191,6 @@ def test_lung_mrmr_matches_the_spark_framework_reference(spark):
     assert model.selectedFeatures == [22, 125, 243, 132, 242, 29, 150, 166, 18, 269]
 
 
-def test_pairwise_state_chain_checkpoints_and_recovers_lost_state(spark, monkeypatch):
-    """Long pairwise blocks cut their lineage, and a pass that loses its state is redone."""
-    from helpers import lung
-    from vmi_spark.spark import backend as B
-
-    x, labels = lung()
-    y = np.unique(labels, return_inverse=True)[1]
-    expected = select_vmi(InMemoryBackend(codes_of(x), y, "vmi_pairwise"), "vmi_pairwise", 9, 0.01)
-    assert max(expected.blocks.count(b) for b in set(expected.blocks)) >= 4
-    monkeypatch.setattr(B, "CHECKPOINT_EVERY", 2)
-    monkeypatch.setattr(B, "PAIRWISE_RESIDENT", False)  # the persisted state chain
-    original = B.SparkBackend._pairwise_pass
-    calls = {"n": 0, "failed": 0}
-
-    def flaky(self, ops, source, held):
-        calls["n"] += 1
-        if held and calls["n"] == 4:
-            calls["failed"] += 1
-            raise RuntimeError("FetchFailed: state block lost")
-        return original(self, ops, source, held)
-
-    monkeypatch.setattr(B.SparkBackend, "_pairwise_pass", flaky)
-    run = run_selection(spark.createDataFrame(lung_frame()).repartition(3), "label",
-                        method="vmi_pairwise", num_features=9, restart_tolerance=0.01,
-                        execution="passes")
-    assert calls["failed"] == 1
-    assert run.selection.selected == expected.selected
-    assert run.selection.scores == expected.scores
-
-
 def test_every_step_pass_carries_a_job_description(spark, monkeypatch):
     from vmi_spark.spark import session
 
@@ -247,25 +217,36 @@ def test_every_step_pass_carries_a_job_description(spark, monkeypatch):
 
 def _encoded_blocks(spark, pdf, block_rows: int):
     """(persisted encoded blocks, plan) of a pandas frame with label ``y``, in 3 partitions."""
-    from vmi_spark.spark.encode import encode_blocks
-    from vmi_spark.spark.plan import build_plan, prepare_frame
-
     features = [c for c in pdf.columns if c != "y"]
-    df = spark.createDataFrame(pdf).repartition(3)
-    typed, plan = build_plan(prepare_frame(df, "y", features), "y", features, 10, 32, 1000, "keep")
-    return encode_blocks(typed, plan, block_rows).persist(), plan
+    return _blocks_of(spark.createDataFrame(pdf).repartition(3), "y", features, block_rows)
+
+
+def _blocks_of(df, label, features, block_rows: int):
+    """(persisted encoded blocks, plan) of ``df`` as the Spark reader encodes them."""
+    from vmi_spark.spark.plan import build_plan
+    from vmi_spark.spark.spark_source import SparkSource, prepare_frame
+
+    typed = prepare_frame(df, label, features)
+    source = SparkSource(typed)
+    plan, skip_cols = build_plan(typed, label, features, 10, 32, 1000, "keep", source)
+    return source.encode_blocks(plan, block_rows, skip_cols).persist(), plan
 
 
 def test_worker_block_cache_saves_transfers_and_changes_nothing(spark):
-    """Naive passes score the blocks Python workers already hold; misses fall back."""
+    """Naive passes score the blocks Python workers already hold; misses fall back. Every
+    pass equals the in-memory core over the same codes."""
     from vmi_spark.core.bound import StepOps
     from vmi_spark.core.tables import conditional
     from vmi_spark.spark.backend import SparkBackend
 
     blocks, plan = _encoded_blocks(spark, random_discrete(4, n=3000, d=9), 500)
     try:
+        rows = blocks.collect()
+        codes = np.concatenate([np.frombuffer(r["codes"], np.uint8).reshape(9, r["n"])
+                                for r in rows], axis=1)
+        y = np.concatenate([np.frombuffer(r["y"], np.uint16) for r in rows]).astype(np.int64)
+        plain = InMemoryBackend(codes, y, "vmi_naive", arity=plan.arity, num_classes=3)
         cached = SparkBackend(blocks, 9, plan.arity, 3, "vmi_naive")
-        plain = SparkBackend(blocks, 9, plan.arity, 3, "vmi_naive", worker_cache=False)
         counts = plain.feature_counts()
         assert (cached.feature_counts() == counts).all()
         prior = counts[0].sum(axis=0) / counts[0].sum()
@@ -275,7 +256,6 @@ def test_worker_block_cache_saves_transfers_and_changes_nothing(spark):
         expected = plain.run(ops)
         for _ in range(4):
             assert (cached.run(ops) == expected).all()
-        assert plain.cache_hits == []
         num_blocks = blocks.count()
         assert all(0 <= h <= num_blocks for h in cached.cache_hits)
         assert sum(cached.cache_hits) > 0  # later passes found blocks in the workers
@@ -307,7 +287,7 @@ def test_many_binned_columns_take_split_points_from_one_cached_sample(spark, mon
 
     from vmi_spark.spark import plan as plan_mod
 
-    monkeypatch.setattr(plan_mod, "_SPLIT_CHUNK", 3)
+    monkeypatch.setattr(plan_mod, "SPLIT_CHUNK", 3)
     rng = np.random.default_rng(5)
     n, d = 400, 8
     pdf = pd.DataFrame({f"c{j}": rng.normal(size=n) * (j + 1) for j in range(d)})
@@ -325,8 +305,6 @@ def test_pairwise_state_kept_in_workers_equals_the_core(spark, monkeypatch, budg
     (budget 0) is rebuilt from the cached blocks in every pass. Same result either way."""
     from helpers import lung
     from vmi_spark.spark import backend as B
-    from vmi_spark.spark.encode import encode_blocks
-    from vmi_spark.spark.plan import build_plan, prepare_frame
 
     x, labels = lung()
     y = np.unique(labels, return_inverse=True)[1]
@@ -336,12 +314,9 @@ def test_pairwise_state_kept_in_workers_equals_the_core(spark, monkeypatch, budg
         monkeypatch.setattr(B, "WORKER_STATE_BYTES", budget)
     df = spark.createDataFrame(lung_frame()).repartition(3)
     features = [c for c in df.columns if c != "label"]
-    typed, plan = build_plan(prepare_frame(df, "label", features), "label", features, 10, 32,
-                             1000, "keep")
-    blocks = encode_blocks(typed, plan, 20).persist()
+    blocks, plan = _blocks_of(df, "label", features, 20)
     try:
         be = B.SparkBackend(blocks, len(features), plan.arity, len(plan.classes), "vmi_pairwise")
-        assert be.resident
         continues = []  # per pass: does it extend the block the states held?
         run = be.run
 
@@ -465,6 +440,7 @@ def test_count_passes_sum_in_the_task_and_split_bulk_pair_counts(spark, monkeypa
     counts are split into passes that fit the transfer budget; the totals equal a plain
     numpy count over all rows."""
     from vmi_spark.spark import backend as B
+    from vmi_spark.spark import blocks as blocks_mod
 
     blocks, plan = _encoded_blocks(spark, random_discrete(6, n=900, d=7), 100)
     try:
@@ -488,7 +464,7 @@ def test_count_passes_sum_in_the_task_and_split_bulk_pair_counts(spark, monkeypa
         passes = []
         counts = be._counts
         monkeypatch.setattr(be, "_counts", lambda fs: passes.append(fs) or counts(fs))
-        monkeypatch.setattr(B, "COUNT_PASS_BYTES", 3 * 7 * a * a * L * 8)
+        monkeypatch.setattr(blocks_mod, "COUNT_PASS_BYTES", 3 * 7 * a * a * L * 8)
         got = be.pair_counts_many(list(range(7)))
         assert passes == [[0, 1, 2], [3, 4, 5], [6]]
         assert got.shape == expected.shape and (got == expected).all()

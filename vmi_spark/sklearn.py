@@ -1,13 +1,13 @@
 """A scikit-learn selector running the VMI numpy core in memory.
 
 :class:`VMIFeatureSelector` encodes ``X`` column by column with the rules of the
-Spark encoding plan (:mod:`vmi_spark.spark.plan`) and runs the same greedy loop
+encoding plan (:mod:`vmi_spark.core.encoding`, shared with Spark) and runs the same greedy loop
 (:func:`vmi_spark.core.greedy.select_vmi`, or a classic criterion from
 :func:`vmi_spark.core.criteria.select_classic`) on an
 :class:`~vmi_spark.core.inmemory.InMemoryBackend`. For the same table and
 parameters it selects the same features, with the same scores, as
 :class:`vmi_spark.VMISelector` on Spark (up to tables larger than
-:data:`~vmi_spark.spark.plan.SAMPLE_ROWS` rows, where Spark places the bin edges on
+:data:`~vmi_spark.core.encoding.SAMPLE_ROWS` rows, where Spark places the bin edges on
 a hashed sample).
 
 scikit-learn is an optional dependency (``pip install "vmi_spark[sklearn]"``); it is
@@ -21,6 +21,7 @@ import warnings
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 try:
     from sklearn.base import BaseEstimator
@@ -37,8 +38,15 @@ try:  # scikit-learn >= 1.6
 except ImportError:  # pragma: no cover - older scikit-learn
     _validate_data = None
 
-from .core.columns import ColumnPlan, equal_frequency_splits
 from .core.criteria import select_classic
+from .core.encoding import (
+    ColumnPlan,
+    TooManyCategories,
+    binned_plan,
+    categorical_plan,
+    equal_frequency_splits,
+)
+from .core.encoding import encode_column as _encode_typed
 from .core.greedy import Selection, report_fields, select_vmi
 from .core.inmemory import InMemoryBackend
 from .params import (
@@ -60,7 +68,7 @@ _SKLEARN_KEYS = {p.sklearn: p.key for p in SPEC if p.sklearn is not None}
 
 
 # ---------------------------------------------------------------------------
-# Encoding (the rules of vmi_spark.spark.plan / vmi_spark.spark.encode)
+# Encoding (the rules of vmi_spark.core.encoding, on canonical numpy columns)
 # ---------------------------------------------------------------------------
 
 def _is_number(v: Any) -> bool:
@@ -83,7 +91,13 @@ def _is_missing(v: Any) -> bool:
 def _canonical(column: Any) -> tuple[np.ndarray, str]:
     """One input column as ``(float64 values with NaN, "double")`` or
     ``(object array of str/None, "string")``, as Spark's ``prepare_frame`` types it:
-    numbers and booleans become doubles, everything else strings."""
+    numbers and booleans become doubles (-0.0 as 0.0), everything else strings."""
+    values, dtype = _typed(column)
+    return (values + 0.0, dtype) if dtype == "double" else (values, dtype)
+
+
+def _typed(column: Any) -> tuple[np.ndarray, str]:
+    """:func:`_canonical` before -0.0 becomes 0.0."""
     if hasattr(column, "dtype") and hasattr(column, "to_numpy") and hasattr(column, "iloc"):
         import pandas as pd  # a pandas Series
 
@@ -107,59 +121,39 @@ def _canonical(column: Any) -> tuple[np.ndarray, str]:
 
 def plan_column(name: str, values: np.ndarray, dtype: str, num_bins: int,
                 max_categories: int) -> ColumnPlan:
-    """The :class:`~vmi_spark.core.columns.ColumnPlan` of one canonical column.
+    """The :class:`~vmi_spark.core.encoding.ColumnPlan` of one canonical column.
 
     Numeric columns with at most ``max_categories`` distinct values, and string
-    columns, are categories coded by their sorted values; other numeric columns get
-    ``num_bins`` equal-frequency bins (:func:`~vmi_spark.core.columns.equal_frequency_splits`);
+    columns, are categories coded by their sorted values
+    (:func:`~vmi_spark.core.encoding.categorical_plan`); other numeric columns get
+    ``num_bins`` equal-frequency bins (:func:`~vmi_spark.core.encoding.equal_frequency_splits`);
     a column that is all missing is ``constant``; missing values (NaN, None) are an
     extra state.
     """
     if dtype == "double":
         miss = np.isnan(values)
-        distinct = np.unique(values[~miss])
-        vals: list[Any] = [float(v) for v in distinct]
+        distinct: list[Any] = [float(v) for v in np.unique(values[~miss])]
     else:
         miss = np.array([v is None for v in values], dtype=bool)
-        vals = sorted(set(values[~miss].tolist()))
+        distinct = list(set(values[~miss].tolist()))
     missing = bool(miss.any())
-    if len(vals) <= max_categories:
-        return ColumnPlan(name, "category" if vals else "constant", values=vals,
-                          missing=missing, dtype=dtype)
-    if dtype == "string":
+    try:
+        plan = categorical_plan(name, dtype, distinct, missing, max_categories)
+    except TooManyCategories:
         raise ValueError(f"string column '{name}' has more than {max_categories} distinct "
-                         "values (max_categories); raise max_categories or leave it out")
-    return ColumnPlan(name, "bins", splits=equal_frequency_splits(values, num_bins),
-                      missing=missing, dtype=dtype)
+                         "values (max_categories); raise max_categories or leave it out"
+                         ) from None
+    if plan is not None:
+        return plan
+    return binned_plan(name, equal_frequency_splits(values, num_bins), missing)
 
 
 def encode_column(values: np.ndarray, col: ColumnPlan) -> np.ndarray:
-    """uint8 codes of one canonical column by its plan (as ``vmi_spark.spark.encode``)."""
-    miss_code = col.num_states - 1
-    if col.dtype == "double":
-        v = np.asarray(values, dtype=np.float64)
-        miss = np.isnan(v)
-    else:
-        v = values
-        miss = np.array([x is None for x in values], dtype=bool)
-    if col.kind == "constant":
-        return np.where(miss, miss_code, 0).astype(np.uint8) if col.missing else \
-            np.zeros(len(values), dtype=np.uint8)
-    if col.kind == "category" and col.dtype == "double":
-        # the values are the column's sorted distinct values: exact positions
-        codes = np.searchsorted(np.asarray(col.values, dtype=np.float64), v)
-        codes = np.where(miss, miss_code if col.missing else 0, codes)
-        return codes.astype(np.uint8)
-    if col.kind == "category":
-        lookup = {val: i for i, val in enumerate(col.values or [])}
-        fill = miss_code if col.missing else 0
-        codes = np.array([fill if m else lookup.get(x, fill) for x, m in zip(v, miss)],
-                         dtype=np.int64)
-        return codes.astype(np.uint8)
-    codes = np.searchsorted(np.asarray(col.splits, dtype=np.float64), v, side="right")
-    if col.missing:
-        codes = np.where(miss, miss_code, codes)
-    return codes.astype(np.uint8)
+    """uint8 codes of one canonical column by its plan
+    (:func:`vmi_spark.core.encoding.encode_column`, as on Spark)."""
+    if col.dtype == "double":  # -0.0 as 0.0: Arrow's index_in tells them apart
+        return _encode_typed(pa.array(np.asarray(values, dtype=np.float64) + 0.0), col)
+    return _encode_typed(pa.array(values, type=pa.string()), col)
 
 
 # ---------------------------------------------------------------------------
@@ -367,11 +361,14 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         arity = max((p.num_states for p in plans), default=1)
         backend = InMemoryBackend(codes, y_codes.astype(np.int64), self.method, arity=arity,
                                   num_classes=len(classes))
-        if is_vmi(self.method):
-            sel = select_vmi(backend, self.method, k, float(self.restart_tolerance),
-                             min_gain=min_gain)
-        else:
-            sel = select_classic(backend, self.method, k, min_gain=min_gain)
+        try:
+            if is_vmi(self.method):
+                sel = select_vmi(backend, self.method, k, float(self.restart_tolerance),
+                                 min_gain=min_gain)
+            else:
+                sel = select_classic(backend, self.method, k, min_gain=min_gain)
+        finally:
+            backend.close()
 
         self.selection_: Selection = sel
         self.columns_ = plans

@@ -1,4 +1,5 @@
-"""Spark-free numpy core: probability tables, the variational bound, the greedy loop.
+"""Spark-free numpy core: the encoding plan, probability tables, the variational bound,
+the greedy loop.
 
 Nothing in this package imports pyspark; the Spark layer calls these functions once
 per block of rows, and the in-memory selector calls them on the whole table.

@@ -47,7 +47,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .greedy import Selection, StopSelection, _restore, top_candidates
+from .greedy import Selection, StopSelection, restore_steps, top_candidates
 
 MIM = "mim"
 MRMR = "mrmr"
@@ -173,7 +173,7 @@ def _select_greedy(backend: ClassicBackend, method: str, num_features: int,
     running_min = np.full(num_cols, np.inf)  # CMIM
     last: int | None = None
     if resume is not None and resume.selected:
-        _restore(result, resume)
+        restore_steps(result, resume)
         chosen[result.selected] = True
         last = result.selected[-1]
         done = result.selected[:-1]
@@ -245,10 +245,7 @@ def _pair_block_size(num_cols: int, arity: int, num_classes: int) -> int:
 
 
 def _bulk_pair_counts(backend: ClassicBackend, fs: list[int]) -> np.ndarray:
-    many = getattr(backend, "pair_counts_many", None)
-    if many is not None:
-        return np.asarray(many(fs))
-    return np.stack([backend.pair_counts(f) for f in fs])  # a backend without bulk counts
+    return np.asarray(backend.pair_counts_many(fs))
 
 
 def spec_cmi_matrix(backend: ClassicBackend, counts: np.ndarray | None = None) -> np.ndarray:
@@ -302,7 +299,7 @@ def _select_spec_cmi(backend: ClassicBackend, num_features: int, report_candidat
     key = np.round(v, SPEC_RANK_DECIMALS)
     order = np.lexsort((np.arange(num_cols), -key))  # ties to the lowest index
     if resume is not None:
-        _restore(result, resume)
+        restore_steps(result, resume)
     for best in order[len(result.selected):max(num_features, 0)]:
         best = int(best)
         if report_candidates:

@@ -20,13 +20,24 @@ from .tables import conditional, mutual_information, pair_conditional, safe_log
 
 
 class Backend(Protocol):
-    """Where the rows live: in memory, or cached on a Spark cluster."""
+    """Where the rows live: in memory, or cached on a Spark cluster.
+
+    Implemented by :class:`vmi_spark.core.inmemory.InMemoryBackend`,
+    :class:`vmi_spark.spark.backend.SparkBackend` and
+    :class:`vmi_spark.spark.resident.ResidentBackend`.
+    """
 
     def feature_counts(self) -> np.ndarray:
         """(D, A, L) int64 counts n(x_i = a, y)."""
 
     def pair_counts(self, f: int) -> np.ndarray:
         """(D, A, A, L) int64 counts n(x_i = a, x_f = b, y)."""
+
+    def pair_counts_many(self, fs: list[int]) -> np.ndarray:
+        """(len(fs), D, A, A, L) int64 counts n(x_i = a, x_f = b, y) for every f in ``fs``."""
+
+    def close(self) -> None:
+        """Release what the backend holds (it is not used afterwards)."""
 
     def run(self, ops: StepOps) -> np.ndarray:
         """Apply ``ops`` to every block; return the summed (D,) int64 partials.
@@ -86,7 +97,7 @@ def report_fields(sel: Selection, names: list[str]) -> dict:
     return out
 
 
-def _restore(result: Selection, saved: Selection) -> None:
+def restore_steps(result: Selection, saved: Selection) -> None:
     """Copy the per-step record of ``saved`` into ``result`` (a resumed run)."""
     for name in ("selected", "scores", "gains", "blocks", "step_seconds", "candidates"):
         setattr(result, name, [list(v) if isinstance(v, list) else v
@@ -96,8 +107,7 @@ def _restore(result: Selection, saved: Selection) -> None:
 
 def _pair_tables(backend: Backend, block: list[int]) -> dict[int, np.ndarray]:
     """log p(x_i | x_f, y) tables of every feature f of ``block`` (one count pass each)."""
-    many = getattr(backend, "pair_counts_many", None)
-    counts = many(block) if many is not None else [backend.pair_counts(f) for f in block]
+    counts = backend.pair_counts_many(block)
     return {f: safe_log(pair_conditional(c)) for f, c in zip(block, counts)}
 
 
@@ -203,7 +213,7 @@ def select_vmi(
     bound = 0.0
     block_index = 0
     if resume is not None:
-        _restore(result, resume)
+        restore_steps(result, resume)
         chosen[result.selected] = True
         if result.selected:
             block_index = result.blocks[-1]

@@ -15,12 +15,16 @@ from .bound import (
     StepOps,
     feature_counts,
     pair_counts,
+    pair_counts_many,
     run_block,
 )
 
 
 class InMemoryBackend:
-    """Rows held as (D, N) uint8 codes and (N,) class codes, split into blocks."""
+    """Rows held as (D, N) uint8 codes and (N,) class codes, split into blocks.
+
+    Implements :class:`vmi_spark.core.greedy.Backend`.
+    """
 
     def __init__(self, codes: np.ndarray, y: np.ndarray, method: str,
                  arity: int | None = None, num_classes: int | None = None,
@@ -56,11 +60,13 @@ class InMemoryBackend:
 
     def pair_counts_many(self, fs: list[int]) -> np.ndarray:
         """(len(fs), D, A, A, L) int64 counts n(x_i = a, x_f = b, y) for every f in ``fs``."""
-        from .bound import pair_counts_many
-
         num_features = self.blocks[0][0].shape[0]
         total = np.zeros((len(fs), num_features, self.arity, self.arity, self.num_classes),
                          dtype=np.int64)
         for c, y in self.blocks:
             total += pair_counts_many(c, y, fs, self.arity, self.num_classes)
         return total
+
+    def close(self) -> None:
+        """Forget the pairwise states (the codes stay: nothing else is held)."""
+        self.states = None

@@ -1,4 +1,13 @@
-"""Spark data layer: plan the encoding, encode into cached blocks, run passes."""
+"""Spark data layer: plan the encoding, encode into cached blocks, run the greedy steps.
+
+``select.run_selection`` is the one orchestrator. It reads the rows through a row
+source (``plan.RowSource``: ``spark_source.SparkSource`` or
+``arrow_source.ParquetReader``, sharing ``rows``), computes the plan of
+``vmi_spark.core.encoding`` (``plan.build_plan``), writes blocks in the format of
+``blocks`` and runs the steps with an execution (``select.Execution``:
+``backend.SparkBackend``, one Spark job a pass, or ``resident.ResidentBackend``).
+``session`` holds the session probes.
+"""
 
 from .._deps import require_pyspark
 

@@ -11,7 +11,7 @@ Spark's own reader splits files by), and each task reads its row groups with pya
 Only counts, the sample and the one-byte blocks go back through the JVM.
 
 The result is the same plan and the same blocks as the Spark reader would give: the
-values are typed the same way as :func:`vmi_spark.spark.plan.prepare_frame` (doubles
+values are typed the same way as :func:`vmi_spark.spark.spark_source.prepare_frame` (doubles
 with -0.0 as 0.0, booleans as 0/1, strings), the same rows are dropped, and the
 sample is chosen by the same ``xxhash64`` of the typed row (:mod:`.sparkhash`). A
 file pyarrow cannot open from the driver, or a column whose Parquet type is not a
@@ -31,16 +31,11 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from . import plan as _plan
-from .encode import BLOCK_SCHEMA, _encoder
-from .plan import (
-    _SPLIT_CHUNK,
-    EncodingPlan,
-    _merge_stats,
-    _stats_fn,
-    equal_frequency_splits,
-    typed_array,
-)
+from ..core import encoding
+from ..core.encoding import EncodingPlan, equal_frequency_splits
+from . import plan
+from .blocks import BLOCK_SCHEMA, block_encoder
+from .rows import column_stats_fn, kept_rows, merge_stats, typed_array
 from .sparkhash import SEED, hash_doubles, hash_strings, in_sample
 
 log = logging.getLogger("vmi_spark")
@@ -152,18 +147,6 @@ def _read_fn(source: ParquetSource, columns: list[str]):
     return batches
 
 
-def _kept(rb: pa.RecordBatch, skip: bool) -> pa.RecordBatch:
-    """The rows :func:`plan.build_plan` keeps: a label (column 0), and if ``skip`` no
-    missing value in the other columns."""
-    drop = _plan.missing_mask(rb.column(0))
-    if skip:
-        for j in range(1, rb.num_columns):
-            m = _plan.missing_mask(rb.column(j))
-            if m is not None:
-                drop = m if drop is None else drop | m
-    return rb if drop is None or not drop.any() else rb.filter(pa.array(~drop))
-
-
 def _units_frame(spark, source: ParquetSource, slots: int) -> DataFrame:
     """One row per unit (its index into ``source.units``), in contiguous ranges over at most
     :data:`_TASKS_PER_SLOT` tasks per slot (``spark.range``: no sampling job, no shuffle)."""
@@ -172,55 +155,55 @@ def _units_frame(spark, source: ParquetSource, slots: int) -> DataFrame:
 
 
 class ParquetReader:
-    """The three passes of planning and encoding, over the files of a :class:`ParquetSource`.
-
-    :func:`vmi_spark.spark.plan.build_plan` and :func:`vmi_spark.spark.select.run_selection`
-    call these in place of the passes over the typed DataFrame.
-    """
+    """The three passes of planning and encoding, over the files of a :class:`ParquetSource`
+    (a :class:`vmi_spark.spark.plan.RowSource`, the same plan and blocks as
+    :class:`vmi_spark.spark.spark_source.SparkSource` over the same rows)."""
 
     def __init__(self, spark, source: ParquetSource, slots: int):
         self.spark, self.source, self.slots = spark, source, slots
 
     def column_stats(self, label: str, features: list[str], max_categories: int,
-                     max_classes: int, handle_invalid: str) -> dict:
-        """:func:`plan._column_stats` over the Parquet files (same statistics)."""
+                     max_classes: int, skip: bool) -> dict:
+        """The column statistics over the Parquet files (same statistics)."""
         return _column_stats(self.spark, self.source, label, features, max_categories,
-                             max_classes, handle_invalid, self.slots)
+                             max_classes, skip, self.slots)
 
     def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
                         skip_cols: list[str]) -> dict[str, list[float]]:
-        """:func:`plan._quantile_splits` over the Parquet files (see :func:`_quantile_splits`)."""
+        """The split points over the Parquet files (see :func:`_quantile_splits`)."""
         return _quantile_splits(self.spark, self.source, label, cols, num_bins, rows,
                                 skip_cols, self.slots)
 
-    def encode_blocks(self, plan: EncodingPlan, block_rows: int, skip: bool) -> DataFrame:
-        """:func:`encode.encode_blocks` over the Parquet files (same codes, in blocks)."""
+    def encode_blocks(self, plan: EncodingPlan, block_rows: int,
+                      skip_cols: list[str]) -> DataFrame:
+        """The kept rows of the Parquet files as block rows (same codes, in blocks)."""
         read = _read_fn(self.source, [plan.label, *plan.features])
-        encode = _encoder(plan, block_rows)
+        encode = block_encoder(plan, block_rows)
+        skip = bool(skip_cols)  # no other feature has a missing value in a labelled row
 
         def fn(unit_batches):
-            yield from encode(_kept(rb, skip) for rb in read(unit_batches))
+            yield from encode(kept_rows(rb, skip) for rb in read(unit_batches))
 
         return _units_frame(self.spark, self.source, self.slots).mapInArrow(fn, BLOCK_SCHEMA)
 
 
 def _column_stats(spark, source: ParquetSource, label: str, features: list[str],
-                  max_categories: int, max_classes: int, handle_invalid: str,
-                  slots: int) -> dict:
+                  max_categories: int, max_classes: int, skip: bool, slots: int) -> dict:
     read = _read_fn(source, [label, *features])
-    stats = _stats_fn(len(features), max_categories, max_classes, handle_invalid == "skip")
+    stats = column_stats_fn(len(features), max_categories, max_classes, skip)
 
     def fn(unit_batches):
         yield from stats(read(unit_batches))
 
     parts = [json.loads(r[0]) for r in
              _units_frame(spark, source, slots).mapInArrow(fn, "stats string").collect()]
-    return _merge_stats(parts, len(features), max_categories, max_classes)
+    return merge_stats(parts, len(features), max_categories, max_classes)
 
 
 def _quantile_splits(spark, source: ParquetSource, label: str, feats: list[str], num_bins: int,
                      rows: int, skip_cols: list[str], slots: int) -> dict[str, list[float]]:
-    """:func:`plan._quantile_splits` over the Parquet files: the same rows are sampled
+    """The split points over the Parquet files: the same rows are sampled as by
+    :meth:`vmi_spark.spark.spark_source.SparkSource.quantile_splits`
     (Spark's ``xxhash64`` of the typed label and columns), the same split points placed.
 
     Each task sends its sampled values as one binary value per chunk of columns; a
@@ -231,14 +214,15 @@ def _quantile_splits(spark, source: ParquetSource, label: str, feats: list[str],
     read = _read_fn(source, [label, *feats, *[c for c in skip_cols if c not in feats]])
     label_kind = source.kinds[label]
     modulus = 1 << 30
-    threshold = int(modulus * _plan.SAMPLE_ROWS / rows) if rows > _plan.SAMPLE_ROWS else None
-    chunks = [list(range(s, min(s + _SPLIT_CHUNK, len(feats))))
-              for s in range(0, len(feats), _SPLIT_CHUNK)]
+    sample_rows = encoding.SAMPLE_ROWS
+    threshold = int(modulus * sample_rows / rows) if rows > sample_rows else None
+    chunk = plan.SPLIT_CHUNK
+    chunks = [list(range(s, min(s + chunk, len(feats)))) for s in range(0, len(feats), chunk)]
 
     def sample(unit_batches):
         kept: list[list[np.ndarray]] = [[] for _ in feats]
         for rb in read(unit_batches):
-            rb = _kept(rb, bool(skip_cols))
+            rb = kept_rows(rb, bool(skip_cols))
             if rb.num_rows == 0:
                 continue
             values = [rb.column(j + 1).to_numpy(zero_copy_only=False).astype(np.float64)

@@ -14,27 +14,21 @@ them, so the result is the same for every partitioning.
 * ``vmi_naive`` passes are stateless: each block rebuilds the posterior of its rows from
   the features of the current selection block (m gathers per row, m << D) and emits only
   its (D,) partial sums.
-* ``vmi_pairwise`` keeps per-row state (D x (L-1) running log-ratio sums). By default the Python
+* ``vmi_pairwise`` keeps per-row state (D x (L-1) running log-ratio sums). The Python
   workers hold it next to their blocks' codes and update it in place; a block whose state
   a worker cannot bring to the current block is rebuilt in the second pass from the cached
-  codes and the tables the driver keeps (same integers). Without the worker cache the
-  state is a persisted DataFrame that each pass maps into the next one; its lineage is
-  cut with a local checkpoint every :data:`CHECKPOINT_EVERY` passes, and if a pass fails
-  because state blocks were lost (an executor died), the state is rebuilt and the pass
-  retried.
+  codes and the tables the driver keeps (same integers).
 
 The tables travel inside the pass's function, which Spark ships once per pass.
 """
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections import OrderedDict
 
 import numpy as np
 import pyarrow as pa
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -49,29 +43,16 @@ from ..core.bound import (
     pair_counts_many,
     pairwise_partials,
 )
-
-log = logging.getLogger("vmi_spark")
-
-#: bytes of pairwise state one Python worker process keeps between passes
-WORKER_STATE_BYTES = 2 << 30
-#: keep the pairwise state in the Python workers (False: the persisted state chain)
-PAIRWISE_RESIDENT = True
+from . import session
+from .blocks import WORKER_STATE_BYTES, decode_blocks, pair_count_chunks
 
 # output schemas as StructTypes: a DDL string costs a JVM round trip to parse in every pass
-STATE_SCHEMA = T.StructType([T.StructField(name, kind) for name, kind in (
-    ("block_id", T.LongType()), ("n", T.IntegerType()), ("codes", T.BinaryType()),
-    ("y", T.BinaryType()), ("post", T.BinaryType()), ("pair", T.BinaryType()),
-    ("held", T.BinaryType()), ("partial", T.BinaryType()))])
 PARTIALS_SCHEMA = T.StructType([T.StructField("block_id", T.LongType()),
                                 T.StructField("partial", T.BinaryType())])
 COUNTS_SCHEMA = T.StructType([T.StructField("block_ids", T.ArrayType(T.LongType())),
                               T.StructField("counts", T.BinaryType())])
-#: passes of the pairwise state chain between two local checkpoints (bounds the lineage)
-CHECKPOINT_EVERY = 8
 #: bytes of decoded blocks one Python worker process keeps between passes
 WORKER_CACHE_BYTES = 1 << 30
-#: bytes of counts one task of a count pass sends (bulk pair counts are split to fit)
-COUNT_PASS_BYTES = 32 << 20
 
 # Blocks a Python worker has seen, keyed by (run token, block id): Spark reuses its Python
 # workers between tasks, so a pass can score the blocks a worker already holds without
@@ -178,30 +159,12 @@ def _state_take(key) -> BlockState | None:
     return state
 
 
-def binary_values(arr: pa.Array) -> list[memoryview]:
-    """Zero-copy views of the values of an Arrow binary array."""
-    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-    bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], dtype=np.int32)[arr.offset:arr.offset + len(arr) + 1]
-    data = memoryview(bufs[2]) if bufs[2] is not None else memoryview(b"")
-    return [data[offsets[k]:offsets[k + 1]] for k in range(len(arr))]
-
-
-def _blocks(rb: pa.RecordBatch, num_features: int, token: str | None = None):
-    """(block id, n, codes (D, n) uint8, y (n,) intp) of every block row of a record batch.
-
-    With a ``token``, the blocks are also kept in this worker's cache (:func:`_cache_put`).
-    """
-    ns = rb.column("n").to_pylist()
-    ids = rb.column("block_id").to_pylist()
-    codes = binary_values(rb.column("codes"))
-    ys = binary_values(rb.column("y"))
-    for k, n in enumerate(ns):
-        c = np.frombuffer(codes[k], dtype=np.uint8).reshape(num_features, n)
-        y = np.frombuffer(ys[k], dtype=np.uint16).astype(np.intp)
-        if token is not None:
-            _cache_put((token, ids[k]), c, y)
-        yield ids[k], n, c, y
+def _blocks(rb: pa.RecordBatch, num_features: int, token: str):
+    """:func:`.blocks.decode_blocks`, each block also kept in this worker's cache
+    (:func:`_cache_put`)."""
+    for bid, n, c, y in decode_blocks(rb, num_features):
+        _cache_put((token, bid), c, y)
+        yield bid, n, c, y
 
 
 def _exact_sum(partials: list[bytes], num_features: int) -> np.ndarray:
@@ -212,7 +175,7 @@ def _exact_sum(partials: list[bytes], num_features: int) -> np.ndarray:
     return total
 
 
-def _count_fn(num_features: int, arity: int, num_classes: int, pair_with, token=None,
+def _count_fn(num_features: int, arity: int, num_classes: int, pair_with, token: str,
               grant: bool = False):
     """Counts of a task's blocks, summed in the task: one row (its block ids, the counts).
 
@@ -224,7 +187,7 @@ def _count_fn(num_features: int, arity: int, num_classes: int, pair_with, token=
         total, ids = None, []
         for rb in batches:
             for bid, _, codes, y in _blocks(rb, num_features, token):
-                if grant and token is not None:
+                if grant:
                     _own((token, bid), 0, first_read=True)
                 if pair_with is None:
                     c = feature_counts(codes, y, arity, num_classes)
@@ -280,8 +243,7 @@ def _pairwise_scorers(ops: StepOps, shipped: StepOps, num_features: int, budget:
     def read(key, n, codes, y):
         state = BlockState.initial(ops.prior, n, num_features)
         out = pairwise_partials(codes, y, state, ops)
-        if key is not None:
-            _state_put(key, state, budget)
+        _state_put(key, state, budget)
         return out
     return held, read
 
@@ -320,86 +282,50 @@ def _first_pass_fn(held, token: str, ids: list[int], serial: int):
     return fn
 
 
-def _second_pass_fn(read, num_features: int, token: str | None, serial: int):
-    """Pass 2 of a step, over cached block rows: ``read(key, n, codes, y)`` scores each one
-    (key None without a worker cache); with a token the worker keeps the block and owns it."""
+def _second_pass_fn(read, num_features: int, token: str, serial: int):
+    """Pass 2 of a step, over cached block rows: ``read(key, n, codes, y)`` scores each one;
+    the worker keeps the block and owns it."""
     def fn(batches):
         for rb in batches:
             ids, outs = [], []
             for bid, n, codes, y in _blocks(rb, num_features, token):
-                key = (token, bid) if token is not None else None
+                key = (token, bid)
                 outs.append(read(key, n, codes, y).tobytes())
                 ids.append(bid)
-                if key is not None:
-                    _own(key, serial)
+                _own(key, serial)
             yield pa.RecordBatch.from_pydict({"block_id": pa.array(ids, pa.int64()),
                                               "partial": pa.array(outs, pa.binary())})
     return fn
 
 
-def _pairwise_fn(ops: StepOps, num_features: int, num_classes: int):
-    def fn(batches):
-        for rb in batches:
-            has_state = "post" in rb.schema.names
-            if has_state:
-                posts_in = binary_values(rb.column("post"))
-                pairs_in = binary_values(rb.column("pair"))
-                held_in = binary_values(rb.column("held"))
-            posts, pairs, helds, partials = [], [], [], []
-            for k, (_, n, codes, y) in enumerate(_blocks(rb, num_features)):
-                if has_state:
-                    post = np.frombuffer(posts_in[k], dtype=np.float64).reshape(n, num_classes).copy()
-                    pair = np.frombuffer(pairs_in[k], dtype=np.float64).reshape(
-                        num_features, n, num_classes - 1).copy()
-                    held = tuple(int(f) for f in np.frombuffer(held_in[k], dtype=np.int64))
-                    state = BlockState(post, pair, held)
-                else:
-                    state = BlockState.initial(ops.prior, n, num_features)
-                partials.append(pairwise_partials(codes, y, state, ops).tobytes())
-                posts.append(state.posterior.tobytes())
-                pairs.append(state.log_ratio.tobytes())
-                helds.append(np.asarray(state.block, dtype=np.int64).tobytes())
-            yield pa.RecordBatch.from_pydict({
-                "block_id": rb.column("block_id"), "n": rb.column("n"),
-                "codes": rb.column("codes"), "y": rb.column("y"),
-                "post": pa.array(posts, pa.binary()), "pair": pa.array(pairs, pa.binary()),
-                "held": pa.array(helds, pa.binary()), "partial": pa.array(partials, pa.binary()),
-            })
-    return fn
-
-
-def _set_description(df: DataFrame, text: str) -> None:
-    """Name the next Spark jobs (the Spark UI shows it; a job tag under Spark Connect)."""
-    from .session import describe_jobs
-
-    describe_jobs(df.sparkSession, text or None)
-
-
 class SparkBackend:
-    """Greedy-loop backend over a cached DataFrame of encoded blocks."""
+    """Greedy-loop backend over a cached DataFrame of encoded blocks (one Spark job a pass).
+
+    Implements :class:`vmi_spark.core.greedy.Backend` and
+    :class:`vmi_spark.spark.select.Execution`.
+    """
+
+    #: the execution's name in the report
+    execution = "passes"
 
     def __init__(self, blocks: DataFrame, num_features: int, arity: int, num_classes: int,
-                 method: str, storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
-                 describe=None, worker_cache: bool = True):
+                 method: str, describe=None):
         self.blocks = blocks
         self.num_features = num_features
         self.arity = arity
         self.num_classes = num_classes
         self.method = method
-        self.storage_level = storage_level
-        self.state: DataFrame | None = None
-        self.state_block: tuple[int, ...] = ()
-        self.chain = 0
+        self.state_block: tuple[int, ...] = ()  # the block the workers' states were left at
         self._feature_counts: np.ndarray | None = None
         # identifies this run's blocks in the Python workers' caches
-        self.token = uuid.uuid4().hex if worker_cache else None
+        self.token = uuid.uuid4().hex
         self.cache_hits: list[int] = []  # per pass: blocks scored from worker caches
         self.state_budget = WORKER_STATE_BYTES
-        self.resident = PAIRWISE_RESIDENT and self.token is not None
         self._serial = 0  # step passes run: the version of the ownership they leave
         self._block_ids: list[int] = []
         self._slots: int | None = None
-        self.describe = describe or (lambda text: _set_description(blocks, text))
+        self.describe = describe or (
+            lambda text: session.describe_jobs(blocks.sparkSession, text or None))
 
     def _counts(self, pair_with) -> np.ndarray:
         shape: tuple[int, ...] = (self.num_features, self.arity, self.num_classes)
@@ -428,20 +354,18 @@ class SparkBackend:
 
     def pair_counts_many(self, fs: list[int]) -> np.ndarray:
         """Counts against every f in ``fs``: (len(fs), D, A, A, L), in as few passes as
-        :data:`COUNT_PASS_BYTES` allows (each task sends one such array through the JVM)."""
-        fs = [int(f) for f in fs]
-        per = self.num_features * self.arity * self.arity * self.num_classes * 8
-        step = max(1, COUNT_PASS_BYTES // max(1, per))
-        if len(fs) <= step:
-            return self._counts(fs)
-        return np.concatenate([self._counts(fs[i:i + step]) for i in range(0, len(fs), step)])
+        :data:`~.blocks.COUNT_PASS_BYTES` allows (each task sends one such array through
+        the JVM)."""
+        chunks = pair_count_chunks([int(f) for f in fs], self.num_features, self.arity,
+                                   self.num_classes)
+        if len(chunks) == 1:
+            return self._counts(chunks[0])
+        return np.concatenate([self._counts(c) for c in chunks])
 
     def run(self, ops: StepOps) -> np.ndarray:
         self.describe(ops.label)
         try:
             if ops.method == PAIRWISE:
-                if self.resident:
-                    return self._run_pairwise_resident(ops)
                 return self._run_pairwise(ops)
             return self._run_naive(ops)
         finally:
@@ -450,14 +374,12 @@ class SparkBackend:
     def _step(self, held, read) -> np.ndarray:
         """Sum of every block's partials: the first pass scores, with ``held``, what the
         workers own (:func:`_first_pass_fn`); the second reads the blocks it missed (all of
-        them without a worker cache or known block ids) and scores them with ``read``."""
+        them before the block ids are known) and scores them with ``read``."""
         self._serial += 1
         partials: dict[int, bytes] = {}
-        if self.token is not None and self._block_ids:
+        if self._block_ids:
             if self._slots is None:
-                from .select import parallelism
-
-                self._slots = parallelism(self.blocks.sparkSession)
+                self._slots = session.parallelism(self.blocks.sparkSession)
             first = _first_pass_fn(held, self.token, self._block_ids, self._serial)
             rows = (self.blocks.sparkSession.range(0, self._slots, 1, self._slots)
                     .mapInArrow(first, PARTIALS_SCHEMA).collect())
@@ -479,7 +401,7 @@ class SparkBackend:
     def _run_naive(self, ops: StepOps) -> np.ndarray:
         return self._step(*_naive_scorers(ops))
 
-    def _run_pairwise_resident(self, ops: StepOps) -> np.ndarray:
+    def _run_pairwise(self, ops: StepOps) -> np.ndarray:
         """Workers update the state they hold in place; missing blocks are rebuilt."""
         held = self.state_block
         common = 0
@@ -493,52 +415,9 @@ class SparkBackend:
         self.state_block = tuple(ops.block)
         return out
 
-    def _pairwise_pass(self, ops: StepOps, source: DataFrame, held: tuple[int, ...]):
-        # ship only the tables of the features the state still has to fold in
-        need = ops.block[len(held):]
-        shipped = StepOps(ops.method, ops.prior, ops.cond, ops.candidates, ops.block,
-                          {f: ops.pair_log_tables[f] for f in need}, ops.label)
-        fn = _pairwise_fn(shipped, self.num_features, self.num_classes)
-        new_state = source.mapInArrow(fn, STATE_SCHEMA)
-        if self.chain + 1 >= CHECKPOINT_EVERY:
-            new_state = new_state.localCheckpoint(eager=True)
-            chain = 0
-        else:
-            new_state = new_state.persist(self.storage_level)
-            chain = self.chain + 1
-        try:
-            rows = new_state.select("partial").collect()
-        except BaseException:
-            new_state.unpersist()
-            raise
-        return new_state, chain, [r[0] for r in rows]
-
-    def _run_pairwise(self, ops: StepOps) -> np.ndarray:
-        held = self.state_block
-        resume = self.state is not None and ops.block[:len(held)] == held
-        try:
-            if resume:
-                assert self.state is not None
-                new_state, chain, partials = self._pairwise_pass(ops, self.state, held)
-            else:
-                self.chain = 0
-                new_state, chain, partials = self._pairwise_pass(ops, self.blocks, ())
-        except Exception as exc:  # lost state blocks: rebuild from the cached codes, retry once
-            if not resume:
-                raise
-            log.warning("pairwise state lost (%s); rebuilding it from the cached blocks",
-                        str(exc).splitlines()[0][:200])
-            self.chain = 0
-            new_state, chain, partials = self._pairwise_pass(ops, self.blocks, ())
-        self._drop_state()
-        self.state, self.state_block, self.chain = new_state, tuple(ops.block), chain
-        return _exact_sum(partials, self.num_features)
-
-    def _drop_state(self) -> None:
-        if self.state is not None:
-            self.state.unpersist()
-            self.state = None
-            self.state_block = ()
+    def notes(self) -> list[str]:
+        """Nothing to report: a lost executor's blocks are re-read from the cache."""
+        return []
 
     def close(self) -> None:
-        self._drop_state()
+        """Nothing to release: the workers' caches age out by their byte budgets."""

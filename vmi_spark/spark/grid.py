@@ -12,8 +12,10 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ..core.encoding import EncodingPlan
 from ..core.kde import KDE_GRID
-from .plan import EncodingPlan, prepare_frame, quote
+from .plan import quote
+from .spark_source import prepare_frame
 
 
 def grid_plan(df: DataFrame, plan: EncodingPlan, cells: int = KDE_GRID) -> EncodingPlan:

@@ -62,7 +62,8 @@ from ..core.bound import (
     pairwise_partials,
 )
 from . import wire
-from .backend import COUNT_PASS_BYTES, WORKER_STATE_BYTES, _blocks
+from .blocks import WORKER_STATE_BYTES, decode_blocks, pair_count_chunks
+from .session import task_slots
 
 log = logging.getLogger("vmi_spark")
 
@@ -231,7 +232,7 @@ def _task_fn(address: tuple[str, int], secret: str, num_features: int, arity: in
         ctx = BarrierTaskContext.get()
         held = []
         for rb in batches:
-            for bid, _, codes, y in _blocks(rb, num_features):
+            for bid, _, codes, y in decode_blocks(rb, num_features):
                 held.append((int(bid), np.array(codes, copy=True), y))
         held.sort(key=lambda b: b[0])
         server = _TaskServer(held, num_features, arity, num_classes, state_budget)
@@ -417,31 +418,9 @@ class _Acceptor:
         return peer, h["tasks"]
 
 
-def task_slots(spark) -> int:
-    """Tasks that can run at once in a classic session (what a barrier stage may use)."""
-    sc = spark.sparkContext
-    jsc = sc._jsc.sc()
-    try:
-        profile = jsc.resourceProfileManager().defaultResourceProfile()
-        return max(1, int(jsc.maxNumConcurrentTasks(profile)))
-    except Exception:  # an older or different JVM side: the default parallelism
-        return max(1, int(sc.defaultParallelism))
-
-
-def unavailable_reason(spark) -> str | None:
-    """Why resident tasks cannot run in ``spark`` (None: they can)."""
-    from .session import is_connect
-
-    if is_connect(spark):
-        return "Spark Connect (the executors cannot reach the client)"
-    conf = spark.sparkContext.getConf()
-    if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
-        return "dynamic allocation is enabled (Spark's barrier stages do not support it)"
-    return None
-
-
 class ResidentBackend:
-    """Greedy-loop backend served by resident barrier tasks (see the module docstring).
+    """Greedy-loop backend served by resident barrier tasks (see the module docstring);
+    a :class:`vmi_spark.spark.select.Execution`.
 
     Connections are accepted and authenticated by a thread of their own
     (:class:`_Acceptor`): the greedy loop sees only tasks that presented the run's
@@ -459,6 +438,9 @@ class ResidentBackend:
 
     #: test hook: called with :attr:`address` once the driver listens (before tasks start)
     listen_hook: Callable[[tuple[str, int]], None] | None = None
+
+    #: the execution's name in the report
+    execution = "resident"
 
     def __init__(self, blocks: DataFrame, num_features: int, arity: int, num_classes: int,
                  method: str, start_timeout: float = START_TIMEOUT,
@@ -700,8 +682,8 @@ class ResidentBackend:
         return self.pair_counts_many([f])[0]
 
     def pair_counts_many(self, fs: list[int]) -> np.ndarray:
-        """(len(fs), D, A, A, L) counts, asked for in chunks of :data:`COUNT_PASS_BYTES`
-        per task reply."""
+        """(len(fs), D, A, A, L) counts, asked for in chunks of
+        :data:`~.blocks.COUNT_PASS_BYTES` per task reply."""
         return self._resident_or_fallback("pair_counts_many", [int(f) for f in fs])
 
     def run(self, ops: StepOps) -> np.ndarray:
@@ -714,11 +696,8 @@ class ResidentBackend:
         return self._feature_counts.copy()
 
     def _resident_pair_counts_many(self, fs: list[int]) -> np.ndarray:
-        per = self.num_features * self.arity * self.arity * self.num_classes * 8
-        step = max(1, COUNT_PASS_BYTES // max(1, per))
         out = []
-        for i in range(0, len(fs), step):
-            chunk = fs[i:i + step]
+        for chunk in pair_count_chunks(fs, self.num_features, self.arity, self.num_classes):
             replies = self._request(lambda p, c=chunk: ({"op": "pairs", "fs": c}, []))
             out.append(np.sum([r[0] for r in replies], axis=0))
         return np.concatenate(out) if len(out) > 1 else out[0]
@@ -780,6 +759,16 @@ class ResidentBackend:
                 break
         self._wake_r.close()
         self._wake_w.close()
+
+    def notes(self) -> list[str]:
+        """Lost tasks and a hand-over to passes, for the run's warnings."""
+        out = []
+        if self.recoveries:
+            out.append(f"resident tasks were lost {self.recoveries} time(s); Spark "
+                       "restarted them and the request in flight was sent again")
+        if self.lost:
+            out.append(f"{self.lost}; the selection went on with one Spark job per pass")
+        return out
 
     def close(self) -> None:
         self._shutdown()

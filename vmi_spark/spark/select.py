@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
@@ -17,7 +17,8 @@ from pyspark.sql import functions as F
 from ..checkpoint import Checkpoint, fingerprint
 from ..core.bound import MAX_BLOCK_ROWS, PAIRWISE
 from ..core.criteria import select_classic
-from ..core.greedy import Selection, report_fields, select_vmi
+from ..core.encoding import EncodingPlan
+from ..core.greedy import Backend, Selection, report_fields, select_vmi
 from ..core.kde import kde_conditional
 from ..errors import InputError
 from ..params import (
@@ -30,10 +31,11 @@ from ..params import (
 )
 from .arrow_source import ParquetReader, ParquetSource
 from .backend import SparkBackend
-from .encode import encode_blocks
 from .grid import grid_plan
-from .plan import EncodingPlan, build_plan, quote, resolve_columns
-from .resident import ResidentBackend, ResidentUnavailable, task_slots, unavailable_reason
+from .plan import RowSource, build_plan, quote, resolve_columns
+from .resident import ResidentBackend, ResidentUnavailable
+from .session import parallelism, task_slots, unavailable_reason
+from .spark_source import SparkSource
 from .storage import Kept, keep
 
 #: every selection method (the registry's names, kept here for existing imports)
@@ -128,32 +130,43 @@ def vector_attribute_names(meta: dict | None) -> list[str] | None:
     return found
 
 
-def parallelism(spark) -> int:
-    """Task slots of the session (``defaultParallelism``; its conf under Spark Connect)."""
-    try:
-        return max(1, int(spark.sparkContext.defaultParallelism))
-    except Exception:  # Spark Connect: no SparkContext
-        try:
-            return max(1, int(spark.conf.get("spark.default.parallelism", "2")))
-        except Exception:
-            return 2
+class Execution(Backend, Protocol):
+    """How the greedy steps run over the cached blocks: a
+    :class:`~vmi_spark.core.greedy.Backend` that also says which execution it is and what
+    the run should report (:class:`.backend.SparkBackend`, one Spark job a pass;
+    :class:`.resident.ResidentBackend`, long-running tasks)."""
+
+    #: the execution's name in the report ("passes", "resident")
+    execution: str
+
+    def notes(self) -> list[str]:
+        """What happened that the run's warnings should say (lost tasks, a fallback)."""
+        ...
+
+
+class StartExecution(Protocol):
+    """Makes an :class:`Execution` over the cached blocks (the class itself, usually)."""
+
+    def __call__(self, blocks: DataFrame, num_features: int, arity: int, num_classes: int,
+                 method: str) -> Execution:
+        ...
 
 
 def _backend(blocks: DataFrame, d: int, arity: int, num_classes: int, method: str,
-             storage_level: StorageLevel, execution: str, why_not: str | None,
-             notes: list[str]) -> ResidentBackend | SparkBackend:
+             execution: str, why_not: str | None, notes: list[str]) -> Execution:
     """The resident backend where it can run (see ``execution``), else the pass backend."""
+    passes: StartExecution = SparkBackend
     if why_not is None:
         try:
             return ResidentBackend(blocks, d, arity, num_classes, method, fallback=partial(
-                SparkBackend, blocks, d, arity, num_classes, method, storage_level))
+                passes, blocks, d, arity, num_classes, method))
         except ResidentUnavailable as exc:
             if execution == "resident":
                 raise InputError(f"resident execution failed to start: {exc}") from None
             notes.append(f"resident tasks could not start ({exc}); running one Spark job "
                          "per pass instead")
             warnings.warn(notes[-1], UserWarning, stacklevel=3)
-    return SparkBackend(blocks, d, arity, num_classes, method, storage_level)
+    return passes(blocks, d, arity, num_classes, method)
 
 
 _STORAGE_WORDS = {"staging": "a Parquet copy in the staging directory",
@@ -253,14 +266,15 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     if execution == "resident" and why_not is not None:
         raise InputError(f"resident execution is not available: {why_not}")
     parts = slots if why_not is not None else task_slots(df.sparkSession)
-    reader = None
+    spark_rows = SparkSource(df)
+    reader: RowSource = spark_rows  # the pyarrow reader where it can read the input
     if source is not None and features_col is None and estimator == "histogram":
         reader = ParquetReader(df.sparkSession, source, slots)
-    # the passes over the rows type the values in the Python workers (see plan.packed)
-    rows, plan = build_plan(df, label, features, num_bins, max_categories, max_classes,
-                             handle_invalid, reader)
+    # the passes over the rows type the values in the Python workers (see spark_source.packed)
+    plan, skip_cols = build_plan(df, label, features, num_bins, max_categories, max_classes,
+                                 handle_invalid, reader)
     if estimator == "kde":
-        plan = grid_plan(rows, plan)
+        plan = grid_plan(spark_rows.kept(label, skip_cols), plan)
     notes: list[str] = []
     if plan.rows_dropped:
         notes.append(f"dropped {plan.rows_dropped} rows with a null label")
@@ -283,17 +297,15 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     # block id, so a partition's blocks stay together), whatever the input's partitioning.
     # The range partitioner samples its input in a job of its own: the encoded blocks are
     # kept for the shuffle to read, so that every row is read and encoded once, not twice.
-    encoded = (reader.encode_blocks(plan, block_rows, handle_invalid == "skip")
-               if reader is not None else encode_blocks(rows, plan, block_rows))
+    encoded = reader.encode_blocks(plan, block_rows, skip_cols)
     kept = _keep_blocks(encoded, parts, storage_level, block_storage, staging_dir)
     blocks = kept.df
     try:
-        backend = _backend(blocks, d, plan.arity, num_classes, method, storage_level,
-                           execution, why_not, notes)
+        backend = _backend(blocks, d, plan.arity, num_classes, method, execution, why_not,
+                           notes)
     except BaseException:
         kept.release()
         raise
-    used = "resident" if isinstance(backend, ResidentBackend) else "passes"
     params = {"method": method, "num_features": num_features, "restart_tolerance": restart_tolerance,
               "num_bins": num_bins, "max_categories": max_categories, "max_classes": max_classes,
               "handle_invalid": handle_invalid, "estimator": estimator,
@@ -330,16 +342,11 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     finally:
         backend.close()
         kept.release()
-    if isinstance(backend, ResidentBackend):
-        if backend.recoveries:
-            notes.append(f"resident tasks were lost {backend.recoveries} time(s); Spark "
-                         "restarted them and the request in flight was sent again")
-        if backend.lost:
-            notes.append(f"{backend.lost}; the selection went on with one Spark job per pass")
+    notes += backend.notes()
     if selection.stopped_early and selection.stop_reason != "threshold":
         notes.append(f"stopped early: {selection.stopped_early}")
     if kept.how != "cache":
         notes.append(f"the encoded rows were kept by {_STORAGE_WORDS[kept.how]} (the session "
                      "cannot cache DataFrames)")
-    return SelectionRun(plan, selection, params, time.perf_counter() - t0, t_prep, notes, used,
-                        kept.how)
+    return SelectionRun(plan, selection, params, time.perf_counter() - t0, t_prep, notes,
+                        backend.execution, kept.how)

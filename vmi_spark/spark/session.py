@@ -1,4 +1,8 @@
-"""Small helpers that work with a classic and with a Spark Connect session.
+"""Session probes and helpers that work with a classic and with a Spark Connect session.
+
+The probes (:func:`is_connect`, :func:`parallelism`, :func:`task_slots`,
+:func:`unavailable_reason`) are the one place the library asks what a session is
+and what it can run.
 
 A Spark Connect session (``SparkSession.builder.remote(...)``) has no
 ``SparkContext``: ``spark.sparkContext``, ``setLogLevel`` and
@@ -15,7 +19,7 @@ import re
 from typing import Any
 
 __all__ = ["is_connect", "is_local_remote", "remote_address", "check_reachable", "remote_session",
-           "set_log_level", "describe_jobs"]
+           "set_log_level", "describe_jobs", "parallelism", "task_slots", "unavailable_reason"]
 
 #: prefix of the job tags :func:`describe_jobs` adds under Spark Connect
 TAG_PREFIX = "vmi_spark"
@@ -24,6 +28,38 @@ TAG_PREFIX = "vmi_spark"
 def is_connect(spark: Any) -> bool:
     """True if ``spark`` is a Spark Connect session (no JVM on this side, no SparkContext)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def parallelism(spark) -> int:
+    """Task slots of the session (``defaultParallelism``; its conf under Spark Connect)."""
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # Spark Connect: no SparkContext
+        try:
+            return max(1, int(spark.conf.get("spark.default.parallelism", "2")))
+        except Exception:
+            return 2
+
+
+def task_slots(spark) -> int:
+    """Tasks that can run at once in a classic session (what a barrier stage may use)."""
+    sc = spark.sparkContext
+    jsc = sc._jsc.sc()
+    try:
+        profile = jsc.resourceProfileManager().defaultResourceProfile()
+        return max(1, int(jsc.maxNumConcurrentTasks(profile)))
+    except Exception:  # an older or different JVM side: the default parallelism
+        return max(1, int(sc.defaultParallelism))
+
+
+def unavailable_reason(spark) -> str | None:
+    """Why resident tasks (:mod:`.resident`) cannot run in ``spark`` (None: they can)."""
+    if is_connect(spark):
+        return "Spark Connect (the executors cannot reach the client)"
+    conf = spark.sparkContext.getConf()
+    if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
+        return "dynamic allocation is enabled (Spark's barrier stages do not support it)"
+    return None
 
 
 def is_local_remote(url: str) -> bool:

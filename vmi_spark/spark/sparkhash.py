@@ -2,7 +2,7 @@
 
 The encoding plan places bin edges on a sample of rows chosen by
 ``pmod(xxhash64(label, c1, c2, ...), 2**30) < threshold`` over the typed columns
-(:func:`vmi_spark.spark.plan._quantile_splits`). The Parquet fast path
+(:meth:`vmi_spark.spark.spark_source.SparkSource.quantile_splits`). The Parquet fast path
 (:mod:`vmi_spark.spark.arrow_source`) reads rows in the Python workers and must keep
 exactly the same rows, so it computes the same hash here: XXH64 as Spark implements it
 (``org.apache.spark.sql.catalyst.expressions.XXH64``), chained over the columns with

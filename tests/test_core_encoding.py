@@ -1,0 +1,53 @@
+"""The Spark-free encoding plan (vmi_spark.core.encoding) against hand-computed codes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from vmi_spark.core.encoding import (
+    ColumnPlan,
+    EncodingPlan,
+    TooManyCategories,
+    binned_plan,
+    categorical_plan,
+    encode_column,
+    encode_label,
+    equal_frequency_splits,
+)
+
+
+def test_split_rule_places_equal_frequency_points_by_rank():
+    # 10 values, 4 bins: ranks floor(k * 10 / 4) = 2, 5, 7 of the sorted values
+    v = np.array([9.0, 0.0, 8.0, 1.0, 7.0, 2.0, 6.0, 3.0, 5.0, 4.0, np.nan])
+    assert equal_frequency_splits(v, 4) == [2.0, 5.0, 7.0]
+    # ties collapse, and no split at the minimum (an empty first bin)
+    assert equal_frequency_splits(np.array([1.0, 1.0, 1.0, 2.0]), 4) == [2.0]
+    assert equal_frequency_splits(np.array([np.nan, np.nan]), 3) == []
+
+
+def test_categorical_plan_decides_category_constant_or_bins():
+    p = categorical_plan("c", "double", [3.0, 1.0], True, 2)
+    assert p is not None and (p.kind, p.values, p.num_states) == ("category", [1.0, 3.0], 3)
+    assert categorical_plan("c", "double", [3.0, 1.0, 2.0], False, 2) is None  # binned
+    assert categorical_plan("c", "double", None, False, 2) is None  # above the cap
+    empty = categorical_plan("c", "string", [], True, 2)
+    assert empty is not None and (empty.kind, empty.num_states) == ("constant", 2)
+    with pytest.raises(TooManyCategories):
+        categorical_plan("s", "string", ["a", "b", "c"], False, 2)
+
+
+def test_code_assignment_by_hand():
+    bins = binned_plan("b", [2.0, 5.0], missing=True)
+    v = pa.array([-1.0, 2.0, 4.9, 5.0, 9.0, float("nan"), None], pa.float64())
+    # bin = #{splits <= v}; NaN and null take the missing state, the last code (3)
+    assert encode_column(v, bins).tolist() == [0, 1, 1, 2, 2, 3, 3]
+    cat = ColumnPlan("c", "category", values=["x", "y"], missing=True, dtype="string")
+    assert encode_column(pa.array(["y", None, "x"], pa.string()), cat).tolist() == [1, 2, 0]
+    const = ColumnPlan("k", "constant", missing=True)
+    assert encode_column(pa.array([1.0, None, 1.0]), const).tolist() == [0, 1, 0]
+    plan = EncodingPlan("y", ["no", "yes"], "string", [bins, cat])
+    assert encode_label(pa.array(["yes", "no", "yes"]), plan).tolist() == [1, 0, 1]
+    assert EncodingPlan.from_json(plan.to_json()) == plan
+    assert plan.arity == 4 and plan.features == ["b", "c"]

@@ -1,0 +1,232 @@
+"""The encoding plan: how every feature column becomes small integer codes.
+
+Spark-free (numpy and pyarrow only), shared by the Spark data layer
+(:mod:`vmi_spark.spark.plan` computes the statistics and the sample, the Python
+workers assign the codes) and the in-memory scikit-learn selector
+(:mod:`vmi_spark.sklearn`). The rules:
+
+* strings, booleans and numeric columns with at most ``maxCategories`` distinct
+  values are categories, coded by their sorted distinct values
+  (:func:`categorical_plan`);
+* other numeric columns get ``numBins`` equal-frequency bins whose split points
+  are exact quantiles of the column (of a content-hashed sample of
+  :data:`SAMPLE_ROWS` rows when the table is larger), :func:`equal_frequency_splits`;
+  a value ``v`` falls in bin ``#{splits <= v}``, the convention of Spark's
+  ``Bucketizer`` (:func:`encode_column`);
+* a missing value (null or NaN) is its own extra state, the last code.
+
+References
+----------
+S. Gao, G. Ver Steeg, A. Galstyan. Variational Information Maximization for
+Feature Selection. NIPS 2016 (features are discretised before the bound is computed).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: rows used to place bin edges; exact quantiles up to this many rows
+SAMPLE_ROWS = 200_000
+#: most states a feature may have (codes are one byte)
+MAX_ARITY = 256
+
+
+@dataclass
+class ColumnPlan:
+    """How one feature column is coded.
+
+    ``kind`` is ``"category"`` (coded by the sorted ``values``), ``"bins"`` (by the
+    sorted, unique ``splits``), ``"grid"`` (equal-width cells of the KDE estimator,
+    coded like bins) or ``"constant"`` (one state). ``missing``: a missing state
+    exists (the last code). ``dtype`` is the canonical type, ``"double"`` or
+    ``"string"``.
+    """
+
+    name: str
+    kind: str  # "category" | "bins" | "grid" (KDE) | "constant"
+    values: list[Any] | None = None  # categories (sorted)
+    splits: list[float] | None = None  # bin split points (sorted, unique)
+    missing: bool = False  # a missing state exists (last code)
+    dtype: str = "double"  # "double" | "string"
+
+    @property
+    def num_states(self) -> int:
+        """Number of codes of the column (the missing state included)."""
+        if self.kind == "category":
+            base = len(self.values or [])
+        elif self.kind in ("bins", "grid"):
+            base = len(self.splits or []) + 1
+        else:
+            base = 1
+        return max(base, 1) + (1 if self.missing else 0)
+
+    def state_labels(self) -> list[str]:
+        """Human-readable names of the states, in code order."""
+        if self.kind == "category":
+            labels = [str(v) for v in self.values or []] or ["(empty)"]
+        elif self.kind in ("bins", "grid"):
+            s = self.splits or []
+            edges = [-math.inf, *s, math.inf]
+            labels = [f"[{edges[i]:g}, {edges[i + 1]:g})" for i in range(len(s) + 1)]
+        else:
+            labels = ["(constant)"]
+        if self.missing:
+            labels.append("(missing)")
+        return labels
+
+
+@dataclass
+class EncodingPlan:
+    """The codes of all features and of the label (``classes``, sorted)."""
+
+    label: str
+    classes: list[Any]
+    label_dtype: str
+    columns: list[ColumnPlan] = field(default_factory=list)
+    num_rows: int = 0
+    rows_dropped: int = 0  # null label
+    rows_skipped: int = 0  # handleInvalid = skip
+
+    @property
+    def features(self) -> list[str]:
+        """The feature names, in column order."""
+        return [c.name for c in self.columns]
+
+    @property
+    def arity(self) -> int:
+        """The largest number of states of a feature."""
+        return max((c.num_states for c in self.columns), default=1)
+
+    def to_json(self) -> str:
+        """The plan as JSON (numpy scalars as plain numbers)."""
+        return json.dumps(asdict(self), default=_json_default)
+
+    @classmethod
+    def from_json(cls, text: str) -> EncodingPlan:
+        """The plan :meth:`to_json` wrote."""
+        raw = json.loads(text)
+        cols = [ColumnPlan(**c) for c in raw.pop("columns")]
+        return cls(columns=cols, **raw)
+
+
+def _json_default(v: Any) -> Any:
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating,)):
+        return float(v)
+    if isinstance(v, (np.bool_,)):
+        return bool(v)
+    return str(v)
+
+
+class TooManyCategories(ValueError):
+    """A string column has more distinct values than ``maxCategories`` (it cannot be binned)."""
+
+
+def categorical_plan(name: str, dtype: str, distinct: list[Any] | None, missing: bool,
+                     max_categories: int) -> ColumnPlan | None:
+    """The plan of a column coded by its values, or None if it is to be binned.
+
+    Parameters
+    ----------
+    name : str
+        The column name.
+    dtype : {"double", "string"}
+        The canonical type of the column.
+    distinct : list or None
+        The column's distinct non-missing values (any order), or None if there are
+        more than ``max_categories`` of them.
+    missing : bool
+        Whether the column has a missing value (null or NaN) in a kept row.
+    max_categories : int
+        Most distinct values of a categorical column.
+
+    Returns
+    -------
+    ColumnPlan or None
+        ``category`` (sorted values) or ``constant`` (no value at all); None for a
+        numeric column with more than ``max_categories`` values: it gets bins
+        (:func:`binned_plan`).
+
+    Raises
+    ------
+    TooManyCategories
+        A string column with more than ``max_categories`` values.
+    """
+    if distinct is not None and len(distinct) <= max_categories:
+        vals = sorted(distinct)
+        return ColumnPlan(name, "category" if vals else "constant", values=vals,
+                          missing=missing, dtype=dtype)
+    if dtype == "string":
+        raise TooManyCategories(name)
+    return None
+
+
+def binned_plan(name: str, splits: list[float], missing: bool) -> ColumnPlan:
+    """The plan of a numeric column coded by bins with the given split points."""
+    return ColumnPlan(name, "bins", splits=list(splits), missing=missing)
+
+
+def equal_frequency_splits(values: np.ndarray, num_bins: int) -> list[float]:
+    """The split rule: points giving ``num_bins`` (or fewer, on ties) equal-frequency bins.
+
+    Parameters
+    ----------
+    values : ndarray of float64
+        The column's values in the kept rows (or a sample of them); NaN is ignored.
+    num_bins : int
+        The number of bins wanted.
+
+    Returns
+    -------
+    list of float
+        Sorted, unique split points: the values at ranks ``floor(k n / num_bins)``,
+        k = 1 .. num_bins - 1, of the sorted values, above the minimum.
+    """
+    v = np.sort(values[~np.isnan(values)])
+    n = len(v)
+    if n == 0:
+        return []
+    idx = (np.arange(1, num_bins) * n) // num_bins
+    cand = np.unique(v[idx])
+    return [float(s) for s in cand if s > v[0]]
+
+
+def encode_column(arr: pa.Array, col: ColumnPlan) -> np.ndarray:
+    """The code assignment: uint8 codes of one typed column by its :class:`ColumnPlan`.
+
+    ``arr`` holds the canonical values (float64 with -0.0 as 0.0, or strings);
+    null and NaN are missing. A category is the position of the value among the
+    plan's values; a bin is the number of split points ``<= v``; a missing value
+    gets the last code (0 when the plan has no missing state).
+    """
+    miss_code = col.num_states - 1
+    if col.kind == "constant":
+        if col.missing:
+            return np.where(pc.is_null(arr, nan_is_null=True).to_numpy(zero_copy_only=False),
+                            miss_code, 0).astype(np.uint8)
+        return np.zeros(len(arr), dtype=np.uint8)
+    if col.dtype == "string" or col.kind == "category":
+        value_set = pa.array(col.values, type=pa.string() if col.dtype == "string" else pa.float64())
+        idx = pc.index_in(arr, value_set=value_set)
+        out = idx.fill_null(miss_code if col.missing else 0).to_numpy(zero_copy_only=False)
+        return out.astype(np.uint8)
+    v = arr.to_numpy(zero_copy_only=False).astype(np.float64)  # nulls -> nan
+    codes = np.searchsorted(np.asarray(col.splits, dtype=np.float64), v, side="right")
+    if col.missing:
+        codes = np.where(np.isnan(v), miss_code, codes)
+    return codes.astype(np.uint8)
+
+
+def encode_label(arr: pa.Array, plan: EncodingPlan) -> np.ndarray:
+    """uint16 class codes: the position of each label among ``plan.classes``."""
+    typ = pa.string() if plan.label_dtype == "string" else pa.float64()
+    idx = pc.index_in(arr, value_set=pa.array(plan.classes, type=typ))
+    return idx.to_numpy(zero_copy_only=False).astype(np.uint16)

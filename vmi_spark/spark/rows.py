@@ -1,0 +1,131 @@
+"""Work on typed record batches that both row sources share (executor side, Spark-free).
+
+A *typed* batch holds the label in column 0 and the features after it, typed as
+:func:`vmi_spark.spark.spark_source.prepare_frame` types them: ``"double"`` (numbers
+and booleans, -0.0 as 0.0) or ``"string"``. The Spark reader
+(:mod:`.spark_source`) and the pyarrow reader (:mod:`.arrow_source`) produce such
+batches; the functions here compute the column statistics of the encoding plan from
+them and drop the rows the plan does not keep, the same way for both.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def typed_array(arr: pa.Array, kind: str) -> pa.Array:
+    """A column typed as the plan types it: ``kind`` "string", or "double"
+    (integers and booleans as doubles, -0.0 as 0.0)."""
+    if kind == "string":
+        return arr.cast(pa.string())
+    if not pa.types.is_floating(arr.type):
+        # integers and booleans have no -0.0; a long above 2**53 rounds to the nearest
+        # double, as Spark's CAST does (a safe cast would refuse it)
+        return pc.cast(arr, pa.float64(), safe=False)
+    return pc.add(arr.cast(pa.float64()), 0.0)  # -0.0 + 0.0 == +0.0; NaN and null stay
+
+
+def missing_mask(arr: pa.Array) -> np.ndarray | None:
+    """Where ``arr`` is null or NaN, or None when nothing is (the common case, cheaply)."""
+    if pa.types.is_floating(arr.type):
+        m = np.isnan(arr.to_numpy(zero_copy_only=False))  # nulls come out as NaN
+        return m if m.any() else None
+    if arr.null_count == 0:
+        return None
+    return ~arr.is_valid().to_numpy(zero_copy_only=False)
+
+
+def kept_rows(rb: pa.RecordBatch, skip: bool) -> pa.RecordBatch:
+    """The rows the plan keeps: a label (column 0), and if ``skip`` no missing value in
+    the other columns."""
+    drop = missing_mask(rb.column(0))
+    if skip:
+        for j in range(1, rb.num_columns):
+            m = missing_mask(rb.column(j))
+            if m is not None:
+                drop = m if drop is None else drop | m
+    return rb if drop is None or not drop.any() else rb.filter(pa.array(~drop))
+
+
+def _and_not(keep: np.ndarray | None, m: np.ndarray | None) -> np.ndarray | None:
+    """``keep & ~m`` where None means all rows (keep) or no rows (m)."""
+    if m is None:
+        return keep
+    return ~m if keep is None else keep & ~m
+
+
+def _add_distinct(seen: set | None, arr: pa.Array, rows: np.ndarray | None, cap: int) -> set | None:
+    """``seen`` plus the distinct values of ``arr`` at ``rows``; None once above ``cap``."""
+    if seen is None:
+        return None
+    u = pc.unique(arr if rows is None else arr.filter(pa.array(rows)))
+    if len(u) > cap:
+        return None
+    seen |= set(u.to_pylist())
+    return None if len(seen) > cap else seen
+
+
+def column_stats_fn(num_features: int, max_categories: int, max_classes: int, skip: bool
+                    ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function: the statistics of a task's typed batches as one JSON row
+    (``stats string``): rows, null labels, rows skipped, missing values per feature and
+    distinct values, capped at ``max_categories`` per feature (``max_classes`` for the
+    label; None above the cap). :func:`merge_stats` adds up the tasks' rows."""
+    def fn(batches):
+        rows = null_labels = skipped = 0
+        missing = np.zeros(num_features, dtype=np.int64)
+        values: list[set | None] = [set() for _ in range(num_features)]
+        classes: set | None = set()
+        for rb in batches:
+            rows += rb.num_rows
+            lab_miss = missing_mask(rb.column(0))
+            keep = None if lab_miss is None else ~lab_miss  # None: every row
+            null_labels += 0 if lab_miss is None else int(lab_miss.sum())
+            miss = [missing_mask(rb.column(j + 1)) for j in range(num_features)]
+            for j, m in enumerate(miss):
+                if m is not None:
+                    missing[j] += int((m if keep is None else m & keep).sum())
+            if skip and any(m is not None for m in miss):
+                anym = np.logical_or.reduce([m for m in miss if m is not None])
+                skipped += int((anym if keep is None else anym & keep).sum())
+                keep = _and_not(keep, anym)
+            classes = _add_distinct(classes, rb.column(0), keep, max_classes)
+            for j in range(num_features):
+                if values[j] is not None:
+                    values[j] = _add_distinct(values[j], rb.column(j + 1),
+                                              _and_not(keep, miss[j]), max_categories)
+        yield pa.RecordBatch.from_pydict({"stats": [json.dumps({
+            "rows": rows, "null_labels": null_labels, "skipped": skipped,
+            "missing": missing.tolist(),
+            "classes": None if classes is None else list(classes),
+            "values": [None if v is None else list(v) for v in values]})]})
+    return fn
+
+
+def merge_stats(parts: list[dict[str, Any]], d: int, max_categories: int,
+                max_classes: int) -> dict[str, Any]:
+    """Add up the statistics of the tasks (distinct sets: union, capped)."""
+    out: dict[str, Any] = {"rows": 0, "null_labels": 0, "skipped": 0, "missing": [0] * d,
+                           "classes": set(), "values": [set() for _ in range(d)]}
+    for p in parts:
+        for key in ("rows", "null_labels", "skipped"):
+            out[key] += p[key]
+        out["missing"] = [a + b for a, b in zip(out["missing"], p["missing"])]
+        if out["classes"] is not None:
+            out["classes"] = None if p["classes"] is None else out["classes"] | set(p["classes"])
+            if out["classes"] is not None and len(out["classes"]) > max_classes:
+                out["classes"] = None
+        for j in range(d):
+            cur, new = out["values"][j], p["values"][j]
+            if cur is not None:
+                cur = None if new is None else cur | set(new)
+                if cur is not None and len(cur) > max_categories:
+                    cur = None
+            out["values"][j] = cur
+    return out

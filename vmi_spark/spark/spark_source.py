@@ -1,0 +1,189 @@
+"""The Spark reader: the passes of planning and encoding over a DataFrame's rows.
+
+Any DataFrame with the label and feature columns (numeric, boolean or string) is a
+row source here. The values are typed in the Python workers (see :func:`packed`),
+the same way as :func:`prepare_frame` types them and as the pyarrow reader
+(:mod:`.arrow_source`) does, so both give the same plan and the same blocks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..core import encoding
+from ..core.encoding import EncodingPlan, equal_frequency_splits
+from . import plan
+from .blocks import BLOCK_SCHEMA, block_encoder
+from .plan import is_numeric, quote
+from .rows import column_stats_fn, merge_stats, typed_array
+from .storage import keep
+
+#: the struct column of a packed frame (see :func:`packed`)
+PACKED = "_row"
+
+
+def _missing(col: str, dt: T.DataType):
+    c = F.col(quote(col))
+    if isinstance(dt, (T.FloatType, T.DoubleType)):
+        return c.isNull() | F.isnan(c)
+    return c.isNull()
+
+
+def positional(df: DataFrame, names: list[str], prefix: str = "_c") -> DataFrame:
+    """``df`` reduced to ``names`` in that order, renamed ``_c0, _c1, ...``.
+
+    PySpark's ``mapInArrow`` resolves every column by its unquoted name, so a name
+    with a dot, a backtick or a ``*`` fails there; the executor functions read the
+    columns by position instead.
+    """
+    # one selectExpr, not a Column per name: on a wide table each PySpark Column call is a
+    # round trip to the JVM (milliseconds each, seconds for 1,000 columns)
+    return df.selectExpr(*[f"{quote(c)} AS {prefix}{i}" for i, c in enumerate(names)])
+
+
+def column_kinds(df: DataFrame, names: list[str]) -> list[str]:
+    """The kind :func:`prepare_frame` gives each column: "string" or "double"."""
+    types = {f.name: f.dataType for f in df.schema.fields}
+    return ["string" if isinstance(types[c], T.StringType) else "double" for c in names]
+
+
+def packed(df: DataFrame, names: list[str]) -> DataFrame:
+    """``df`` reduced to ``names`` in that order, packed into one struct column.
+
+    Map it with ``mapInArrow`` and a function wrapped in :func:`unpacked`, which gets
+    record batches of the columns ``_c0, _c1, ...`` typed as :func:`prepare_frame`
+    types them. On a wide table this is what keeps planning and encoding cheap:
+
+    * PySpark's ``mapInArrow`` makes one JVM call per input column, each resolving a
+      name against the whole plan (18 s for 7,000 columns); one struct column is one
+      call, and names with dots, backticks or ``*`` need no quoting there;
+    * the values are typed in the Python workers, not by a projection with a cast per
+      column, which Spark runs at seconds per pass at 7,000 columns, however few the
+      rows. Only decimals are cast in Spark (to double, Spark's rounding).
+    """
+    types = {f.name: f.dataType for f in df.schema.fields}
+
+    def value(c: str) -> str:
+        return f"CAST({quote(c)} AS DOUBLE)" if isinstance(types[c], T.DecimalType) else quote(c)
+
+    fields = ", ".join(f"'_c{i}', {value(c)}" for i, c in enumerate(names))
+    return df.selectExpr(f"named_struct({fields}) AS {PACKED}")
+
+
+def unpacked(fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+             kinds: list[str]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``fn`` over the batches of a :func:`packed` frame, unpacked and typed (``kinds``
+    from :func:`column_kinds`)."""
+    names = [f"_c{i}" for i in range(len(kinds))]
+
+    def typed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for rb in batches:
+            cols = rb.column(0).flatten()
+            yield pa.RecordBatch.from_arrays(
+                [typed_array(a, k) for a, k in zip(cols, kinds)], names=names)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return fn(typed(batches))
+    return run
+
+
+def prepare_frame(df: DataFrame, label: str, features: list[str]) -> DataFrame:
+    """Select the label and features with canonical types (double / string).
+
+    Numeric values are normalised so that -0.0 becomes 0.0: they compare equal, but
+    Arrow's hashing (distinct values, ``index_in``) tells them apart.
+    """
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    cols = []
+    for c in [label, *features]:
+        dt, q = fields[c], quote(c)
+        if is_numeric(dt):
+            v = f"CAST({q} AS DOUBLE)"
+            cols.append(f"CASE WHEN {v} = 0.0D THEN 0.0D ELSE {v} END AS {q}")
+        elif isinstance(dt, T.BooleanType):
+            cols.append(f"CAST(CAST({q} AS INT) AS DOUBLE) AS {q}")
+        else:
+            cols.append(f"CAST({q} AS STRING) AS {q}")
+    return df.selectExpr(*cols)  # one JVM call (see positional)
+
+
+class SparkSource:
+    """The rows of a DataFrame as a :class:`vmi_spark.spark.plan.RowSource`.
+
+    ``df`` holds the label and feature columns with any supported types.
+    """
+
+    def __init__(self, df: DataFrame):
+        self.df = df
+
+    def kept(self, label: str, skip_cols: list[str]) -> DataFrame:
+        """The rows the plan keeps: a label, and no missing value in ``skip_cols``."""
+        types = {f.name: f.dataType for f in self.df.schema.fields}
+        cond = _missing(label, types[label])
+        for c in skip_cols:
+            cond = cond | _missing(c, types[c])
+        return self.df.where(~cond)
+
+    def column_stats(self, label: str, features: list[str], max_categories: int,
+                     max_classes: int, skip: bool) -> dict[str, Any]:
+        """One exact pass: rows, null labels, missing values, and distinct values capped
+        at ``max_categories`` per feature (``max_classes`` for the label)."""
+        d = len(features)
+        fn = column_stats_fn(d, max_categories, max_classes, skip)
+        cols = [label, *features]
+        frame = packed(self.df, cols).mapInArrow(unpacked(fn, column_kinds(self.df, cols)),
+                                                 "stats string")
+        parts = [json.loads(r[0]) for r in frame.collect()]
+        return merge_stats(parts, d, max_categories, max_classes)
+
+    def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
+                        skip_cols: list[str]) -> dict[str, list[float]]:
+        """Equal-frequency split points of the kept rows: exact quantiles of the data or,
+        above :data:`~vmi_spark.core.encoding.SAMPLE_ROWS` rows, of a hashed sample."""
+        df = prepare_frame(self.kept(label, skip_cols), label, cols)
+        sample = df
+        if rows > encoding.SAMPLE_ROWS:
+            # keep a row iff a hash of its content falls below a threshold: the same rows
+            # are kept however the table is partitioned or ordered
+            modulus = 1 << 30
+            threshold = int(modulus * encoding.SAMPLE_ROWS / rows)
+            h = f"pmod(xxhash64({', '.join(quote(c) for c in [label, *cols])}), {modulus})"
+            sample = df.where(F.expr(f"{h} < {threshold}"))
+        out: dict[str, list[float]] = {}
+        # the columns come to the driver a chunk at a time; with more than one chunk the
+        # sample is cached first, so that the input is read (and hashed) once, not per chunk
+        chunk = plan.SPLIT_CHUNK
+        frame = positional(sample, cols)
+        kept = None
+        if len(cols) > chunk:  # a session that refuses caching hashes the input per chunk
+            kept = keep(frame, StorageLevel.MEMORY_AND_DISK, materialize=False, warn=False)
+            frame = kept.df
+        try:
+            for start in range(0, len(cols), chunk):
+                names = frame.columns[start:start + chunk]
+                table = frame.select(*names).toArrow()
+                for i, c in enumerate(cols[start:start + chunk]):
+                    v = table.column(i).to_numpy(zero_copy_only=False).astype(np.float64)
+                    out[c] = equal_frequency_splits(v, num_bins)
+                del table
+        finally:
+            if kept is not None:
+                kept.release()
+        return out
+
+    def encode_blocks(self, plan: EncodingPlan, block_rows: int,
+                      skip_cols: list[str]) -> DataFrame:
+        """The kept rows as block rows of codes (:mod:`.blocks`)."""
+        df = self.kept(plan.label, skip_cols)
+        cols = [plan.label, *plan.features]
+        return packed(df, cols).mapInArrow(
+            unpacked(block_encoder(plan, block_rows), column_kinds(df, cols)), BLOCK_SCHEMA)
