@@ -35,6 +35,7 @@ def test_mypy_passes():
 
 
 # ---------------------------------------------------------------- the package's import graph
+# (marked unit: they are fast and Spark-free, and the lint step runs only ruff and mypy)
 PACKAGE = ROOT / "vmi_spark"
 
 
@@ -117,6 +118,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+@pytest.mark.unit
 def test_cycle_finder_finds_a_planted_cycle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}, "f": set()}
     assert sorted(_cycles(graph)) == [["a", "b", "c"], ["e"]]
@@ -125,12 +127,14 @@ def test_cycle_finder_finds_a_planted_cycle():
     assert _resolve("vmi_spark.spark.plan", False, 1, None) == "vmi_spark.spark"
 
 
+@pytest.mark.unit
 def test_the_package_has_no_import_cycles():
     graph, _ = _graph()
     assert "vmi_spark.spark.backend" in graph["vmi_spark.spark.select"]  # the graph is real
     assert _cycles(graph) == []
 
 
+@pytest.mark.unit
 def test_no_private_name_is_imported_from_another_module():
     _, files = _graph()
     bad = []
@@ -143,6 +147,7 @@ def test_no_private_name_is_imported_from_another_module():
     assert bad == []
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("module", ["vmi_spark.core", "vmi_spark.core.encoding",
                                     "vmi_spark.core.greedy", "vmi_spark.core.inmemory",
                                     "vmi_spark.sklearn"])
