@@ -94,7 +94,7 @@ def test_spec_keys_and_names_are_unique_and_styled():
 
 
 def test_spec_bounds_agree_with_the_encoding_limits():
-    from vmi_spark.spark.plan import MAX_ARITY
+    from vmi_spark.core.encoding import MAX_ARITY
 
     assert P.parameter("num_bins").high == P.parameter("max_categories").high == MAX_ARITY - 1
 
