@@ -100,7 +100,8 @@ def test_params_and_clone():
     params = sel.get_params()
     assert params == {"n_features_to_select": 3, "method": "vmi_pairwise",
                       "restart_tolerance": 0.01, "num_bins": 7, "max_categories": 5,
-                      "selection_mode": "numTopFeatures", "selection_threshold": None}
+                      "selection_mode": "numTopFeatures", "selection_threshold": None,
+                      "binning": "quantile"}
     other = clone(sel)
     assert other is not sel and other.get_params() == params
     assert VMIFeatureSelector().get_params()["n_features_to_select"] == 10

@@ -142,6 +142,7 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
     method: Param[str] = _param("method")
     restartTolerance: Param[float] = _param("restart_tolerance")
     numBins: Param[int] = _param("num_bins")
+    binning: Param[str] = _param("binning")
     maxCategories: Param[int] = _param("max_categories")
     maxClasses: Param[int] = _param("max_classes")
     estimator: Param[str] = _param("estimator")
@@ -187,6 +188,10 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
         """Gets the value of numBins or its default value."""
         return self.getOrDefault(self.numBins)
 
+    def getBinning(self) -> str:
+        """Gets the value of binning or its default value."""
+        return self.getOrDefault(self.binning)
+
     def getMaxCategories(self) -> int:
         """Gets the value of maxCategories or its default value."""
         return self.getOrDefault(self.maxCategories)
@@ -207,7 +212,8 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
                          "block_storage": self.getBlockStorage(),
                          "staging_dir": self.getStagingDir(),
                          "restart_tolerance": self.getRestartTolerance(),
-                         "num_bins": self.getNumBins(), "max_categories": self.getMaxCategories(),
+                         "num_bins": self.getNumBins(), "binning": self.getBinning(),
+                         "max_categories": self.getMaxCategories(),
                          "max_classes": self.getMaxClasses(),
                          "handle_invalid": self.getHandleInvalid(),
                          "estimator": self.getEstimator()}, "ml")
@@ -260,7 +266,7 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
                  selectionMode: str = "numTopFeatures", selectionThreshold: float | None = None,
                  blockStorage: str = "auto", stagingDir: str | None = None,
                  method: str = "vmi_naive", restartTolerance: float = 0.0, numBins: int = 10,
-                 maxCategories: int = 32, maxClasses: int = 1000, handleInvalid: str = "keep",
+                 binning: str = "quantile", maxCategories: int = 32, maxClasses: int = 1000, handleInvalid: str = "keep",
                  estimator: str = "histogram") -> None:
         super().__init__()
         self.setParams(**self._input_kwargs)
@@ -271,7 +277,7 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
                   selectionMode: str = "numTopFeatures",
                   selectionThreshold: float | None = None, blockStorage: str = "auto",
                   stagingDir: str | None = None, method: str = "vmi_naive", restartTolerance: float = 0.0, numBins: int = 10,
-                  maxCategories: int = 32, maxClasses: int = 1000,
+                  binning: str = "quantile", maxCategories: int = 32, maxClasses: int = 1000,
                   handleInvalid: str = "keep", estimator: str = "histogram") -> VMISelector:
         kwargs = {k: v for k, v in self._input_kwargs.items() if v is not None}
         return self._set(**kwargs)
@@ -315,6 +321,10 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
 
     def setNumBins(self, value: int) -> VMISelector:
         return self._set(numBins=value)
+
+    def setBinning(self, value: str) -> VMISelector:
+        """Sets the value of :py:attr:`binning`."""
+        return self._set(binning=value)
 
     def setMaxCategories(self, value: int) -> VMISelector:
         return self._set(maxCategories=value)
@@ -405,6 +415,16 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
     @property
     def blocks(self) -> list[int]:
         return list(self._report.get("blocks", []))
+
+    @property
+    def columnBins(self) -> dict[str, dict[str, Any]]:
+        """How each binned candidate column was cut, by column name: ``binning`` (the
+        strategy), ``edges`` (the split points; a value ``v`` gets the state
+        ``#{edges <= v}``), ``spikes`` (values that are a state of their own) and
+        ``state_names``. Category and constant columns are not listed."""
+        return {c["name"]: {k: c[k] for k in ("binning", "edges", "spikes", "state_names")
+                            if k in c}
+                for c in self._report.get("columns", []) if c.get("kind") == "bins"}
 
     @property
     def stepsDF(self) -> DataFrame:

@@ -197,6 +197,12 @@ SPEC: tuple[Parameter, ...] = (
     Parameter("num_bins", int, 10, "equal-frequency bins for numeric columns with more than "
               "`{max_categories}` values (2..255)", ml="numBins", flag="--num-bins",
               sklearn="num_bins", low=2, high=255),
+    Parameter("binning", str, "quantile", "how numeric columns with more than "
+              "`{max_categories}` values are cut into `{num_bins}` states: `quantile` "
+              "(equal-frequency; a value holding more than 1/`{num_bins}` of the rows, such "
+              "as 0 or a sentinel, is a state of its own) or `uniform` (equal width between "
+              "the 0.5% and 99.5% quantiles)", ml="binning", flag="--binning",
+              sklearn="binning", choices=("quantile", "uniform")),
     Parameter("max_categories", int, 32, "numeric columns with at most this many distinct "
               "values are used as categories (1..255)", ml="maxCategories",
               flag="--max-categories", sklearn="max_categories", low=1, high=255),
@@ -248,7 +254,7 @@ _SPEC = {p.key: p for p in SPEC}
 
 #: keys shown in the README's Parameters table (the others are in its Usage section)
 README_KEYS = ("features", "label", "num_features", "selection_mode", "selection_threshold",
-               "method", "restart_tolerance", "num_bins",
+               "method", "restart_tolerance", "num_bins", "binning",
                "max_categories", "max_classes", "handle_invalid", "estimator", "checkpoint_dir",
                "execution", "reader", "output_col", "block_storage", "staging_dir")
 

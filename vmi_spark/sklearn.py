@@ -44,7 +44,7 @@ from .core.encoding import (
     TooManyCategories,
     binned_plan,
     categorical_plan,
-    equal_frequency_splits,
+    column_binning,
 )
 from .core.encoding import encode_column as _encode_typed
 from .core.greedy import Selection, report_fields, select_vmi
@@ -120,13 +120,13 @@ def _typed(column: Any) -> tuple[np.ndarray, str]:
 
 
 def plan_column(name: str, values: np.ndarray, dtype: str, num_bins: int,
-                max_categories: int) -> ColumnPlan:
+                max_categories: int, binning: str = "quantile") -> ColumnPlan:
     """The :class:`~vmi_spark.core.encoding.ColumnPlan` of one canonical column.
 
     Numeric columns with at most ``max_categories`` distinct values, and string
     columns, are categories coded by their sorted values
     (:func:`~vmi_spark.core.encoding.categorical_plan`); other numeric columns get
-    ``num_bins`` equal-frequency bins (:func:`~vmi_spark.core.encoding.equal_frequency_splits`);
+    ``num_bins`` bins (:func:`~vmi_spark.core.encoding.column_splits` with ``binning``);
     a column that is all missing is ``constant``; missing values (NaN, None) are an
     extra state.
     """
@@ -145,7 +145,8 @@ def plan_column(name: str, values: np.ndarray, dtype: str, num_bins: int,
                          ) from None
     if plan is not None:
         return plan
-    return binned_plan(name, equal_frequency_splits(values, num_bins), missing)
+    splits, spikes = column_binning(values, num_bins, binning)
+    return binned_plan(name, splits, missing, spikes)
 
 
 def encode_column(values: np.ndarray, col: ColumnPlan) -> np.ndarray:
@@ -183,6 +184,10 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         more than this (nats). 0.0 is the paper's Algorithm 1; the authors'
         program uses 0.01; ``-inf`` never restarts (one block, the paper's
         dotted continuation in Fig. 3).
+    binning : {"quantile", "uniform"}, default="quantile"
+        How binned columns are cut: spike-aware equal-frequency bins (a value holding
+        more than 1/``num_bins`` of the rows is a state of its own), or equal width
+        between the 0.5% and 99.5% quantiles.
     num_bins : int, default=10
         Equal-frequency bins for numeric columns with more than
         ``max_categories`` distinct values (2..255).
@@ -272,6 +277,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
                  method: str = default("method", "sklearn"),
                  restart_tolerance: float = default("restart_tolerance", "sklearn"),
                  num_bins: int = default("num_bins", "sklearn"),
+                 binning: str = default("binning", "sklearn"),
                  max_categories: int = default("max_categories", "sklearn"),
                  selection_mode: str = default("selection_mode", "sklearn"),
                  selection_threshold: float | None = default("selection_threshold",
@@ -282,6 +288,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         self.method = method
         self.restart_tolerance = restart_tolerance
         self.num_bins = num_bins
+        self.binning = binning
         self.max_categories = max_categories
 
     # -- tags -------------------------------------------------------------------
@@ -349,7 +356,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
             column = frame.iloc[:, j] if frame is not None else X_checked[:, j]
             values, dtype = _canonical(column)
             plan = plan_column(names[j], values, dtype, int(self.num_bins),
-                               int(self.max_categories))
+                               int(self.max_categories), checked["binning"])
             plans.append(plan)
             codes[j] = encode_column(values, plan)
 

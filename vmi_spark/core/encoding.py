@@ -55,6 +55,7 @@ class ColumnPlan:
     splits: list[float] | None = None  # bin split points (sorted, unique)
     missing: bool = False  # a missing state exists (last code)
     dtype: str = "double"  # "double" | "string"
+    spikes: list[float] | None = None  # bins: values that are a state of their own
 
     @property
     def num_states(self) -> int:
@@ -71,10 +72,14 @@ class ColumnPlan:
         """Human-readable names of the states, in code order."""
         if self.kind == "category":
             labels = [str(v) for v in self.values or []] or ["(empty)"]
-        elif self.kind in ("bins", "grid"):
-            s = self.splits or []
-            edges = [-math.inf, *s, math.inf]
-            labels = [f"[{edges[i]:g}, {edges[i + 1]:g})" for i in range(len(s) + 1)]
+        elif self.kind == "bins":
+            from .binning import Binning, state_labels
+
+            edges = tuple(float(e) for e in self.splits or [])
+            labels = state_labels(Binning("quantile", edges, tuple(self.spikes or ())))
+        elif self.kind == "grid":
+            cells = [-math.inf, *(self.splits or []), math.inf]
+            labels = [f"[{cells[i]:g}, {cells[i + 1]:g})" for i in range(len(cells) - 1)]
         else:
             labels = ["(constant)"]
         if self.missing:
@@ -169,9 +174,54 @@ def categorical_plan(name: str, dtype: str, distinct: list[Any] | None, missing:
     return None
 
 
-def binned_plan(name: str, splits: list[float], missing: bool) -> ColumnPlan:
-    """The plan of a numeric column coded by bins with the given split points."""
-    return ColumnPlan(name, "bins", splits=list(splits), missing=missing)
+def binned_plan(name: str, splits: list[float], missing: bool,
+                spikes: list[float] | None = None) -> ColumnPlan:
+    """The plan of a numeric column coded by bins with the given split points (and the
+    values among them that are a state of their own, :func:`column_binning`)."""
+    return ColumnPlan(name, "bins", splits=list(splits), missing=missing,
+                      spikes=list(spikes) if spikes else None)
+
+
+#: how numeric columns with many values are cut: spike-aware equal-frequency or equal width
+BINNINGS = ("quantile", "uniform")
+
+
+def column_binning(values: np.ndarray, num_bins: int,
+                   binning: str = "quantile") -> tuple[list[float], list[float]]:
+    """The split rule of a binned column: its split points and spikes under ``binning``.
+
+    Parameters
+    ----------
+    values : ndarray of float64
+        The column's values in the kept rows (or a sample of them); NaN is ignored.
+    num_bins : int
+        At most this many states.
+    binning : {"quantile", "uniform"}
+        ``quantile``: spike-aware equal-frequency bins, every value holding more than
+        1/num_bins of the rows a state of its own
+        (:func:`vmi_spark.core.binning.quantile_binning`); without such a value these
+        are the split points of :func:`equal_frequency_splits`. ``uniform``: equal
+        width between robust limits (:func:`vmi_spark.core.binning.uniform_binning`).
+
+    Returns
+    -------
+    (list of float, list of float)
+        Sorted, unique split points (a value ``v`` gets the code ``#{splits <= v}``)
+        and the spikes: the values that are a state of their own, each bounded by the
+        split point just above it, the next double (and by itself, unless it is the
+        smallest value).
+    """
+    from .binning import fit_binning
+
+    if binning not in BINNINGS:
+        raise ValueError(f"unknown binning {binning!r} (choose from {', '.join(BINNINGS)})")
+    b = fit_binning(binning, values, num_bins)
+    return [float(e) for e in b.edges], [float(s) for s in b.spikes]
+
+
+def column_splits(values: np.ndarray, num_bins: int, binning: str = "quantile") -> list[float]:
+    """The split points of :func:`column_binning`."""
+    return column_binning(values, num_bins, binning)[0]
 
 
 def equal_frequency_splits(values: np.ndarray, num_bins: int) -> list[float]:

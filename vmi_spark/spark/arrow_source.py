@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from ..core import encoding
-from ..core.encoding import EncodingPlan, equal_frequency_splits
+from ..core.encoding import EncodingPlan, column_binning
 from . import plan
 from .blocks import BLOCK_SCHEMA, block_encoder
 from .rows import column_stats_fn, kept_rows, merge_stats, typed_array
@@ -169,10 +169,11 @@ class ParquetReader:
                              max_classes, skip, self.slots)
 
     def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
-                        skip_cols: list[str]) -> dict[str, list[float]]:
+                        skip_cols: list[str], binning: str = "quantile"
+                        ) -> dict[str, tuple[list[float], list[float]]]:
         """The split points over the Parquet files (see :func:`_quantile_splits`)."""
         return _quantile_splits(self.spark, self.source, label, cols, num_bins, rows,
-                                skip_cols, self.slots)
+                                skip_cols, self.slots, binning)
 
     def encode_blocks(self, plan: EncodingPlan, block_rows: int,
                       skip_cols: list[str]) -> DataFrame:
@@ -201,7 +202,8 @@ def _column_stats(spark, source: ParquetSource, label: str, features: list[str],
 
 
 def _quantile_splits(spark, source: ParquetSource, label: str, feats: list[str], num_bins: int,
-                     rows: int, skip_cols: list[str], slots: int) -> dict[str, list[float]]:
+                     rows: int, skip_cols: list[str], slots: int,
+                     binning: str = "quantile") -> dict[str, tuple[list[float], list[float]]]:
     """The split points over the Parquet files: the same rows are sampled as by
     :meth:`vmi_spark.spark.spark_source.SparkSource.quantile_splits`
     (Spark's ``xxhash64`` of the typed label and columns), the same split points placed.
@@ -258,7 +260,8 @@ def _quantile_splits(spark, source: ParquetSource, label: str, feats: list[str],
                 got.setdefault(k, []).append(np.frombuffer(blob, dtype=np.float64).reshape(width, -1))
         for k in sorted(got):
             mat = np.concatenate(got[k], axis=1)
-            out = [json.dumps(equal_frequency_splits(mat[i], num_bins)) for i in range(len(chunks[k]))]
+            out = [json.dumps(column_binning(mat[i], num_bins, binning))
+                   for i in range(len(chunks[k]))]
             yield pa.RecordBatch.from_pydict({"column": pa.array(chunks[k], pa.int32()),
                                               "splits": pa.array(out, pa.string())})
 
@@ -266,7 +269,7 @@ def _quantile_splits(spark, source: ParquetSource, label: str, feats: list[str],
     parts = max(1, min(len(chunks), slots))
     result = (sampled.repartition(parts, "chunk")
               .mapInArrow(splits, "column int, splits string").collect())
-    out = {feats[r[0]]: json.loads(r[1]) for r in result}
+    out = {feats[r[0]]: tuple(json.loads(r[1])) for r in result}
     for c in feats:  # no rows at all: no split points
-        out.setdefault(c, [])
+        out.setdefault(c, ([], []))
     return out

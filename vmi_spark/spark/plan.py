@@ -44,9 +44,10 @@ class RowSource(Protocol):
         ...
 
     def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
-                        skip_cols: list[str]) -> dict[str, list[float]]:
-        """:func:`vmi_spark.core.encoding.equal_frequency_splits` of every column in
-        ``cols``, over the kept rows (a hashed sample of them above ``SAMPLE_ROWS``)."""
+                        skip_cols: list[str], binning: str = "quantile"
+                        ) -> dict[str, tuple[list[float], list[float]]]:
+        """:func:`vmi_spark.core.encoding.column_binning` of every column in ``cols``,
+        over the kept rows (a hashed sample of them above ``SAMPLE_ROWS``)."""
         ...
 
     def encode_blocks(self, plan: EncodingPlan, block_rows: int,
@@ -95,9 +96,14 @@ def resolve_columns(df: DataFrame, label: str, features: list[str] | None) -> li
     return features
 
 
+def _binned(name: str, split: tuple[list[float], list[float]], missing: bool) -> ColumnPlan:
+    """The plan of a binned column from its (split points, spikes)."""
+    return binned_plan(name, split[0], missing, split[1])
+
+
 def build_plan(df: DataFrame, label: str, features: list[str], num_bins: int,
                max_categories: int, max_classes: int, handle_invalid: str,
-               source: RowSource) -> tuple[EncodingPlan, list[str]]:
+               source: RowSource, binning: str = "quantile") -> tuple[EncodingPlan, list[str]]:
     """Compute the encoding plan with the passes of ``source`` over the rows.
 
     ``df`` gives the schema of the label and feature columns (any supported types).
@@ -157,8 +163,9 @@ def build_plan(df: DataFrame, label: str, features: list[str], num_bins: int,
                              "(maxCategories); raise --max-categories or leave it out with --features"
                              ) from None
     to_bin = [c for c, p in zip(features, plans) if p is None]
-    splits = source.quantile_splits(label, to_bin, num_bins, rows, skip_cols) if to_bin else {}
-    columns = [p if p is not None else binned_plan(c, splits.get(c, []), missing[c] > 0)
+    splits = (source.quantile_splits(label, to_bin, num_bins, rows, skip_cols, binning)
+              if to_bin else {})
+    columns = [p if p is not None else _binned(c, splits.get(c, ([], [])), missing[c] > 0)
                for c, p in zip(features, plans)]
     plan = EncodingPlan(label=label, classes=classes,
                         label_dtype="string" if isinstance(ldt, T.StringType) else "double",

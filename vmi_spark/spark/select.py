@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from ..checkpoint import Checkpoint, fingerprint
 from ..core.bound import MAX_BLOCK_ROWS, PAIRWISE
 from ..core.criteria import select_classic
-from ..core.encoding import EncodingPlan
+from ..core.encoding import ColumnPlan, EncodingPlan
 from ..core.greedy import Backend, Selection, report_fields, select_vmi
 from ..core.kde import kde_conditional
 from ..errors import InputError
@@ -80,9 +80,22 @@ class SelectionRun:
             "parameters": {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v)
                            for k, v in self.params.items()},
             "warnings": list(self.warnings),
-            "columns": [{"name": c.name, "kind": c.kind, "states": c.num_states,
-                         "missing_state": c.missing} for c in self.plan.columns],
+            "columns": [column_report(c, self.params.get("binning", "quantile"))
+                        for c in self.plan.columns],
         }
+
+
+def column_report(c: ColumnPlan, binning: str) -> dict[str, Any]:
+    """How column ``c`` was coded, for the report: its kind and states, and for a binned
+    column the strategy, the split points (``edges``), the values that are a state of
+    their own (``spikes``) and the states' names."""
+    out: dict[str, Any] = {"name": c.name, "kind": c.kind, "states": c.num_states,
+                           "missing_state": c.missing}
+    if c.kind == "bins":
+        edges = list(c.splits or [])
+        out.update(binning=binning, edges=edges, spikes=list(c.spikes or []),
+                   state_names=c.state_labels())
+    return out
 
 
 def expand_vector(df: DataFrame, features_col: str, label: str) -> tuple[DataFrame, list[str]]:
@@ -204,6 +217,7 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                   num_features: int = 50, restart_tolerance: float = 0.0, num_bins: int = 10,
                   max_categories: int = 32, max_classes: int = 1000,
                   handle_invalid: str = "keep", report_candidates: int = 0,
+                  binning: str = "quantile",
                   on_step: Callable[[Selection], None] | None = None,
                   storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
                   checkpoint_dir: str | None = None,
@@ -249,7 +263,7 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     t0 = time.perf_counter()
     checked = validate({"method": method, "num_features": num_features,
                         "restart_tolerance": restart_tolerance, "num_bins": num_bins,
-                        "max_categories": max_categories, "max_classes": max_classes,
+                        "binning": binning, "max_categories": max_categories, "max_classes": max_classes,
                         "handle_invalid": handle_invalid, "estimator": estimator,
                         "execution": execution, "report_candidates": report_candidates,
                         "block_storage": block_storage, "staging_dir": staging_dir,
@@ -272,7 +286,7 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         reader = ParquetReader(df.sparkSession, source, slots)
     # the passes over the rows type the values in the Python workers (see spark_source.packed)
     plan, skip_cols = build_plan(df, label, features, num_bins, max_categories, max_classes,
-                                 handle_invalid, reader)
+                                 handle_invalid, reader, binning)
     if estimator == "kde":
         plan = grid_plan(spark_rows.kept(label, skip_cols), plan)
     notes: list[str] = []
@@ -307,8 +321,8 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         kept.release()
         raise
     params = {"method": method, "num_features": num_features, "restart_tolerance": restart_tolerance,
-              "num_bins": num_bins, "max_categories": max_categories, "max_classes": max_classes,
-              "handle_invalid": handle_invalid, "estimator": estimator,
+              "num_bins": num_bins, "binning": binning, "max_categories": max_categories,
+              "max_classes": max_classes, "handle_invalid": handle_invalid, "estimator": estimator,
               "selection_mode": selection_mode, "selection_threshold": selection_threshold}
     t_prep = time.perf_counter() - t0
     try:

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..core import encoding
-from ..core.encoding import EncodingPlan, equal_frequency_splits
+from ..core.encoding import EncodingPlan, column_binning
 from . import plan
 from .blocks import BLOCK_SCHEMA, block_encoder
 from .plan import is_numeric, quote
@@ -146,7 +146,8 @@ class SparkSource:
         return merge_stats(parts, d, max_categories, max_classes)
 
     def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
-                        skip_cols: list[str]) -> dict[str, list[float]]:
+                        skip_cols: list[str], binning: str = "quantile"
+                        ) -> dict[str, tuple[list[float], list[float]]]:
         """Equal-frequency split points of the kept rows: exact quantiles of the data or,
         above :data:`~vmi_spark.core.encoding.SAMPLE_ROWS` rows, of a hashed sample."""
         df = prepare_frame(self.kept(label, skip_cols), label, cols)
@@ -158,7 +159,7 @@ class SparkSource:
             threshold = int(modulus * encoding.SAMPLE_ROWS / rows)
             h = f"pmod(xxhash64({', '.join(quote(c) for c in [label, *cols])}), {modulus})"
             sample = df.where(F.expr(f"{h} < {threshold}"))
-        out: dict[str, list[float]] = {}
+        out: dict[str, tuple[list[float], list[float]]] = {}
         # the columns come to the driver a chunk at a time; with more than one chunk the
         # sample is cached first, so that the input is read (and hashed) once, not per chunk
         chunk = plan.SPLIT_CHUNK
@@ -173,7 +174,7 @@ class SparkSource:
                 table = frame.select(*names).toArrow()
                 for i, c in enumerate(cols[start:start + chunk]):
                     v = table.column(i).to_numpy(zero_copy_only=False).astype(np.float64)
-                    out[c] = equal_frequency_splits(v, num_bins)
+                    out[c] = column_binning(v, num_bins, binning)
                 del table
         finally:
             if kept is not None:
