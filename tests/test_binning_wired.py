@@ -132,6 +132,14 @@ def test_spark_codes_and_selects_like_the_in_memory_selector(spark, tmp_path, bi
         assert amount["spikes"] == (sk.columns_[1].spikes or [])
         assert len(amount["state_names"]) == amount["states"]
     assert reports[0]["parameters"]["binning"] == binning
+    from vmi_spark.report import render_markdown
+
+    text = render_markdown(reports[0])
+    if "amount" in reports[0]["selected"]:
+        assert "## Bins of the selected columns" in text
+        row = next(line for line in text.splitlines() if line.startswith("| amount |"))
+        assert f"| {binning} |" in row
+        assert all(name in row for name in reports[0]["columns"][1]["state_names"])
 
 
 def test_model_exposes_the_bins(spark):

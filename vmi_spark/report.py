@@ -120,6 +120,23 @@ def _candidates_section(report: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def _bins_section(report: dict[str, Any], selected: list[str]) -> list[str]:
+    """The states of the selected binned columns: strategy, spikes and state names."""
+    binned = {c["name"]: c for c in report.get("columns") or []
+              if c.get("kind") == "bins" and "state_names" in c}
+    rows = [(name, binned[name]) for name in selected if name in binned]
+    if not rows:
+        return []
+    out = ["## Bins of the selected columns", "",
+           "| feature | binning | spikes | states |", "|---|---|---|---|"]
+    for name, c in rows:
+        spikes = ", ".join(_num(v) for v in c.get("spikes") or []) or "none"
+        states = "; ".join(str(v) for v in c["state_names"])
+        out.append(f"| {_cell(name)} | {_cell(c.get('binning', ''))} | {_cell(spikes)} | "
+                   f"{_cell(states)} |")
+    return out + [""]
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     """Render a selection report as Markdown (the contents of a ``report.md``).
 
@@ -211,6 +228,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines += ["No feature was selected.", ""]
 
     lines += _candidates_section(report)
+    lines += _bins_section(report, selected)
 
     data = []
     for key, title in (("num_rows", "rows used"),
