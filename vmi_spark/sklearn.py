@@ -126,7 +126,7 @@ def plan_column(name: str, values: np.ndarray, dtype: str, num_bins: int,
     Numeric columns with at most ``max_categories`` distinct values, and string
     columns, are categories coded by their sorted values
     (:func:`~vmi_spark.core.encoding.categorical_plan`); other numeric columns get
-    ``num_bins`` bins (:func:`~vmi_spark.core.encoding.column_splits` with ``binning``);
+    ``num_bins`` bins (:func:`~vmi_spark.core.encoding.column_binning` with ``binning``);
     a column that is all missing is ``constant``; missing values (NaN, None) are an
     extra state.
     """

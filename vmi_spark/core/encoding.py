@@ -32,6 +32,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .binning import Binning, fit_binning
+from .binning import state_labels as binning_state_labels
+
 #: rows used to place bin edges; exact quantiles up to this many rows
 SAMPLE_ROWS = 200_000
 #: most states a feature may have (codes are one byte)
@@ -73,10 +76,8 @@ class ColumnPlan:
         if self.kind == "category":
             labels = [str(v) for v in self.values or []] or ["(empty)"]
         elif self.kind == "bins":
-            from .binning import Binning, state_labels
-
             edges = tuple(float(e) for e in self.splits or [])
-            labels = state_labels(Binning("quantile", edges, tuple(self.spikes or ())))
+            labels = binning_state_labels(Binning("quantile", edges, tuple(self.spikes or ())))
         elif self.kind == "grid":
             cells = [-math.inf, *(self.splits or []), math.inf]
             labels = [f"[{cells[i]:g}, {cells[i + 1]:g})" for i in range(len(cells) - 1)]
@@ -211,17 +212,10 @@ def column_binning(values: np.ndarray, num_bins: int,
         split point just above it, the next double (and by itself, unless it is the
         smallest value).
     """
-    from .binning import fit_binning
-
     if binning not in BINNINGS:
         raise ValueError(f"unknown binning {binning!r} (choose from {', '.join(BINNINGS)})")
     b = fit_binning(binning, values, num_bins)
     return [float(e) for e in b.edges], [float(s) for s in b.spikes]
-
-
-def column_splits(values: np.ndarray, num_bins: int, binning: str = "quantile") -> list[float]:
-    """The split points of :func:`column_binning`."""
-    return column_binning(values, num_bins, binning)[0]
 
 
 def equal_frequency_splits(values: np.ndarray, num_bins: int) -> list[float]:
