@@ -154,3 +154,19 @@ def test_model_exposes_the_bins(spark):
     assert bins["amount"]["spikes"] == [0.0]
     assert bins["amount"]["edges"] == sk.columns_[1].splits
     assert bins["amount"]["state_names"] == sk.columns_[1].state_labels()
+
+
+def test_infinite_edges_are_written_as_strings(spark, tmp_path):
+    """A column holding inf as a spike: selection.json stays valid JSON (no Infinity)."""
+    import json
+
+    from vmi_spark.job import main
+
+    pd.DataFrame({"a": [0.0] * 30 + [np.inf] * 10 + list(np.linspace(1, 2, 20)),
+                  "y": [0, 1] * 30}).to_parquet(tmp_path / "in.parquet")
+    out = tmp_path / "out"
+    rc = main(["--input", str(tmp_path / "in.parquet"), "--label", "y", "--output", str(out),
+               "--num-features", "1", "--max-categories", "2", "--quiet"], spark=spark)
+    assert rc == 0
+    col = json.loads((out / "selection.json").read_text())["columns"][0]
+    assert col["kind"] == "bins" and "inf" in col["spikes"] and "inf" in col["edges"]

@@ -698,8 +698,8 @@ def describe(binning: Binning) -> dict[str, Any]:
     back the same double); infinities are the strings ``"inf"`` and ``"-inf"``.
     """
     return {"strategy": binning.strategy,
-            "edges": [_json_float(e) for e in binning.edges],
-            "spikes": [_json_float(s) for s in binning.spikes],
+            "edges": [json_float(e) for e in binning.edges],
+            "spikes": [json_float(s) for s in binning.spikes],
             "states": state_labels(binning)}
 
 
@@ -765,7 +765,8 @@ def _fmt(x: float) -> str:
     return "inf" if x == math.inf else "-inf" if x == -math.inf else f"{x:.6g}"
 
 
-def _json_float(x: float) -> float | str:
+def json_float(x: float) -> float | str:
+    """``x`` for JSON: a float, or ``"inf"`` / ``"-inf"`` (JSON has no infinities)."""
     return float(x) if math.isfinite(x) else ("inf" if x > 0 else "-inf")
 
 

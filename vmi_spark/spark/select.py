@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..checkpoint import Checkpoint, fingerprint
+from ..core.binning import json_float
 from ..core.bound import MAX_BLOCK_ROWS, PAIRWISE
 from ..core.criteria import select_classic
 from ..core.encoding import ColumnPlan, EncodingPlan
@@ -93,8 +94,9 @@ def column_report(c: ColumnPlan, binning: str) -> dict[str, Any]:
                            "missing_state": c.missing}
     if c.kind == "bins":
         edges = list(c.splits or [])
-        out.update(binning=binning, edges=edges, spikes=list(c.spikes or []),
-                   state_names=c.state_labels())
+        # JSON has no infinities: an infinite edge or spike (a column holding inf) is a string
+        out.update(binning=binning, edges=[json_float(e) for e in edges],
+                   spikes=[json_float(s) for s in c.spikes or []], state_names=c.state_labels())
     return out
 
 
