@@ -162,9 +162,7 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
     def getSelectionThreshold(self) -> float | None:
         """Gets the value of selectionThreshold, or None if it is not set (the mode's
         default: 0.01 nats for ``gain``, 0.1 for ``fraction``)."""
-        if not self.isDefined(self.selectionThreshold):
-            return None
-        return self.getOrDefault(self.selectionThreshold)
+        return self._get_optional(self.selectionThreshold)
 
     def getBlockStorage(self) -> str:
         """Gets the value of blockStorage or its default value."""
@@ -172,9 +170,11 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
 
     def getStagingDir(self) -> str | None:
         """Gets the value of stagingDir, or None if it is not set."""
-        if not self.isDefined(self.stagingDir):
-            return None
-        return self.getOrDefault(self.stagingDir)
+        return self._get_optional(self.stagingDir)
+
+    def _get_optional(self, param: Param) -> Any:
+        """The value of a param with no default, or None where it is not set."""
+        return self.getOrDefault(param) if self.isDefined(param) else None
 
     def getMethod(self) -> str:
         """Gets the value of method or its default value."""
