@@ -103,7 +103,7 @@ def test_bad_binning_names_the_parameter():
         VMIFeatureSelector(binning="kmeans").fit(frame, y)
 
 
-@pytest.mark.parametrize("binning", ["quantile", "uniform"])
+@pytest.mark.parametrize("binning", ["quantile", "uniform", "mdlp"])
 def test_spark_codes_and_selects_like_the_in_memory_selector(spark, tmp_path, binning):
     from vmi_spark.spark.arrow_source import parquet_source
     from vmi_spark.spark.select import run_selection

@@ -36,7 +36,7 @@ METHOD_CHOICES = METHOD_NAMES
 #: spec keys of the selection parameters the job checks before Spark starts
 _CHECKED = ("num_features", "selection_mode", "selection_threshold", "method",
             "restart_tolerance", "block_storage", "staging_dir", "num_bins", "binning", "max_categories",
-            "max_classes", "handle_invalid", "estimator", "execution", "reader",
+            "max_classes", "label_type", "label_bins", "handle_invalid", "estimator", "execution", "reader",
             "report_candidates", "demo_rows")
 
 
@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write the input with only the selected columns and the label to "
                         "this catalog table (saveAsTable), in the input's format and partitioning")
     _add_spec_arguments(p, ("restart_tolerance", "num_bins", "binning", "max_categories", "max_classes",
-                            "handle_invalid", "estimator", "report_candidates", "checkpoint_dir",
+                            "label_type", "label_bins", "handle_invalid", "estimator", "report_candidates", "checkpoint_dir",
                             "block_storage", "staging_dir", "demo_rows"))
     p.add_argument("--remote", metavar="URL",
                    help="run through Spark Connect: sc://host:port for a Connect server, or "
@@ -342,7 +342,8 @@ def _select(args: argparse.Namespace, spark, df, claimed) -> dict[str, Any]:
         warnings.simplefilter("always")
         result = run_selection(df, label, source=source, features=features, method=args.method, num_features=k,
                                restart_tolerance=args.restart_tolerance, num_bins=args.num_bins,
-                               binning=args.binning,
+                               binning=args.binning, label_type=args.label_type,
+                               label_bins=args.label_bins,
                                max_categories=args.max_categories, max_classes=args.max_classes,
                                handle_invalid=args.handle_invalid, estimator=args.estimator,
                                report_candidates=args.report_candidates, on_step=_log_step(k, names),

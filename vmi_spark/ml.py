@@ -145,6 +145,8 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
     binning: Param[str] = _param("binning")
     maxCategories: Param[int] = _param("max_categories")
     maxClasses: Param[int] = _param("max_classes")
+    labelType: Param[str] = _param("label_type")
+    labelBins: Param[int] = _param("label_bins")
     estimator: Param[str] = _param("estimator")
 
     def __init__(self, *args: Any) -> None:
@@ -200,6 +202,14 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
         """Gets the value of maxClasses or its default value."""
         return self.getOrDefault(self.maxClasses)
 
+    def getLabelType(self) -> str:
+        """Gets the value of labelType or its default value."""
+        return self.getOrDefault(self.labelType)
+
+    def getLabelBins(self) -> int:
+        """Gets the value of labelBins or its default value."""
+        return self.getOrDefault(self.labelBins)
+
     def getEstimator(self) -> str:
         """Gets the value of estimator or its default value."""
         return self.getOrDefault(self.estimator)
@@ -215,6 +225,7 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
                          "num_bins": self.getNumBins(), "binning": self.getBinning(),
                          "max_categories": self.getMaxCategories(),
                          "max_classes": self.getMaxClasses(),
+                         "label_type": self.getLabelType(), "label_bins": self.getLabelBins(),
                          "handle_invalid": self.getHandleInvalid(),
                          "estimator": self.getEstimator()}, "ml")
 
@@ -266,7 +277,8 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
                  selectionMode: str = "numTopFeatures", selectionThreshold: float | None = None,
                  blockStorage: str = "auto", stagingDir: str | None = None,
                  method: str = "vmi_naive", restartTolerance: float = 0.0, numBins: int = 10,
-                 binning: str = "quantile", maxCategories: int = 32, maxClasses: int = 1000, handleInvalid: str = "keep",
+                 binning: str = "quantile", maxCategories: int = 32, maxClasses: int = 1000,
+                 labelType: str = "auto", labelBins: int = 10, handleInvalid: str = "keep",
                  estimator: str = "histogram") -> None:
         super().__init__()
         self.setParams(**self._input_kwargs)
@@ -278,6 +290,7 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
                   selectionThreshold: float | None = None, blockStorage: str = "auto",
                   stagingDir: str | None = None, method: str = "vmi_naive", restartTolerance: float = 0.0, numBins: int = 10,
                   binning: str = "quantile", maxCategories: int = 32, maxClasses: int = 1000,
+                  labelType: str = "auto", labelBins: int = 10,
                   handleInvalid: str = "keep", estimator: str = "histogram") -> VMISelector:
         kwargs = {k: v for k, v in self._input_kwargs.items() if v is not None}
         return self._set(**kwargs)
@@ -331,6 +344,14 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
 
     def setMaxClasses(self, value: int) -> VMISelector:
         return self._set(maxClasses=value)
+
+    def setLabelType(self, value: str) -> VMISelector:
+        """Sets the value of :py:attr:`labelType`."""
+        return self._set(labelType=value)
+
+    def setLabelBins(self, value: int) -> VMISelector:
+        """Sets the value of :py:attr:`labelBins`."""
+        return self._set(labelBins=value)
 
     def setHandleInvalid(self, value: str) -> VMISelector:
         return self._set(handleInvalid=value)

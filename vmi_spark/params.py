@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .core.binning import DEFAULT_LABEL_BINS, LABEL_TYPES
+from .core.binning import STRATEGIES as BINNINGS
 from .core.bound import NAIVE, PAIRWISE
 from .core.criteria import CIFE, CMIM, JMI, MIM, MRMR, SPEC_CMI
 from .errors import InputError
@@ -201,13 +203,21 @@ SPEC: tuple[Parameter, ...] = (
               "`{max_categories}` values are cut into `{num_bins}` states: `quantile` "
               "(equal-frequency; a value holding more than 1/`{num_bins}` of the rows, such "
               "as 0 or a sentinel, is a state of its own) or `uniform` (equal width between "
-              "the 0.5% and 99.5% quantiles)", ml="binning", flag="--binning",
-              sklearn="binning", choices=("quantile", "uniform")),
+              "the 0.5% and 99.5% quantiles) or `mdlp` (Fayyad-Irani supervised cuts with the MDL "
+              "stopping rule, at most `{num_bins}` states; inflates the fitted column's MI)",
+              ml="binning", flag="--binning", sklearn="binning", choices=BINNINGS),
     Parameter("max_categories", int, 32, "numeric columns with at most this many distinct "
               "values are used as categories (1..255)", ml="maxCategories",
               flag="--max-categories", sklearn="max_categories", low=1, high=255),
     Parameter("max_classes", int, 1000, "most distinct label values", ml="maxClasses",
               flag="--max-classes", low=2, high=65535),
+    Parameter("label_type", str, "auto", "`categorical` (classes), `continuous` (a regression "
+              "target, cut into `{label_bins}` spike-aware equal-frequency classes) or `auto` "
+              "(continuous if the label is numeric with more than `{max_classes}` values or a "
+              "non-integer floating-point value)", ml="labelType", flag="--label-type",
+              sklearn="label_type", choices=LABEL_TYPES),
+    Parameter("label_bins", int, DEFAULT_LABEL_BINS, "classes of a continuous label (2..255)",
+              ml="labelBins", flag="--label-bins", sklearn="label_bins", low=2, high=255),
     Parameter("handle_invalid", str, "keep", "missing feature values (null, NaN): `keep` as "
               "their own state, `skip` the row, `error`", ml="handleInvalid",
               flag="--handle-invalid", choices=("keep", "skip", "error")),
@@ -255,7 +265,7 @@ _SPEC = {p.key: p for p in SPEC}
 #: keys shown in the README's Parameters table (the others are in its Usage section)
 README_KEYS = ("features", "label", "num_features", "selection_mode", "selection_threshold",
                "method", "restart_tolerance", "num_bins", "binning",
-               "max_categories", "max_classes", "handle_invalid", "estimator", "checkpoint_dir",
+               "max_categories", "max_classes", "label_type", "label_bins", "handle_invalid", "estimator", "checkpoint_dir",
                "execution", "reader", "output_col", "block_storage", "staging_dir")
 
 

@@ -258,6 +258,12 @@ def render_markdown(report: dict[str, Any]) -> str:
             more = (f" and {len(classes) - _MAX_CLASSES_LISTED} more"
                     if len(classes) > _MAX_CLASSES_LISTED else "")
             lines += [f"Classes: {shown}{more}.", ""]
+        lb = report.get("label_binning")
+        if report.get("label_type") == "continuous" and lb:
+            edges = ", ".join(_num(e) for e in lb.get("edges") or []) or "none"
+            spikes = ", ".join(_num(v) for v in lb.get("spikes") or []) or "none"
+            lines += [f"The label is continuous: {len(classes or [])} spike-aware "
+                      f"equal-frequency classes, edges {edges}; spikes {spikes}.", ""]
 
     params = report.get("parameters") or {}
     if params:

@@ -38,14 +38,18 @@ try:  # scikit-learn >= 1.6
 except ImportError:  # pragma: no cover - older scikit-learn
     _validate_data = None
 
-from .core.criteria import select_classic
-from .core.encoding import (
-    ColumnPlan,
-    TooManyCategories,
-    binned_plan,
-    categorical_plan,
-    column_binning,
+from .core.binning import (
+    Binning,
+    assign_codes,
+    describe,
+    fit_binning,
+    label_binning,
+    resolve_label_type,
+    state_labels,
+    value_counts,
 )
+from .core.criteria import select_classic
+from .core.encoding import ColumnPlan, TooManyCategories, binned_plan, categorical_plan
 from .core.encoding import encode_column as _encode_typed
 from .core.greedy import Selection, report_fields, select_vmi
 from .core.inmemory import InMemoryBackend
@@ -120,13 +124,15 @@ def _typed(column: Any) -> tuple[np.ndarray, str]:
 
 
 def plan_column(name: str, values: np.ndarray, dtype: str, num_bins: int,
-                max_categories: int, binning: str = "quantile") -> ColumnPlan:
+                max_categories: int, binning: str = "quantile",
+                y_codes: np.ndarray | None = None, num_classes: int | None = None) -> ColumnPlan:
     """The :class:`~vmi_spark.core.encoding.ColumnPlan` of one canonical column.
 
     Numeric columns with at most ``max_categories`` distinct values, and string
     columns, are categories coded by their sorted values
     (:func:`~vmi_spark.core.encoding.categorical_plan`); other numeric columns get
-    ``num_bins`` bins (:func:`~vmi_spark.core.encoding.column_binning` with ``binning``);
+    ``num_bins`` bins (:func:`~vmi_spark.core.binning.fit_binning` with ``binning``; ``mdlp``
+    counts the classes ``y_codes``, 0 .. ``num_classes`` - 1);
     a column that is all missing is ``constant``; missing values (NaN, None) are an
     extra state.
     """
@@ -145,8 +151,35 @@ def plan_column(name: str, values: np.ndarray, dtype: str, num_bins: int,
                          ) from None
     if plan is not None:
         return plan
-    splits, spikes = column_binning(values, num_bins, binning)
-    return binned_plan(name, splits, missing, spikes)
+    b = fit_binning(binning, values, num_bins, labels=y_codes, num_classes=num_classes)
+    return binned_plan(name, [float(e) for e in b.edges], missing, [float(x) for x in b.spikes])
+
+
+def label_codes(y: np.ndarray, label_type: str, label_bins: int, max_classes: int
+                ) -> tuple[np.ndarray, np.ndarray, Binning | None]:
+    """Classes of the target ``y``: ``(classes, codes, binning)``.
+
+    A categorical target's classes are its sorted values (``codes`` index them); a
+    continuous one (``label_type``, :func:`vmi_spark.core.binning.resolve_label_type`,
+    ``auto`` deciding as on Spark with ``max_classes``) is cut into ``label_bins``
+    spike-aware equal-frequency classes (:func:`vmi_spark.core.binning.label_binning`),
+    named by their intervals.
+    """
+    arr = np.asarray(y)
+    numeric = arr.dtype.kind in "iuf" or (arr.dtype.kind == "O" and all(
+        _is_number(v) and not isinstance(v, (bool, np.bool_)) for v in arr.tolist()))
+    distinct = np.unique(arr.astype(np.float64) if numeric else arr)
+    listed = [float(v) for v in distinct] if numeric and len(distinct) <= max_classes else (
+        None if len(distinct) > max_classes else list(distinct))
+    floating = arr.dtype.kind == "f" or (arr.dtype.kind == "O" and numeric)
+    kind = resolve_label_type(label_type, listed, numeric=numeric, floating=floating)
+    if kind == "categorical":
+        check_classification_targets(arr)
+        classes, codes = np.unique(arr, return_inverse=True)
+        return classes, codes.astype(np.int64), None
+    v = arr.astype(np.float64)
+    b = label_binning(*value_counts(v), label_bins)
+    return np.array(state_labels(b), dtype=object), assign_codes(b.edges, v), b
 
 
 def encode_column(values: np.ndarray, col: ColumnPlan) -> np.ndarray:
@@ -184,10 +217,17 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         more than this (nats). 0.0 is the paper's Algorithm 1; the authors'
         program uses 0.01; ``-inf`` never restarts (one block, the paper's
         dotted continuation in Fig. 3).
-    binning : {"quantile", "uniform"}, default="quantile"
+    binning : {"quantile", "uniform", "mdlp"}, default="quantile"
         How binned columns are cut: spike-aware equal-frequency bins (a value holding
-        more than 1/``num_bins`` of the rows is a state of its own), or equal width
-        between the 0.5% and 99.5% quantiles.
+        more than 1/``num_bins`` of the rows is a state of its own), equal width
+        between the 0.5% and 99.5% quantiles, or Fayyad-Irani MDLP cuts fitted on
+        ``y`` (supervised: it inflates the fitted column's plug-in MI).
+    label_type : {"auto", "categorical", "continuous"}, default="auto"
+        How ``y`` is read: classes, or a regression target cut into ``label_bins``
+        spike-aware equal-frequency classes. ``auto``: continuous if ``y`` is
+        numeric with a non-integer float value or more than 1000 distinct values.
+    label_bins : int, default=10
+        Classes of a continuous ``y`` (2..255).
     num_bins : int, default=10
         Equal-frequency bins for numeric columns with more than
         ``max_categories`` distinct values (2..255).
@@ -226,7 +266,9 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         Why the selection ended: ``num_features``, ``threshold`` (``selection_mode``
         ``gain``), ``no_features_left`` or ``no_information``.
     classes_ : ndarray
-        The class labels, sorted.
+        The class labels, sorted; for a continuous ``y`` the names of its bins.
+    label_binning_ : Binning or None
+        How a continuous ``y`` was cut (strategy, edges, spikes); None otherwise.
     columns_ : list of ColumnPlan
         How each feature was coded (``category``, ``bins``, ``constant``).
     selection_ : Selection
@@ -278,6 +320,8 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
                  restart_tolerance: float = default("restart_tolerance", "sklearn"),
                  num_bins: int = default("num_bins", "sklearn"),
                  binning: str = default("binning", "sklearn"),
+                 label_type: str = default("label_type", "sklearn"),
+                 label_bins: int = default("label_bins", "sklearn"),
                  max_categories: int = default("max_categories", "sklearn"),
                  selection_mode: str = default("selection_mode", "sklearn"),
                  selection_threshold: float | None = default("selection_threshold",
@@ -289,6 +333,8 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         self.restart_tolerance = restart_tolerance
         self.num_bins = num_bins
         self.binning = binning
+        self.label_type = label_type
+        self.label_bins = label_bins
         self.max_categories = max_categories
 
     # -- tags -------------------------------------------------------------------
@@ -329,7 +375,8 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         X : array-like or pandas DataFrame of shape (n_samples, n_features)
             Numeric, boolean or string features; NaN and None are missing values.
         y : array-like of shape (n_samples,)
-            Class labels (at least two classes).
+            Class labels (at least two classes), or a continuous target
+            (``label_type``).
 
         Returns
         -------
@@ -339,10 +386,10 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         checked = self._check_params()
         frame = X if hasattr(X, "iloc") and hasattr(X, "columns") else None
         X_checked, y_checked = self._validate(X, y)
-        check_classification_targets(y_checked)
         if any(_is_missing(v) for v in np.asarray(y_checked, dtype=object)):
             raise ValueError("y has missing values (NaN or None)")
-        classes, y_codes = np.unique(y_checked, return_inverse=True)
+        classes, y_codes, label_bin = label_codes(
+            y_checked, checked["label_type"], checked["label_bins"], default("max_classes"))
         if len(classes) < 2:
             raise ValueError(f"y has one class ({classes[0]!r}); "
                              "feature selection needs at least two classes")
@@ -356,7 +403,8 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
             column = frame.iloc[:, j] if frame is not None else X_checked[:, j]
             values, dtype = _canonical(column)
             plan = plan_column(names[j], values, dtype, int(self.num_bins),
-                               int(self.max_categories), checked["binning"])
+                               int(self.max_categories), checked["binning"], y_codes,
+                               len(classes))
             plans.append(plan)
             codes[j] = encode_column(values, plan)
 
@@ -380,6 +428,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         self.selection_: Selection = sel
         self.columns_ = plans
         self.classes_ = classes
+        self.label_binning_ = label_bin
         self.selected_features_ = np.asarray(sel.selected, dtype=np.intp)
         self.scores_ = np.asarray(sel.scores, dtype=np.float64)
         self.gains_ = np.asarray(sel.gains, dtype=np.float64)
@@ -420,6 +469,9 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
             "rows_skipped": 0,
             "num_classes": len(self.classes_),
             "classes": [str(c) for c in self.classes_],
+            "label_type": "continuous" if self.label_binning_ is not None else "categorical",
+            **({"label_binning": describe(self.label_binning_)}
+               if self.label_binning_ is not None else {}),
             "parameters": self.get_params(),
             "columns": [{"name": c.name, "kind": c.kind, "states": c.num_states,
                          "missing_state": c.missing} for c in self.columns_],

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .binning import Binning, fit_binning
+from .binning import STRATEGIES, Binning, assign_codes, fit_binning, label_binning, value_counts
 from .binning import state_labels as binning_state_labels
 
 #: rows used to place bin edges; exact quantiles up to this many rows
@@ -99,6 +99,9 @@ class EncodingPlan:
     num_rows: int = 0
     rows_dropped: int = 0  # null label
     rows_skipped: int = 0  # handleInvalid = skip
+    label_type: str = "categorical"  # "categorical" | "continuous" (labelType)
+    label_edges: list[float] | None = None  # continuous: the classes' edges
+    label_spikes: list[float] | None = None  # continuous: label values that are a class
 
     @property
     def features(self) -> list[str]:
@@ -184,7 +187,7 @@ def binned_plan(name: str, splits: list[float], missing: bool,
 
 
 #: how numeric columns with many values are cut: spike-aware equal-frequency or equal width
-BINNINGS = ("quantile", "uniform")
+BINNINGS = STRATEGIES
 
 
 def column_binning(values: np.ndarray, num_bins: int,
@@ -198,6 +201,7 @@ def column_binning(values: np.ndarray, num_bins: int,
     num_bins : int
         At most this many states.
     binning : {"quantile", "uniform"}
+        (``mdlp`` needs the rows' classes: :func:`fit_sample`.)
         ``quantile``: spike-aware equal-frequency bins, every value holding more than
         1/num_bins of the rows a state of its own
         (:func:`vmi_spark.core.binning.quantile_binning`); without such a value these
@@ -216,6 +220,82 @@ def column_binning(values: np.ndarray, num_bins: int,
         raise ValueError(f"unknown binning {binning!r} (choose from {', '.join(BINNINGS)})")
     b = fit_binning(binning, values, num_bins)
     return [float(e) for e in b.edges], [float(s) for s in b.spikes]
+
+
+@dataclass(frozen=True)
+class LabelRule:
+    """How the label of the sampled rows is read while bin edges are placed.
+
+    Needed when a column is binned with ``mdlp`` (supervised: it counts classes) or
+    when the label is continuous (its classes are bins placed on the same sample).
+    The sources ship each sampled row's *label key*: the value of a numeric label, the
+    class index of a string label (:func:`label_keys`).
+
+    ``continuous``: the label is binned into ``label_bins`` classes
+    (:func:`vmi_spark.core.binning.label_binning`); otherwise ``classes`` are the
+    plan's sorted classes.
+    """
+
+    continuous: bool
+    classes: tuple[Any, ...] = ()
+    label_bins: int = 10
+    string: bool = False  # a string label: keys are class indices
+
+    def binning(self, keys: np.ndarray) -> Binning | None:
+        """The label's binning (continuous labels), else None."""
+        if not self.continuous:
+            return None
+        return label_binning(*value_counts(keys[~np.isnan(keys)]), self.label_bins)
+
+    def codes(self, keys: np.ndarray, label_bins: Binning | None) -> np.ndarray:
+        """Class codes (int64) of the label keys of the sampled rows."""
+        if label_bins is not None:
+            return assign_codes(label_bins.edges, keys)
+        if self.string:
+            return keys.astype(np.int64)
+        return np.searchsorted(np.asarray(self.classes, dtype=np.float64), keys).astype(np.int64)
+
+    @property
+    def num_classes(self) -> int | None:
+        """Classes of a categorical label (a continuous one has them after binning)."""
+        return None if self.continuous else len(self.classes)
+
+
+def label_keys(arr: pa.Array, rule: LabelRule) -> np.ndarray:
+    """float64 keys of labels (the rows are labelled): a numeric label's value, or the
+    index of a string label among ``rule.classes``."""
+    if rule.string:
+        idx = pc.index_in(arr, value_set=pa.array(list(rule.classes), type=pa.string()))
+        return idx.to_numpy(zero_copy_only=False).astype(np.float64)
+    return arr.to_numpy(zero_copy_only=False).astype(np.float64)
+
+
+def fit_sample(columns: list[np.ndarray], num_bins: int, binning: str,
+               keys: np.ndarray | None = None, rule: LabelRule | None = None
+               ) -> tuple[tuple[list[float], list[float]] | None, list[tuple[list[float], list[float]]]]:
+    """The split rules of the sampled rows: the label's (continuous labels) and each
+    column's, as ``(splits, spikes)`` pairs (:func:`column_binning`).
+
+    ``keys`` and ``rule`` (:class:`LabelRule`) are needed for a continuous label and for
+    ``binning="mdlp"``, whose class counts use the label's class codes.
+    """
+    if binning not in BINNINGS:
+        raise ValueError(f"unknown binning {binning!r} (choose from {', '.join(BINNINGS)})")
+    if rule is None or keys is None:
+        if binning == "mdlp" or (rule is not None and rule.continuous):
+            raise ValueError("the label of the sampled rows is needed here")
+        return None, [column_binning(v, num_bins, binning) for v in columns]
+    lb = rule.binning(keys)
+    label_rule = None if lb is None else ([float(e) for e in lb.edges], [float(x) for x in lb.spikes])
+    if binning != "mdlp":
+        return label_rule, [column_binning(v, num_bins, binning) for v in columns]
+    y = rule.codes(keys, lb)
+    k = lb.num_states if lb is not None else len(rule.classes)
+    out = []
+    for v in columns:
+        b = fit_binning(binning, v, num_bins, labels=y, num_classes=k)
+        out.append(([float(e) for e in b.edges], [float(x) for x in b.spikes]))
+    return label_rule, out
 
 
 def equal_frequency_splits(values: np.ndarray, num_bins: int) -> list[float]:
@@ -270,7 +350,12 @@ def encode_column(arr: pa.Array, col: ColumnPlan) -> np.ndarray:
 
 
 def encode_label(arr: pa.Array, plan: EncodingPlan) -> np.ndarray:
-    """uint16 class codes: the position of each label among ``plan.classes``."""
+    """uint16 class codes: the position of each label among ``plan.classes`` or, for a
+    continuous label, its bin ``#{label_edges <= v}``."""
+    if plan.label_type == "continuous":
+        v = arr.to_numpy(zero_copy_only=False).astype(np.float64)
+        edges = np.asarray(plan.label_edges or [], dtype=np.float64)
+        return np.searchsorted(edges, v, side="right").astype(np.uint16)
     typ = pa.string() if plan.label_dtype == "string" else pa.float64()
     idx = pc.index_in(arr, value_set=pa.array(plan.classes, type=typ))
     return idx.to_numpy(zero_copy_only=False).astype(np.uint16)

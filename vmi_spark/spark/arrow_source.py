@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from ..core import encoding
-from ..core.encoding import EncodingPlan, column_binning
+from ..core.encoding import EncodingPlan, LabelRule, fit_sample, label_keys
 from . import plan
 from .blocks import BLOCK_SCHEMA, block_encoder
 from .rows import column_stats_fn, kept_rows, merge_stats, typed_array
@@ -169,11 +169,12 @@ class ParquetReader:
                              max_classes, skip, self.slots)
 
     def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
-                        skip_cols: list[str], binning: str = "quantile"
+                        skip_cols: list[str], binning: str = "quantile",
+                        rule: LabelRule | None = None, hash_extra: list[str] | None = None
                         ) -> dict[str, tuple[list[float], list[float]]]:
         """The split points over the Parquet files (see :func:`_quantile_splits`)."""
         return _quantile_splits(self.spark, self.source, label, cols, num_bins, rows,
-                                skip_cols, self.slots, binning)
+                                skip_cols, self.slots, binning, rule, hash_extra or [])
 
     def encode_blocks(self, plan: EncodingPlan, block_rows: int,
                       skip_cols: list[str]) -> DataFrame:
@@ -202,52 +203,69 @@ def _column_stats(spark, source: ParquetSource, label: str, features: list[str],
 
 
 def _quantile_splits(spark, source: ParquetSource, label: str, feats: list[str], num_bins: int,
-                     rows: int, skip_cols: list[str], slots: int,
-                     binning: str = "quantile") -> dict[str, tuple[list[float], list[float]]]:
+                     rows: int, skip_cols: list[str], slots: int, binning: str = "quantile",
+                     rule: LabelRule | None = None, hash_extra: tuple[str, ...] | list[str] = ()
+                     ) -> dict[str, tuple[list[float], list[float]]]:
     """The split points over the Parquet files: the same rows are sampled as by
     :meth:`vmi_spark.spark.spark_source.SparkSource.quantile_splits`
     (Spark's ``xxhash64`` of the typed label and columns), the same split points placed.
 
-    Each task sends its sampled values as one binary value per chunk of columns; a
-    shuffle by chunk brings each chunk's values together, and the split points are
-    computed where they land, so no more than a chunk of the sample is in one place.
+    Each task sends its sampled values as one binary value per chunk of columns (with
+    the label's keys first when ``rule`` needs them); a shuffle by chunk brings each
+    chunk's values together, and the split points are computed where they land, so no
+    more than a chunk of the sample is in one place.
     """
     # the rows build_plan keeps: a label, and (handleInvalid skip) no missing value in skip_cols
-    read = _read_fn(source, [label, *feats, *[c for c in skip_cols if c not in feats]])
-    label_kind = source.kinds[label]
+    extra = [c for c in hash_extra if c not in feats]
+    read_cols = [label, *feats, *extra]
+    read_cols += [c for c in skip_cols if c not in read_cols]
+    read = _read_fn(source, read_cols)
+    hash_kinds = [source.kinds[c] for c in [label, *feats, *extra]]
     modulus = 1 << 30
     sample_rows = encoding.SAMPLE_ROWS
     threshold = int(modulus * sample_rows / rows) if rows > sample_rows else None
     chunk = plan.SPLIT_CHUNK
     chunks = [list(range(s, min(s + chunk, len(feats)))) for s in range(0, len(feats), chunk)]
+    if not chunks and rule is not None:
+        chunks = [[]]  # the label alone
+    lead = 1 if rule is not None else 0
 
     def sample(unit_batches):
         kept: list[list[np.ndarray]] = [[] for _ in feats]
+        keys: list[np.ndarray] = []
         for rb in read(unit_batches):
             rb = kept_rows(rb, bool(skip_cols))
             if rb.num_rows == 0:
                 continue
             values = [rb.column(j + 1).to_numpy(zero_copy_only=False).astype(np.float64)
                       for j in range(len(feats))]
+            lab = label_keys(rb.column(0), rule) if rule is not None else None
             if threshold is not None:
                 h = np.full(rb.num_rows, SEED, dtype=np.uint64)
-                lab = rb.column(0)
-                if label_kind == "string":
-                    h = hash_strings(lab.to_pylist(), h)
-                else:
-                    h = hash_doubles(lab.to_numpy(zero_copy_only=False).astype(np.float64), None, h)
-                for j, v in enumerate(values):
-                    valid = ~pc.is_null(rb.column(j + 1)).to_numpy(zero_copy_only=False)
-                    h = hash_doubles(v, valid, h)
+                for j, kind in enumerate(hash_kinds):
+                    col = rb.column(j)
+                    if kind == "string":
+                        h = hash_strings(col.to_pylist(), h)
+                    else:
+                        valid = ~pc.is_null(col).to_numpy(zero_copy_only=False)
+                        h = hash_doubles(col.to_numpy(zero_copy_only=False).astype(np.float64),
+                                         valid, h)
                 take = in_sample(h, threshold, modulus)
                 values = [v[take] for v in values]
+                lab = lab[take] if lab is not None else None
             for j, v in enumerate(values):
                 kept[j].append(v)
-        for k, chunk in enumerate(chunks):  # one batch per chunk: a value stays < 2 GiB
-            if not kept[chunk[0]]:
+            if lab is not None:
+                keys.append(lab)
+        if rule is not None and not keys:
+            return
+        for k, chunk_cols in enumerate(chunks):  # one batch per chunk: a value stays < 2 GiB
+            if chunk_cols and not kept[chunk_cols[0]]:
                 continue
-            mat = np.stack([np.concatenate(kept[j]) for j in chunk])
-            for j in chunk:
+            rows_ = ([np.concatenate(keys)] if rule is not None else [])
+            rows_ += [np.concatenate(kept[j]) for j in chunk_cols]
+            mat = np.stack(rows_)
+            for j in chunk_cols:
                 kept[j] = []
             yield pa.RecordBatch.from_pydict({"chunk": pa.array([k], pa.int32()),
                                               "values": pa.array([mat.tobytes()], pa.binary())})
@@ -256,20 +274,24 @@ def _quantile_splits(spark, source: ParquetSource, label: str, feats: list[str],
         got: dict[int, list[np.ndarray]] = {}
         for rb in batches:
             for k, blob in zip(rb.column("chunk").to_pylist(), rb.column("values").to_pylist()):
-                width = len(chunks[k])
+                width = lead + len(chunks[k])
                 got.setdefault(k, []).append(np.frombuffer(blob, dtype=np.float64).reshape(width, -1))
         for k in sorted(got):
             mat = np.concatenate(got[k], axis=1)
-            out = [json.dumps(column_binning(mat[i], num_bins, binning))
-                   for i in range(len(chunks[k]))]
-            yield pa.RecordBatch.from_pydict({"column": pa.array(chunks[k], pa.int32()),
+            keys = mat[0] if lead else None
+            label_split, fitted = fit_sample(list(mat[lead:]), num_bins, binning, keys, rule)
+            cols = list(chunks[k]) + ([-1] if label_split is not None else [])
+            out = [json.dumps(f) for f in fitted]
+            if label_split is not None:
+                out.append(json.dumps(label_split))
+            yield pa.RecordBatch.from_pydict({"column": pa.array(cols, pa.int32()),
                                               "splits": pa.array(out, pa.string())})
 
     sampled = _units_frame(spark, source, slots).mapInArrow(sample, "chunk int, values binary")
     parts = max(1, min(len(chunks), slots))
     result = (sampled.repartition(parts, "chunk")
               .mapInArrow(splits, "column int, splits string").collect())
-    out = {feats[r[0]]: tuple(json.loads(r[1])) for r in result}
+    out = {(feats[r[0]] if r[0] >= 0 else label): tuple(json.loads(r[1])) for r in result}
     for c in feats:  # no rows at all: no split points
         out.setdefault(c, ([], []))
     return out

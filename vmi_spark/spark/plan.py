@@ -14,10 +14,12 @@ from typing import Any, Protocol
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from ..core.binning import DEFAULT_LABEL_BINS, Binning, resolve_label_type
+from ..core.binning import state_labels as binning_state_labels
 from ..core.encoding import (
-    MAX_ARITY,
     ColumnPlan,
     EncodingPlan,
+    LabelRule,
     TooManyCategories,
     binned_plan,
     categorical_plan,
@@ -27,6 +29,7 @@ from ..errors import InputError
 #: columns fetched to the driver at once when placing bin edges
 SPLIT_CHUNK = 64
 
+_FLOATING = (T.FloatType, T.DoubleType, T.DecimalType)
 _NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType,
             T.DoubleType, T.DecimalType)
 
@@ -44,10 +47,13 @@ class RowSource(Protocol):
         ...
 
     def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
-                        skip_cols: list[str], binning: str = "quantile"
+                        skip_cols: list[str], binning: str = "quantile",
+                        rule: LabelRule | None = None, hash_extra: list[str] | None = None
                         ) -> dict[str, tuple[list[float], list[float]]]:
-        """:func:`vmi_spark.core.encoding.column_binning` of every column in ``cols``,
-        over the kept rows (a hashed sample of them above ``SAMPLE_ROWS``)."""
+        """:func:`vmi_spark.core.encoding.fit_sample` of the columns ``cols`` over the
+        kept rows (a sample of them above ``SAMPLE_ROWS``, chosen by a hash of the label,
+        ``cols`` and ``hash_extra``); the label maps to its own when ``rule`` makes it
+        continuous. ``rule`` gives the sampled rows' classes (``mdlp``, continuous labels)."""
         ...
 
     def encode_blocks(self, plan: EncodingPlan, block_rows: int,
@@ -103,21 +109,15 @@ def _binned(name: str, split: tuple[list[float], list[float]], missing: bool) ->
 
 def build_plan(df: DataFrame, label: str, features: list[str], num_bins: int,
                max_categories: int, max_classes: int, handle_invalid: str,
-               source: RowSource, binning: str = "quantile") -> tuple[EncodingPlan, list[str]]:
+               source: RowSource, binning: str = "quantile", label_type: str = "auto",
+               label_bins: int = DEFAULT_LABEL_BINS) -> tuple[EncodingPlan, list[str]]:
     """Compute the encoding plan with the passes of ``source`` over the rows.
 
     ``df`` gives the schema of the label and feature columns (any supported types).
     Returns the plan and the columns whose missing values drop a row (``skip_cols``,
     non-empty only with ``handleInvalid`` skip), which ``source.encode_blocks`` needs.
+    The parameters were checked by :func:`vmi_spark.params.validate`.
     """
-    if not 2 <= num_bins <= MAX_ARITY - 1:
-        raise InputError(f"numBins must be between 2 and {MAX_ARITY - 1}, got {num_bins}")
-    if not 1 <= max_categories <= MAX_ARITY - 1:
-        raise InputError(f"maxCategories must be between 1 and {MAX_ARITY - 1}, got {max_categories}")
-    if max_classes < 2 or max_classes > 65535:
-        raise InputError(f"maxClasses must be between 2 and 65535, got {max_classes}")
-    if handle_invalid not in ("keep", "skip", "error"):
-        raise InputError(f"handleInvalid must be keep, skip or error, got {handle_invalid!r}")
     types = {f.name: f.dataType for f in df.schema.fields}
     ldt = types[label]
     stats = source.column_stats(label, features, max_categories, max_classes,
@@ -143,15 +143,23 @@ def build_plan(df: DataFrame, label: str, features: list[str], num_bins: int,
     if rows == 0:
         raise InputError("no rows left after dropping rows with missing feature values "
                          "(handleInvalid is 'skip')")
-    if stats["classes"] is None:
-        hint = (" it looks continuous: bin it into classes first"
-                if isinstance(ldt, (T.FloatType, T.DoubleType, T.DecimalType)) else "")
-        raise InputError(f"label column '{label}' has more than {max_classes} distinct values "
-                         f"(maxClasses);{hint} or raise --max-classes")
-    classes = sorted(stats["classes"])
-    if len(classes) < 2:
-        raise InputError(f"label column '{label}' has a single class ({classes[0]!r}); "
-                         "feature selection needs at least two")
+    string_label = isinstance(ldt, T.StringType)
+    try:
+        kind = resolve_label_type(label_type, stats["classes"], numeric=is_numeric(ldt),
+                                  floating=isinstance(ldt, _FLOATING))
+    except ValueError as e:
+        raise InputError(f"{e} (label column '{label}')") from None
+    continuous = kind == "continuous"
+    classes: list[Any] = []
+    if not continuous:
+        if stats["classes"] is None:
+            hint = "" if string_label else "use --label-type continuous to bin it into classes, or "
+            raise InputError(f"label column '{label}' has more than {max_classes} distinct "
+                             f"values (maxClasses); {hint}raise --max-classes")
+        classes = sorted(stats["classes"])
+        if len(classes) < 2:
+            raise InputError(f"label column '{label}' has a single class ({classes[0]!r}); "
+                             "feature selection needs at least two")
 
     plans: list[ColumnPlan | None] = []  # None: binned, split points placed below
     for c, distinct in zip(features, stats["values"]):
@@ -163,14 +171,28 @@ def build_plan(df: DataFrame, label: str, features: list[str], num_bins: int,
                              "(maxCategories); raise --max-categories or leave it out with --features"
                              ) from None
     to_bin = [c for c, p in zip(features, plans) if p is None]
-    splits = (source.quantile_splits(label, to_bin, num_bins, rows, skip_cols, binning)
-              if to_bin else {})
+    rule = None
+    if continuous or (binning == "mdlp" and to_bin):
+        rule = LabelRule(continuous=continuous, classes=tuple(classes), label_bins=label_bins,
+                         string=string_label)
+    splits = {}
+    if to_bin or continuous:
+        # a label alone is sampled by the hash of whole rows, not of the label's value
+        splits = source.quantile_splits(label, to_bin, num_bins, rows, skip_cols, binning,
+                                        rule=rule, hash_extra=[] if to_bin else features)
+    label_edges = label_spikes = None
+    if continuous:
+        label_edges, label_spikes = (list(x) for x in splits.get(label, ([], [])))
+        names = binning_state_labels(Binning("quantile", tuple(label_edges), tuple(label_spikes)))
+        if len(names) < 2:
+            raise InputError(f"label column '{label}' is continuous but has a single value; "
+                             "feature selection needs at least two classes")
+        classes = names
     columns = [p if p is not None else _binned(c, splits.get(c, ([], [])), missing[c] > 0)
                for c, p in zip(features, plans)]
     plan = EncodingPlan(label=label, classes=classes,
-                        label_dtype="string" if isinstance(ldt, T.StringType) else "double",
+                        label_dtype="string" if string_label else "double",
                         columns=columns, num_rows=rows, rows_dropped=null_labels,
-                        rows_skipped=skipped)
+                        rows_skipped=skipped, label_type=kind, label_edges=label_edges,
+                        label_spikes=label_spikes or None)
     return plan, skip_cols
-
-

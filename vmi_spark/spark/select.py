@@ -13,9 +13,11 @@ from typing import Any, Protocol
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from ..checkpoint import Checkpoint, fingerprint
 from ..core.binning import json_float
+from ..core.binning import looks_continuous as core_looks_continuous
 from ..core.bound import MAX_BLOCK_ROWS, PAIRWISE
 from ..core.criteria import select_classic
 from ..core.encoding import ColumnPlan, EncodingPlan
@@ -45,6 +47,8 @@ ALL_METHODS = METHOD_NAMES
 ESTIMATORS = parameter("estimator").choices
 #: smallest block (rows) when the rows are spread over the task slots
 MIN_BLOCK_ROWS = 4096
+#: a numeric label with more classes than this is warned about (it may be a regression target)
+MANY_NUMERIC_CLASSES = 100
 #: bytes of per-row pairwise state a block may hold
 _PAIR_BLOCK_BYTES = 32 << 20
 #: how the greedy steps run: resident tasks if the session allows, else one Spark job a pass
@@ -73,6 +77,9 @@ class SelectionRun:
             "rows_skipped": self.plan.rows_skipped,
             "num_classes": len(self.plan.classes),
             "classes": [str(c) for c in self.plan.classes],
+            "label_type": self.plan.label_type,
+            **({"label_binning": label_report(self.plan)}
+               if self.plan.label_type == "continuous" else {}),
             "execution": self.execution,
             "storage": self.storage,
             "prepare_seconds": self.prepare_seconds,
@@ -84,6 +91,24 @@ class SelectionRun:
             "columns": [column_report(c, self.params.get("binning", "quantile"))
                         for c in self.plan.columns],
         }
+
+
+def label_report(plan: EncodingPlan) -> dict[str, Any]:
+    """How a continuous label was cut into classes: strategy, edges, spikes, class names."""
+    return {"binning": "quantile", "edges": [json_float(e) for e in plan.label_edges or []],
+            "spikes": [json_float(s) for s in plan.label_spikes or []],
+            "state_names": [str(c) for c in plan.classes]}
+
+
+def looks_continuous(plan: EncodingPlan, dtype: T.DataType) -> bool:
+    """Whether a categorical numeric label deserves the warning that it looks continuous:
+    more classes than half its rows (:func:`vmi_spark.core.binning.looks_continuous`), or
+    more than :data:`MANY_NUMERIC_CLASSES` numeric classes."""
+    if plan.label_type != "categorical" or plan.label_dtype == "string" or \
+            isinstance(dtype, T.BooleanType):
+        return False
+    k = len(plan.classes)
+    return core_looks_continuous(k, plan.num_rows) or k > MANY_NUMERIC_CLASSES
 
 
 def column_report(c: ColumnPlan, binning: str) -> dict[str, Any]:
@@ -219,7 +244,7 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                   num_features: int = 50, restart_tolerance: float = 0.0, num_bins: int = 10,
                   max_categories: int = 32, max_classes: int = 1000,
                   handle_invalid: str = "keep", report_candidates: int = 0,
-                  binning: str = "quantile",
+                  binning: str = "quantile", label_type: str = "auto", label_bins: int = 10,
                   on_step: Callable[[Selection], None] | None = None,
                   storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
                   checkpoint_dir: str | None = None,
@@ -266,6 +291,7 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     checked = validate({"method": method, "num_features": num_features,
                         "restart_tolerance": restart_tolerance, "num_bins": num_bins,
                         "binning": binning, "max_categories": max_categories, "max_classes": max_classes,
+                        "label_type": label_type, "label_bins": label_bins,
                         "handle_invalid": handle_invalid, "estimator": estimator,
                         "execution": execution, "report_candidates": report_candidates,
                         "block_storage": block_storage, "staging_dir": staging_dir,
@@ -288,7 +314,7 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         reader = ParquetReader(df.sparkSession, source, slots)
     # the passes over the rows type the values in the Python workers (see spark_source.packed)
     plan, skip_cols = build_plan(df, label, features, num_bins, max_categories, max_classes,
-                                 handle_invalid, reader, binning)
+                                 handle_invalid, reader, binning, label_type, label_bins)
     if estimator == "kde":
         plan = grid_plan(spark_rows.kept(label, skip_cols), plan)
     notes: list[str] = []
@@ -296,6 +322,9 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         notes.append(f"dropped {plan.rows_dropped} rows with a null label")
     if plan.rows_skipped:
         notes.append(f"skipped {plan.rows_skipped} rows with missing feature values")
+    if looks_continuous(plan, df.schema[label].dataType):
+        notes.append(f"label '{label}' has {len(plan.classes)} classes in {plan.num_rows} rows "
+                     "and looks continuous; set labelType to continuous to bin it")
     k, min_gain = selection_size(selection_mode, selection_threshold, num_features, len(features))
     k, capped = cap_num_features(k, len(features))
     for n in notes:
@@ -324,7 +353,8 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         raise
     params = {"method": method, "num_features": num_features, "restart_tolerance": restart_tolerance,
               "num_bins": num_bins, "binning": binning, "max_categories": max_categories,
-              "max_classes": max_classes, "handle_invalid": handle_invalid, "estimator": estimator,
+              "max_classes": max_classes, "label_type": label_type, "label_bins": label_bins,
+              "handle_invalid": handle_invalid, "estimator": estimator,
               "selection_mode": selection_mode, "selection_threshold": selection_threshold}
     t_prep = time.perf_counter() - t0
     try:

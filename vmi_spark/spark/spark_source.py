@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..core import encoding
-from ..core.encoding import EncodingPlan, column_binning
+from ..core.encoding import EncodingPlan, LabelRule, fit_sample, label_keys
 from . import plan
 from .blocks import BLOCK_SCHEMA, block_encoder
 from .plan import is_numeric, quote
@@ -146,35 +146,46 @@ class SparkSource:
         return merge_stats(parts, d, max_categories, max_classes)
 
     def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
-                        skip_cols: list[str], binning: str = "quantile"
+                        skip_cols: list[str], binning: str = "quantile",
+                        rule: LabelRule | None = None, hash_extra: list[str] | None = None
                         ) -> dict[str, tuple[list[float], list[float]]]:
-        """Equal-frequency split points of the kept rows: exact quantiles of the data or,
-        above :data:`~vmi_spark.core.encoding.SAMPLE_ROWS` rows, of a hashed sample."""
-        df = prepare_frame(self.kept(label, skip_cols), label, cols)
+        """Split points of the kept rows (:func:`vmi_spark.core.encoding.fit_sample`):
+        of all of them or, above :data:`~vmi_spark.core.encoding.SAMPLE_ROWS` rows, of a
+        hashed sample. With a continuous label (``rule``), ``label`` maps to its own."""
+        hashed = [label, *cols, *(hash_extra or [])]
+        df = prepare_frame(self.kept(label, skip_cols), label, hashed[1:])
         sample = df
         if rows > encoding.SAMPLE_ROWS:
             # keep a row iff a hash of its content falls below a threshold: the same rows
             # are kept however the table is partitioned or ordered
             modulus = 1 << 30
             threshold = int(modulus * encoding.SAMPLE_ROWS / rows)
-            h = f"pmod(xxhash64({', '.join(quote(c) for c in [label, *cols])}), {modulus})"
+            h = f"pmod(xxhash64({', '.join(quote(c) for c in hashed)}), {modulus})"
             sample = df.where(F.expr(f"{h} < {threshold}"))
         out: dict[str, tuple[list[float], list[float]]] = {}
         # the columns come to the driver a chunk at a time; with more than one chunk the
         # sample is cached first, so that the input is read (and hashed) once, not per chunk
         chunk = plan.SPLIT_CHUNK
-        frame = positional(sample, cols)
+        frame = positional(sample, [label, *cols])
         kept = None
         if len(cols) > chunk:  # a session that refuses caching hashes the input per chunk
             kept = keep(frame, StorageLevel.MEMORY_AND_DISK, materialize=False, warn=False)
             frame = kept.df
+        lead = frame.columns[:1] if rule is not None else []  # the label, row-aligned
         try:
-            for start in range(0, len(cols), chunk):
-                names = frame.columns[start:start + chunk]
-                table = frame.select(*names).toArrow()
-                for i, c in enumerate(cols[start:start + chunk]):
-                    v = table.column(i).to_numpy(zero_copy_only=False).astype(np.float64)
-                    out[c] = column_binning(v, num_bins, binning)
+            for start in range(0, max(len(cols), 1), chunk):
+                names = frame.columns[1 + start:1 + start + chunk]
+                if not names and not lead:
+                    break
+                table = frame.select(*lead, *names).toArrow()
+                values = [table.column(len(lead) + i).to_numpy(zero_copy_only=False)
+                          .astype(np.float64) for i in range(len(names))]
+                keys = (label_keys(table.column(0).combine_chunks(), rule)
+                        if rule is not None else None)
+                label_split, splits = fit_sample(values, num_bins, binning, keys, rule)
+                if label_split is not None:
+                    out[label] = label_split
+                out.update(zip(cols[start:start + chunk], splits))
                 del table
         finally:
             if kept is not None:
