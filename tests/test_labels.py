@@ -77,7 +77,7 @@ def test_sklearn_bins_a_continuous_target_by_the_documented_rule():
     codes = np.searchsorted(np.asarray(sel.label_binning_.edges), y, side="right")
     np.testing.assert_array_equal(codes, _ref_label_codes(y, 4))
     assert sel.report()["label_type"] == "continuous"
-    assert sel.report()["label_binning"]["states"] == list(sel.classes_)
+    assert sel.report()["label_binning"]["state_names"] == list(sel.classes_)
 
 
 def test_a_spike_in_the_target_is_a_class_of_its_own():
@@ -216,3 +216,20 @@ def test_job_label_type_flag(spark, tmp_path):
     assert sorted(rep["selected"]) == ["x0", "x1"]
     assert len(rep["label_binning"]["edges"]) == 4
     assert "continuous" in (out / "report.md").read_text()
+
+
+def test_model_exposes_the_label_binning(spark):
+    from vmi_spark import VMISelector
+
+    frame, y = _regression(seed=9, n=600)
+    df = spark.createDataFrame(frame.assign(y=y))
+    model = VMISelector(inputCols=list(frame.columns), labelCol="y", numTopFeatures=2,
+                        labelBins=3).fit(df)
+    sk = VMIFeatureSelector(n_features_to_select=2, label_bins=3).fit(frame, y)
+    assert model.getLabelBins() == 3 and model.getLabelType() == "auto"
+    assert model.labelBinning["edges"] == list(sk.label_binning_.edges)
+    assert model.labelBinning["state_names"] == list(sk.classes_)
+    assert model.selectedFeatures == list(sk.selected_features_)
+    categorical = VMISelector(inputCols=["x0"], labelCol="c", numTopFeatures=1).fit(
+        spark.createDataFrame(frame.assign(c=(y > 0).astype(int))))
+    assert categorical.labelBinning is None

@@ -438,6 +438,13 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
         return list(self._report.get("blocks", []))
 
     @property
+    def labelBinning(self) -> dict[str, Any] | None:
+        """How a continuous label was cut into classes (``binning``, ``edges``,
+        ``spikes``, ``state_names``), or None for a categorical label."""
+        lb = self._report.get("label_binning")
+        return dict(lb) if isinstance(lb, dict) else None
+
+    @property
     def columnBins(self) -> dict[str, dict[str, Any]]:
         """How each binned candidate column was cut, by column name: ``binning`` (the
         strategy), ``edges`` (the split points; a value ``v`` gets the state

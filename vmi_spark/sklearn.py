@@ -41,8 +41,8 @@ except ImportError:  # pragma: no cover - older scikit-learn
 from .core.binning import (
     Binning,
     assign_codes,
-    describe,
     fit_binning,
+    json_float,
     label_binning,
     resolve_label_type,
     state_labels,
@@ -153,6 +153,12 @@ def plan_column(name: str, values: np.ndarray, dtype: str, num_bins: int,
         return plan
     b = fit_binning(binning, values, num_bins, labels=y_codes, num_classes=num_classes)
     return binned_plan(name, [float(e) for e in b.edges], missing, [float(x) for x in b.spikes])
+
+
+def _binning_report(b: Binning) -> dict[str, Any]:
+    """A binning as the report gives it (the keys of ``selection.json``'s columns)."""
+    return {"binning": b.strategy, "edges": [json_float(e) for e in b.edges],
+            "spikes": [json_float(x) for x in b.spikes], "state_names": state_labels(b)}
 
 
 def label_codes(y: np.ndarray, label_type: str, label_bins: int, max_classes: int
@@ -470,7 +476,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
             "num_classes": len(self.classes_),
             "classes": [str(c) for c in self.classes_],
             "label_type": "continuous" if self.label_binning_ is not None else "categorical",
-            **({"label_binning": describe(self.label_binning_)}
+            **({"label_binning": _binning_report(self.label_binning_)}
                if self.label_binning_ is not None else {}),
             "parameters": self.get_params(),
             "columns": [{"name": c.name, "kind": c.kind, "states": c.num_states,
