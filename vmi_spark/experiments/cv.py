@@ -193,8 +193,12 @@ def wtl(result: DatasetResult, vmi: str, baseline: str, alpha: float = 0.05) -> 
 def run(names, data_dir=None, methods=ALL_METHODS, ks=None, k_step: int = 1,
         selector: Selector = core_selector, protocol: str = "inside",
         n_folds: int | None = None, seed: int = 0, log=print,
-        on_result=None) -> list[DatasetResult]:
+        on_result=None, encoding: str = "paper") -> list[DatasetResult]:
     """Load, discretize and evaluate each dataset in ``names`` that is available.
+
+    ``encoding`` (:data:`vmi_spark.experiments.datasets.ENCODINGS`): ``paper`` (5
+    equal-frequency bins, columns with at most 5 values kept) or ``job`` (the job's
+    default encoding); the selectors and the classifier see the same codes either way.
 
     ``on_result(result)`` is called after every dataset (e.g. to save partial results).
     """
@@ -207,7 +211,7 @@ def run(names, data_dir=None, methods=ALL_METHODS, ks=None, k_step: int = 1,
                 log(f"note: {name} not available, skipped")
             continue
         X, y, info = D.load(name, data_dir)
-        codes = D.discretize(X)
+        codes = D.ENCODINGS[encoding](X)
         grid = ks if ks is not None else k_grid(info["d"], step=k_step)
         if log:
             log(f"[{time.perf_counter() - t_start:7.1f}s] {name} {codes.shape} protocol={protocol}")
