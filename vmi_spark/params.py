@@ -230,14 +230,18 @@ SPEC: tuple[Parameter, ...] = (
               docs={"cli": "save the selection state after every step in DIR (driver file "
                            "system); rerunning the same command resumes after the last saved "
                            "step"}),
-    Parameter("execution", str, "auto", "`resident` (one job of long-running tasks; a round "
-              "trip per step), `passes` (a Spark job per pass), `auto` (resident where "
+    Parameter("execution", str, "auto", "`driver` (a small table, at most 200,000 rows and "
+              "64M cells, read, encoded and selected in the driver: no Spark job per pass), "
+              "`resident` (one job of long-running tasks; a round trip per step), `passes` (a "
+              "Spark job per pass), `auto` (driver for a small table, else resident where "
               "possible; the estimator's choice)", flag="--execution",
-              choices=("auto", "resident", "passes"), readme_only=("; the estimator's choice",),
-              docs={"cli": "how the greedy steps run: `resident` (one job of long-running "
-                           "tasks; a round trip per step), `passes` (a Spark job per pass), "
-                           "`auto` (resident where the session allows it; same result either "
-                           "way)"}),
+              choices=("auto", "driver", "resident", "passes"),
+              readme_only=("; the estimator's choice",),
+              docs={"cli": "how the selection runs: `driver` (a small table, at most 200,000 "
+                           "rows and 64M cells, in the driver), `resident` (one job of "
+                           "long-running tasks; a round trip per step), `passes` (a Spark job "
+                           "per pass), `auto` (driver for a small table, else resident where "
+                           "the session allows it; the same result every way)"}),
     Parameter("reader", str, "auto", "Parquet `--input`: `auto` reads with pyarrow in the "
               "workers when it can, `spark` with Spark's reader", flag="--reader",
               choices=("auto", "spark"),

@@ -20,7 +20,7 @@ from ..core.binning import json_float
 from ..core.binning import looks_continuous as core_looks_continuous
 from ..core.bound import MAX_BLOCK_ROWS, PAIRWISE
 from ..core.criteria import select_classic
-from ..core.encoding import ColumnPlan, EncodingPlan
+from ..core.encoding import SAMPLE_ROWS, ColumnPlan, EncodingPlan
 from ..core.greedy import Backend, Selection, report_fields, select_vmi
 from ..core.kde import kde_conditional
 from ..errors import InputError
@@ -34,6 +34,15 @@ from ..params import (
 )
 from .arrow_source import ParquetReader, ParquetSource
 from .backend import SparkBackend
+from .driver import (
+    DRIVER_CELLS,
+    DRIVER_PAIR_BYTES,
+    PROBE_CELLS,
+    DriverBackend,
+    DriverRows,
+    parquet_rows,
+    probed_rows,
+)
 from .grid import grid_plan
 from .plan import RowSource, build_plan, quote, resolve_columns
 from .resident import ResidentBackend, ResidentUnavailable
@@ -56,6 +65,43 @@ EXECUTIONS = parameter("execution").choices
 
 
 @dataclass
+class Phases(dict):
+    """Seconds per phase of a run, in the order they happened (``phase_seconds``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        """Close phase ``name``: the seconds since the previous lap."""
+        now = time.perf_counter()
+        self[name] = self.get(name, 0.0) + (now - self._t)
+        self._t = now
+
+
+class _TimedSource:
+    """A :class:`RowSource` whose passes are laps of ``phases`` (planning's breakdown)."""
+
+    def __init__(self, source: RowSource, phases: Phases):
+        self._source, self._phases = source, phases
+
+    def column_stats(self, *a: Any, **k: Any) -> dict[str, Any]:
+        self._phases.lap("setup")
+        out = self._source.column_stats(*a, **k)
+        self._phases.lap("statistics")
+        return out
+
+    def quantile_splits(self, *a: Any, **k: Any) -> dict[str, tuple[list[float], list[float]]]:
+        self._phases.lap("plan")
+        out = self._source.quantile_splits(*a, **k)
+        self._phases.lap("bin_edges")
+        return out
+
+    def encode_blocks(self, *a: Any, **k: Any) -> DataFrame:
+        return self._source.encode_blocks(*a, **k)
+
+
+@dataclass
 class SelectionRun:
     """A finished selection with everything the report needs."""
 
@@ -67,6 +113,7 @@ class SelectionRun:
     warnings: list[str] = field(default_factory=list)
     execution: str = "passes"
     storage: str = "cache"
+    phases: dict[str, float] = field(default_factory=dict)
 
     def report(self) -> dict[str, Any]:
         return {
@@ -83,6 +130,7 @@ class SelectionRun:
             "execution": self.execution,
             "storage": self.storage,
             "prepare_seconds": self.prepare_seconds,
+            "phase_seconds": dict(self.phases),
             "total_seconds": self.total_seconds,
             # JSON has no infinities: a non-finite parameter (restartTolerance -inf) is a string
             "parameters": {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v)
@@ -230,6 +278,28 @@ def _keep_blocks(encoded: DataFrame, parts: int, storage_level: StorageLevel, mo
         first.release()
 
 
+def _driver_rows(df: DataFrame, label: str, features: list[str],
+                 source: ParquetSource | None, execution: str, estimator: str
+                 ) -> DriverRows | None:
+    """The rows in the driver when the selection runs there (:mod:`.driver`): asked for
+    (``execution="driver"``) or, with ``auto``, for a small table; else None."""
+    if execution not in ("auto", "driver"):
+        return None
+    if estimator != "histogram":
+        if execution == "driver":
+            raise InputError("execution 'driver' needs estimator 'histogram'")
+        return None
+    if source is not None:
+        rows = parquet_rows(df.sparkSession, source, label, features)
+    else:
+        rows = probed_rows(df, label, features)
+    if rows is None and execution == "driver":
+        raise InputError(f"execution 'driver' takes tables of at most {SAMPLE_ROWS:,} rows and "
+                         f"{DRIVER_CELLS if source is not None else PROBE_CELLS:,} cells "
+                         "(rows x columns); use auto, resident or passes")
+    return rows
+
+
 def _saving(ckpt: Checkpoint, on_step: Callable[[Selection], None] | None):
     """An ``on_step`` that saves the checkpoint first, then calls ``on_step``."""
     def save_then_call(sel: Selection) -> None:
@@ -288,6 +358,7 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     that copy afterwards, or without ``staging_dir`` recomputes them in every pass.
     """
     t0 = time.perf_counter()
+    phases = Phases()
     checked = validate({"method": method, "num_features": num_features,
                         "restart_tolerance": restart_tolerance, "num_bins": num_bins,
                         "binning": binning, "max_categories": max_categories, "max_classes": max_classes,
@@ -303,18 +374,24 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         df, features = expand_vector(df, features_col, label)
     features = resolve_columns(df, label, features)
     slots = parallelism(df.sparkSession)
+    driver = _driver_rows(df, label, features, source if features_col is None else None,
+                          execution, estimator)
     # resident tasks all run at once: at most one partition per task slot
-    why_not = unavailable_reason(df.sparkSession) if execution != "passes" else "not asked for"
+    why_not = ("not asked for" if execution == "passes" or driver is not None
+               else unavailable_reason(df.sparkSession))
     if execution == "resident" and why_not is not None:
         raise InputError(f"resident execution is not available: {why_not}")
     parts = slots if why_not is not None else task_slots(df.sparkSession)
     spark_rows = SparkSource(df)
     reader: RowSource = spark_rows  # the pyarrow reader where it can read the input
-    if source is not None and features_col is None and estimator == "histogram":
+    if driver is not None:
+        reader = driver
+    elif source is not None and features_col is None and estimator == "histogram":
         reader = ParquetReader(df.sparkSession, source, slots)
     # the passes over the rows type the values in the Python workers (see spark_source.packed)
     plan, skip_cols = build_plan(df, label, features, num_bins, max_categories, max_classes,
-                                 handle_invalid, reader, binning, label_type, label_bins)
+                                 handle_invalid, _TimedSource(reader, phases), binning,
+                                 label_type, label_bins)
     if estimator == "kde":
         plan = grid_plan(spark_rows.kept(label, skip_cols), plan)
     notes: list[str] = []
@@ -334,6 +411,15 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         warnings.warn(capped, stacklevel=2)
 
     d, num_classes = len(features), len(plan.classes)
+    if driver is not None and method == PAIRWISE and \
+            8 * plan.num_rows * d * num_classes > DRIVER_PAIR_BYTES:
+        if execution == "driver":
+            raise InputError("execution 'driver': the pairwise state of this table "
+                             f"({8 * plan.num_rows * d * num_classes >> 20} MiB) is more than "
+                             f"the driver keeps ({DRIVER_PAIR_BYTES >> 20} MiB); use auto")
+        driver = None  # planned in the driver, selected on the executors
+        why_not = unavailable_reason(df.sparkSession)
+        parts = slots if why_not is not None else task_slots(df.sparkSession)
     # about four blocks per task slot, so that every core has work in every pass
     block_rows = min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, -(-plan.num_rows // (4 * parts))))
     if method == PAIRWISE:
@@ -342,15 +428,23 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     # block id, so a partition's blocks stay together), whatever the input's partitioning.
     # The range partitioner samples its input in a job of its own: the encoded blocks are
     # kept for the shuffle to read, so that every row is read and encoded once, not twice.
-    encoded = reader.encode_blocks(plan, block_rows, skip_cols)
-    kept = _keep_blocks(encoded, parts, storage_level, block_storage, staging_dir)
-    blocks = kept.df
-    try:
-        backend = _backend(blocks, d, plan.arity, num_classes, method, execution, why_not,
-                           notes)
-    except BaseException:
-        kept.release()
-        raise
+    kept: Kept | None = None
+    if driver is not None:
+        codes, y = driver.codes(plan, skip_cols)
+        phases.lap("encode")
+        backend: Execution = DriverBackend(codes, y, method, plan.arity, num_classes)
+    else:
+        encoded = reader.encode_blocks(plan, block_rows, skip_cols)  # (driver: its codes)
+        phases.lap("plan")
+        kept = _keep_blocks(encoded, parts, storage_level, block_storage, staging_dir)
+        phases.lap("encode")
+        try:
+            backend = _backend(kept.df, d, plan.arity, num_classes, method, execution, why_not,
+                               notes)
+        except BaseException:
+            kept.release()
+            raise
+    phases.lap("start_execution")
     params = {"method": method, "num_features": num_features, "restart_tolerance": restart_tolerance,
               "num_bins": num_bins, "binning": binning, "max_categories": max_categories,
               "max_classes": max_classes, "label_type": label_type, "label_bins": label_bins,
@@ -385,14 +479,18 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         else:
             selection = select_classic(backend, method, k, report_candidates=report_candidates,
                                        on_step=on_step, resume=resume, min_gain=min_gain)
+        phases.lap("steps")
     finally:
         backend.close()
-        kept.release()
+        if kept is not None:
+            kept.release()
+    phases.lap("release")
     notes += backend.notes()
     if selection.stopped_early and selection.stop_reason != "threshold":
         notes.append(f"stopped early: {selection.stopped_early}")
-    if kept.how != "cache":
+    how = kept.how if kept is not None else "driver"
+    if how not in ("cache", "driver"):
         notes.append(f"the encoded rows were kept by {_STORAGE_WORDS[kept.how]} (the session "
                      "cannot cache DataFrames)")
     return SelectionRun(plan, selection, params, time.perf_counter() - t0, t_prep, notes,
-                        backend.execution, kept.how)
+                        backend.execution, how, dict(phases))

@@ -1,0 +1,226 @@
+"""The driver execution: a small table is planned, encoded and selected in the driver.
+
+On a small table the fixed cost of Spark jobs dominates: each pass over the rows is a
+job with its Python workers and tasks (seconds each, tens of seconds on a cold
+session), while the arithmetic takes milliseconds. So when a table has at most
+:data:`DRIVER_CELLS` cells (:data:`PROBE_CELLS` when Spark must be asked for the rows),
+the rows come to the driver once and everything else happens there, with the same
+functions the executors run:
+
+* the rows are typed by :func:`vmi_spark.spark.rows.typed_array` and the plan is built
+  by :func:`vmi_spark.spark.plan.build_plan` from :func:`~.rows.column_stats_fn` and
+  :func:`vmi_spark.core.encoding.fit_sample` over all rows (a small table has at most
+  :data:`~vmi_spark.core.encoding.SAMPLE_ROWS` rows, so no sample is drawn);
+* the codes come from :func:`vmi_spark.core.encoding.encode_column` and
+  :func:`~vmi_spark.core.encoding.encode_label`, and the steps run on
+  :class:`vmi_spark.core.inmemory.InMemoryBackend` over the driver's cores.
+
+The result is the one the distributed executions give, bit for bit: the plan is a pure
+function of the rows, and a step's sums are exact integers in any order. The report
+says ``execution: driver``.
+
+Where the rows come from: a Parquet input that pyarrow can read from the driver is read
+directly (its row count is in the footers, so the choice costs no Spark job); any other
+DataFrame is asked for ``PROBE_CELLS / (D + 1) + 1`` rows with one ``limit`` job, and if
+fewer come back, those are all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from ..core import encoding
+from ..core.bound import MAX_BLOCK_ROWS, PAIRWISE, BlockState, run_block
+from ..core.encoding import (
+    EncodingPlan,
+    LabelRule,
+    encode_column,
+    encode_label,
+    fit_sample,
+    label_keys,
+)
+from ..core.inmemory import InMemoryBackend
+from .blocks import BLOCK_SCHEMA
+from .plan import quote
+from .rows import column_stats_fn, kept_rows, merge_stats, typed_array
+
+#: largest table (rows x (features + 1)) selected in the driver when its rows are counted
+#: without Spark (a Parquet input pyarrow reads from the driver)
+DRIVER_CELLS = 64_000_000
+#: largest table selected in the driver when Spark is asked for its rows (a ``limit`` job)
+PROBE_CELLS = 8_000_000
+#: most bytes of pairwise state (8 per row, feature and class) the driver keeps; a larger
+#: pairwise selection ships the driver's codes to the executors instead
+DRIVER_PAIR_BYTES = 512 << 20
+#: most threads the driver's steps use
+MAX_THREADS = 8
+
+
+class DriverRows:
+    """All rows of a small table, typed, in the driver: a
+    :class:`vmi_spark.spark.plan.RowSource` that also gives the codes.
+
+    ``batches()`` yields typed record batches (label first, then ``features``) each time
+    it is called; ``num_rows`` is the table's row count.
+    """
+
+    def __init__(self, spark, batches, features: list[str], num_rows: int):
+        self.spark = spark
+        self._batches, self.features, self.num_rows = batches, list(features), num_rows
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """The typed batches (label, then the features), read again at each call."""
+        return self._batches()
+
+    def column_stats(self, label: str, features: list[str], max_categories: int,
+                     max_classes: int, skip: bool) -> dict[str, Any]:
+        """:func:`~.rows.column_stats_fn` over all rows, merged as the tasks' would be."""
+        fn = column_stats_fn(len(features), max_categories, max_classes, skip)
+        parts = [json.loads(v) for rb in fn(self.batches()) for v in rb.column(0).to_pylist()]
+        return merge_stats(parts, len(features), max_categories, max_classes)
+
+    def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
+                        skip_cols: list[str], binning: str = "quantile",
+                        rule: LabelRule | None = None, hash_extra: list[str] | None = None
+                        ) -> dict[str, tuple[list[float], list[float]]]:
+        """:func:`vmi_spark.core.encoding.fit_sample` over all kept rows (no sample: a
+        table selected in the driver has at most ``SAMPLE_ROWS`` rows)."""
+        if rows > encoding.SAMPLE_ROWS:  # never chosen so (see driver_rows)
+            raise AssertionError("the driver execution takes tables of at most SAMPLE_ROWS rows")
+        pos = {c: 1 + j for j, c in enumerate(self.features)}
+        values: list[list[np.ndarray]] = [[] for _ in cols]
+        keys: list[np.ndarray] = []
+        for rb in self.batches():
+            rb = kept_rows(rb, bool(skip_cols))
+            for i, c in enumerate(cols):
+                values[i].append(rb.column(pos[c]).to_numpy(zero_copy_only=False)
+                                 .astype(np.float64))
+            if rule is not None:
+                keys.append(label_keys(rb.column(0), rule))
+        cat = [np.concatenate(v) if v else np.empty(0) for v in values]
+        label_split, fitted = fit_sample(cat, num_bins, binning,
+                                         np.concatenate(keys) if rule is not None else None, rule)
+        out = dict(zip(cols, fitted))
+        if label_split is not None:
+            out[label] = label_split
+        return out
+
+    def encode_blocks(self, plan: EncodingPlan, block_rows: int,
+                      skip_cols: list[str]) -> DataFrame:
+        """The codes as block rows (:data:`~.blocks.BLOCK_SCHEMA`) of a DataFrame, for the
+        distributed executions (a pairwise selection whose state would not fit the driver)."""
+        codes, y = self.codes(plan, skip_cols)
+        starts = range(0, codes.shape[1], block_rows)
+        table = pa.table({
+            "block_id": pa.array(list(range(len(starts))), pa.int64()),
+            "n": pa.array([min(block_rows, codes.shape[1] - s) for s in starts], pa.int32()),
+            "codes": pa.array([np.ascontiguousarray(codes[:, s:s + block_rows]).tobytes()
+                               for s in starts], pa.binary()),
+            "y": pa.array([y[s:s + block_rows].astype(np.uint16).tobytes() for s in starts],
+                          pa.binary())})
+        return self.spark.createDataFrame(table.to_pandas(), schema=BLOCK_SCHEMA)
+
+    def codes(self, plan: EncodingPlan, skip_cols: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(D, N) uint8 codes and (N,) class codes of the kept rows, in row order."""
+        parts, ys = [], []
+        for rb in self.batches():
+            rb = kept_rows(rb, bool(skip_cols))
+            if rb.num_rows == 0:
+                continue
+            block = np.empty((len(plan.columns), rb.num_rows), dtype=np.uint8)
+            for j, col in enumerate(plan.columns):
+                block[j] = encode_column(rb.column(j + 1), col)
+            parts.append(block)
+            ys.append(encode_label(rb.column(0), plan))
+        codes = (np.concatenate(parts, axis=1) if parts
+                 else np.empty((len(plan.columns), 0), dtype=np.uint8))
+        y = np.concatenate(ys).astype(np.int64) if ys else np.empty(0, dtype=np.int64)
+        return codes, y
+
+
+def parquet_rows(spark, source, label: str, features: list[str]) -> DriverRows | None:
+    """The rows of a :class:`~.arrow_source.ParquetSource`, read by pyarrow in the driver,
+    if the table is small (:data:`DRIVER_CELLS`, at most ``SAMPLE_ROWS`` rows)."""
+    from .arrow_source import _read_fn
+
+    n = source.num_rows
+    if n > encoding.SAMPLE_ROWS or n * (len(features) + 1) > DRIVER_CELLS:
+        return None
+    read = _read_fn(source, [label, *features])
+    units = pa.RecordBatch.from_pydict({"unit": pa.array(range(len(source.units)), pa.int64())})
+    return DriverRows(spark, lambda: read(iter([units])), features, n)
+
+
+def probed_rows(df: DataFrame, label: str, features: list[str]) -> DriverRows | None:
+    """The rows of ``df`` if it has at most ``PROBE_CELLS / (D + 1)`` of them (one Spark
+    job brings at most one more row than that to the driver); else None."""
+    limit = min(encoding.SAMPLE_ROWS, PROBE_CELLS // (len(features) + 1))
+    if limit < 1:
+        return None
+    cols = [label, *features]
+    types = {f.name: f.dataType for f in df.schema.fields}
+    # the columns as the Spark reader packs them (decimals cast to double in Spark, the
+    # rest typed in Python by typed_array), so the values are the same
+    exprs = [f"CAST({quote(c)} AS DOUBLE) AS _c{i}" if isinstance(types[c], T.DecimalType)
+             else f"{quote(c)} AS _c{i}" for i, c in enumerate(cols)]
+    table = df.selectExpr(*exprs).limit(limit + 1).toArrow()
+    if table.num_rows > limit:
+        return None
+    kinds = ["string" if isinstance(types[c], T.StringType) else "double" for c in cols]
+    names = [f"_c{i}" for i in range(len(cols))]
+    typed = pa.RecordBatch.from_arrays(
+        [typed_array(table.column(i).combine_chunks(), k) for i, k in enumerate(kinds)],
+        names=names) if table.num_rows else None
+    return DriverRows(df.sparkSession, lambda: iter([typed] if typed is not None else []),
+                      features, table.num_rows)
+
+
+class DriverBackend(InMemoryBackend):
+    """:class:`~vmi_spark.core.inmemory.InMemoryBackend` whose blocks run on threads (the
+    kernels release the GIL; integer sums, so the order does not matter), with the
+    execution interface of :class:`vmi_spark.spark.select.Execution`."""
+
+    execution = "driver"
+
+    def __init__(self, codes: np.ndarray, y: np.ndarray, method: str, arity: int,
+                 num_classes: int, threads: int | None = None):
+        threads = threads or min(MAX_THREADS, os.cpu_count() or 1)
+        n = codes.shape[1]
+        # about two blocks per thread, so that every thread has work in every pass
+        block_rows = max(4096, -(-n // (2 * threads))) if n else 4096
+        super().__init__(codes, y, method, arity=arity, num_classes=num_classes,
+                         block_rows=min(block_rows, MAX_BLOCK_ROWS))
+        self._pool = ThreadPoolExecutor(threads) if threads > 1 and len(self.blocks) > 1 else None
+
+    def run(self, ops):
+        if self._pool is None:
+            return super().run(ops)
+        if ops.method == PAIRWISE and self.states is None:
+            self.states = [BlockState.initial(ops.prior, c.shape[1], c.shape[0])
+                           for c, _ in self.blocks]
+        states = list(self.states) if ops.method == PAIRWISE and self.states else \
+            [None] * len(self.blocks)
+        parts = self._pool.map(lambda b: run_block(b[0][0], b[0][1], b[1], ops),
+                               zip(self.blocks, states))
+        total = np.zeros(self.blocks[0][0].shape[0], dtype=np.int64)
+        for p in parts:
+            total += p
+        return total
+
+    def notes(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        super().close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
