@@ -49,7 +49,10 @@ def cluster():
         yield c
 
 
-def _submit_cmd(master: str, table: Path, out: Path, method: str, k: int = 4) -> tuple[list, dict]:
+def _submit_cmd(master: str, table: Path, out: Path, method: str, k: int = 4,
+                execution: str = "auto") -> tuple[list, dict]:
+    """spark-submit of the job; the cluster runs ask for ``resident`` (``auto`` would select
+    these small tables in the driver), the local ones take ``auto``'s choice."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                PYTHONPATH=str(ROOT), SPARK_LOCAL_IP="127.0.0.1")
     cmd = [str(SPARK_SUBMIT), "--master", master, "--conf", "spark.ui.enabled=false",
@@ -58,12 +61,13 @@ def _submit_cmd(master: str, table: Path, out: Path, method: str, k: int = 4) ->
            # executors are started by the workers, not by spark-submit: give them the repo
            "--conf", f"spark.executorEnv.PYTHONPATH={ROOT}",
            str(ROOT / "jobs" / "select_features.py"), "--input", str(table), "--label", "y",
-           "--num-features", str(k), "--method", method, "--output", str(out), "--quiet"]
+           "--num-features", str(k), "--method", method, "--output", str(out), "--quiet",
+           "--execution", execution]
     return cmd, env
 
 
-def _submit(master: str, table: Path, out: Path, method: str) -> dict:
-    cmd, env = _submit_cmd(master, table, out, method)
+def _submit(master: str, table: Path, out: Path, method: str, execution: str = "auto") -> dict:
+    cmd, env = _submit_cmd(master, table, out, method, execution=execution)
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     return json.loads((out / "selection.json").read_text())
@@ -72,7 +76,7 @@ def _submit(master: str, table: Path, out: Path, method: str) -> dict:
 @pytest.mark.parametrize("method", ["vmi_naive", "vmi_pairwise"])
 def test_cluster_report_equals_local(cluster, table, tmp_path, method):
     before = len(cluster.master_state().get("completedapps", []))
-    remote = _submit(cluster.master_url, table, tmp_path / "cluster", method)
+    remote = _submit(cluster.master_url, table, tmp_path / "cluster", method, "resident")
     state = cluster.master_state()
     assert len(state.get("completedapps", [])) == before + 1  # it really ran on the cluster
     assert state["aliveworkers"] == 2
@@ -80,6 +84,7 @@ def test_cluster_report_equals_local(cluster, table, tmp_path, method):
     local = _submit("local[2]", table, tmp_path / "local", method)
 
     assert remote["method"] == local["method"] == method
+    assert remote["execution"] == "resident" and local["execution"] == "driver"
     assert remote["num_rows"] == local["num_rows"] == 400
     assert len(remote["selected"]) == 4
     for key in ("features", "selected", "selected_indices", "blocks", "restarts",
@@ -109,7 +114,8 @@ def test_losing_a_worker_mid_selection_gives_the_same_report(wide_table, tmp_pat
     k = 10
     with SparkCluster(num_workers=2, cores=1, memory="1g", scripts_dir=ROOT / "docker",
                       timeout=150) as c:
-        cmd, env = _submit_cmd(c.master_url, wide_table, tmp_path / "cluster", method, k)
+        cmd, env = _submit_cmd(c.master_url, wide_table, tmp_path / "cluster", method, k,
+                               execution="resident")
         probe = tmp_path / "ck"
         cmd += ["--checkpoint-dir", str(probe)]  # only used to see how far the run is
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -49,12 +49,15 @@ _SERVERLESS_SIDE = textwrap.dedent('''
         res["refused"] = True
     staging = os.path.join(out, "staging")
     os.makedirs(staging)
+    # the executions over Spark (execution "auto" would select this small table in the
+    # driver: the last case)
     for name, kw in (("staged", {"staging_dir": staging}), ("recomputed", {}),
                      ("pairwise", {"staging_dir": staging, "method": "vmi_pairwise"}),
-                     ("cmim", {"method": "cmim"})):
+                     ("cmim", {"method": "cmim"}), ("driver", {"execution": "auto"})):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            run = run_selection(df, "y", num_features=4, **{"method": "vmi_naive", **kw})
+            run = run_selection(df, "y", num_features=4,
+                                **{"method": "vmi_naive", "execution": "passes", **kw})
         rep = run.report()
         res[name] = {"selected": rep["selected"], "scores": rep["scores"],
                      "storage": rep["storage"], "execution": rep["execution"],
@@ -92,13 +95,15 @@ def test_serverless_selection_matches_classic(serverless_run, spark):
     assert res["refused"], "the emulation must refuse persist like serverless"
     df = spark.read.parquet(data)
     for name, method in (("staged", "vmi_naive"), ("recomputed", "vmi_naive"),
-                         ("pairwise", "vmi_pairwise"), ("cmim", "cmim")):
-        classic = run_selection(df, "y", method=method, num_features=4).report()
+                         ("pairwise", "vmi_pairwise"), ("cmim", "cmim"), ("driver", "vmi_naive")):
+        classic = run_selection(df, "y", method=method, num_features=4,
+                                execution="resident").report()
         got = res[name]
         assert classic["storage"] == "cache"
         assert got["selected"] == classic["selected"], name
         np.testing.assert_array_equal(got["scores"], classic["scores"])  # bit-identical
-        assert got["execution"] == "passes"  # Connect: no resident tasks
+        # Connect: no resident tasks; a small table in the driver (no cache needed)
+        assert got["execution"] == ("driver" if name == "driver" else "passes")
 
 
 @needs_connect
@@ -108,6 +113,7 @@ def test_serverless_storage_is_reported_and_staging_removed(serverless_run):
     assert res["pairwise"]["storage"] == "staging"
     assert res["recomputed"]["storage"] == "recompute"
     assert res["cmim"]["storage"] == "recompute"
+    assert res["driver"]["storage"] == "driver" and not res["driver"]["warnings"]
     # the staging copies were removed; the user's directory itself stays
     assert res["staged"]["staging_left"] == [] and res["pairwise"]["staging_left"] == []
     # without a staging directory the user is told how to avoid re-reading the input

@@ -169,9 +169,11 @@ SPEC: tuple[Parameter, ...] = (
               "set)", ml="featuresCol", flag="--features", defaults={"ml": "features"},
               docs={"cli": "comma-separated feature columns (default: all but the label)"},
               readme_default="`features` / all columns but the label"),
-    Parameter("label", str, "label", "class label, numeric or string", ml="labelCol",
+    Parameter("label", str, "label", "class label (numeric or string), or a numeric "
+              "regression target (`{label_type}`)", ml="labelCol",
               flag="--label", defaults={"cli": None},
-              docs={"cli": "label column (class label, numeric or string)"}),
+              docs={"cli": "label column: a class label (numeric or string) or a numeric "
+                           "regression target (see --label-type)"}),
     Parameter("num_features", int, 50, "K", ml="numTopFeatures", flag="--num-features",
               sklearn="n_features_to_select", low=1, defaults={"sklearn": 10, "demo": 9},
               readme_default="50 (demo: 9)", metavar="K",
@@ -202,7 +204,7 @@ SPEC: tuple[Parameter, ...] = (
     Parameter("binning", str, "quantile", "how numeric columns with more than "
               "`{max_categories}` values are cut into `{num_bins}` states: `quantile` "
               "(equal-frequency; a value holding more than 1/`{num_bins}` of the rows, such "
-              "as 0 or a sentinel, is a state of its own) or `uniform` (equal width between "
+              "as 0 or a sentinel, is a state of its own), `uniform` (equal width between "
               "the 0.5% and 99.5% quantiles) or `mdlp` (Fayyad-Irani supervised cuts with the MDL "
               "stopping rule, at most `{num_bins}` states; inflates the fitted column's MI)",
               ml="binning", flag="--binning", sklearn="binning", choices=BINNINGS),
