@@ -26,6 +26,7 @@ from vmi_spark.core.criteria import select_classic
 from vmi_spark.core.greedy import select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
 from vmi_spark.errors import InputError
+from vmi_spark.spark import driver
 from vmi_spark.spark import resident as R
 from vmi_spark.spark import wire
 from vmi_spark.spark.select import run_selection
@@ -236,6 +237,7 @@ def test_lost_tasks_mid_selection_hand_over_to_passes(spark, monkeypatch):
         return original(self, ops)
 
     monkeypatch.setattr(R.ResidentBackend, "_resident_run", lost_at_third_step)
+    monkeypatch.setattr(driver, "PROBE_CELLS", 0)  # not in the driver: a small table
     run = run_selection(spark.createDataFrame(lung_frame()).repartition(3), "label",
                         method="vmi_pairwise", num_features=8, restart_tolerance=0.01)
     assert calls["n"] == 3  # nothing more ran on the resident tasks
@@ -253,6 +255,7 @@ def test_tasks_that_cannot_start_fall_back_or_fail_clearly(spark, monkeypatch):
         return fn
 
     monkeypatch.setattr(R, "_task_fn", broken_task_fn)
+    monkeypatch.setattr(driver, "PROBE_CELLS", 0)  # not in the driver: a small table
     df = spark.createDataFrame(random_discrete(2))
     with pytest.warns(UserWarning, match="resident tasks could not start"):
         run = run_selection(df, "y", num_features=3)

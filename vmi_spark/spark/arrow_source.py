@@ -147,11 +147,14 @@ def _read_fn(source: ParquetSource, columns: list[str]):
     return batches
 
 
-def _units_frame(spark, source: ParquetSource, slots: int) -> DataFrame:
+def _units_frame(spark, source: ParquetSource, slots: int,
+                 partitions: int | None = None) -> DataFrame:
     """One row per unit (its index into ``source.units``), in contiguous ranges over at most
-    :data:`_TASKS_PER_SLOT` tasks per slot (``spark.range``: no sampling job, no shuffle)."""
+    :data:`_TASKS_PER_SLOT` tasks per slot, or over exactly ``partitions`` tasks
+    (``spark.range``: no sampling job, no shuffle)."""
     n = len(source.units)
-    return spark.range(0, n, 1, max(1, min(n, _TASKS_PER_SLOT * slots)))
+    tasks = partitions if partitions is not None else _TASKS_PER_SLOT * slots
+    return spark.range(0, n, 1, max(1, min(n, tasks)))
 
 
 class ParquetReader:
@@ -177,8 +180,9 @@ class ParquetReader:
                                 skip_cols, self.slots, binning, rule, hash_extra or [])
 
     def encode_blocks(self, plan: EncodingPlan, block_rows: int,
-                      skip_cols: list[str]) -> DataFrame:
-        """The kept rows of the Parquet files as block rows (same codes, in blocks)."""
+                      skip_cols: list[str], partitions: int | None = None) -> DataFrame:
+        """The kept rows of the Parquet files as block rows (same codes, in blocks); with
+        ``partitions``, in that many partitions of contiguous row groups."""
         read = _read_fn(self.source, [plan.label, *plan.features])
         encode = block_encoder(plan, block_rows)
         skip = bool(skip_cols)  # no other feature has a missing value in a labelled row
@@ -186,7 +190,19 @@ class ParquetReader:
         def fn(unit_batches):
             yield from encode(kept_rows(rb, skip) for rb in read(unit_batches))
 
-        return _units_frame(self.spark, self.source, self.slots).mapInArrow(fn, BLOCK_SCHEMA)
+        return _units_frame(self.spark, self.source, self.slots, partitions).mapInArrow(
+            fn, BLOCK_SCHEMA)
+
+    def balanced(self, parts: int) -> bool:
+        """Whether ``parts`` tasks of contiguous row groups hold about the same rows (each
+        within 10 % of the mean), so the blocks need no shuffle to spread them."""
+        rows = [u[2] for u in self.source.units]
+        if len(rows) < parts:
+            return False
+        bounds = [len(rows) * i // parts for i in range(parts + 1)]
+        sums = [sum(rows[a:b]) for a, b in zip(bounds, bounds[1:])]
+        mean = sum(sums) / parts
+        return all(abs(s_ - mean) <= 0.1 * mean for s_ in sums)
 
 
 def _column_stats(spark, source: ParquetSource, label: str, features: list[str],

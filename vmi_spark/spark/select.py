@@ -434,9 +434,16 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         phases.lap("encode")
         backend: Execution = DriverBackend(codes, y, method, plan.arity, num_classes)
     else:
-        encoded = reader.encode_blocks(plan, block_rows, skip_cols)  # (driver: its codes)
-        phases.lap("plan")
-        kept = _keep_blocks(encoded, parts, storage_level, block_storage, staging_dir)
+        if isinstance(reader, ParquetReader) and reader.balanced(parts):
+            # row groups split evenly over the task slots: encoded straight into the cache,
+            # no range shuffle (one job instead of two)
+            encoded = reader.encode_blocks(plan, block_rows, skip_cols, partitions=parts)
+            phases.lap("plan")
+            kept = keep(encoded, storage_level, block_storage, staging_dir)
+        else:
+            encoded = reader.encode_blocks(plan, block_rows, skip_cols)  # (driver: its codes)
+            phases.lap("plan")
+            kept = _keep_blocks(encoded, parts, storage_level, block_storage, staging_dir)
         phases.lap("encode")
         try:
             backend = _backend(kept.df, d, plan.arity, num_classes, method, execution, why_not,
