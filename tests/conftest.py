@@ -15,6 +15,12 @@ tiered without edits:
 * ``unit``: everything else: fast and Spark-free (core, explog, kernels, sklearn, ...).
 
 An explicit ``@pytest.mark.unit`` / ``spark`` / ``system`` / ``lint`` on a test or module wins.
+
+The tests' tables are small, and ``execution="auto"`` selects a small table in the driver
+(:mod:`vmi_spark.spark.driver`). In this process the tests keep them on the executors, the
+paths they were written for, unless marked ``driver_auto`` (``tests/test_driver.py``,
+which checks that the driver gives the executors' result bit for bit). Subprocesses (the
+job under spark-submit, Connect, the cluster) use the real thresholds.
 ``tests/run_tiers.sh`` runs the tiers as separate steps; ``pytest -m unit`` is the fast tier.
 """
 
@@ -31,6 +37,22 @@ SYSTEM_MODULES = frozenset({"test_cluster", "test_connect", "test_serverless"})
 LINT_MODULES = frozenset({"test_code_health"})
 # words in a test function's own source that make it a system test
 SYSTEM_WORDS = ("spark-submit", "spark_submit", "SparkCluster", "SIGKILL", ".remote(")
+
+
+@pytest.fixture(autouse=True)
+def _executors_for_small_tables(request, monkeypatch):
+    """No driver execution under ``auto`` unless the test is marked ``driver_auto``."""
+    if request.node.get_closest_marker("driver_auto") is not None or not any(
+            request.node.get_closest_marker(t) for t in ("spark", "system")):
+        return  # unit and lint tests do not import Spark
+    mod = sys.modules.get("vmi_spark.spark.driver")
+    if mod is None:
+        try:
+            import vmi_spark.spark.driver as mod  # noqa: PLC0415
+        except ImportError:  # no pyspark: nothing to keep off the driver
+            return
+    monkeypatch.setattr(mod, "DRIVER_CELLS", 0)
+    monkeypatch.setattr(mod, "PROBE_CELLS", 0)
 
 
 def _source(fn) -> str:

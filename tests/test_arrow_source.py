@@ -138,3 +138,34 @@ def test_job_reads_parquet_with_pyarrow_and_matches_spark_reader(spark, files, t
     assert reports["auto"]["reader"] == "pyarrow" and reports["spark"]["reader"] == "spark"
     for key in ("selected", "scores", "columns", "num_rows", "rows_dropped"):
         assert reports["auto"][key] == reports["spark"][key]
+
+
+def test_evenly_split_row_groups_are_cached_without_a_shuffle(spark, files, monkeypatch):
+    """Row groups that split evenly over the task slots are encoded straight into the cache
+    (no range shuffle); skewed ones are spread by the shuffle. Same result either way."""
+    import dataclasses
+
+    from vmi_spark.spark import select
+    from vmi_spark.spark.arrow_source import ParquetReader
+
+    df = spark.read.parquet(str(files))
+    source = parquet_source(df, df.columns)
+    reader = ParquetReader(spark, source, 2)
+    assert reader.balanced(2)  # 2,700 and 2,550 rows
+    assert not reader.balanced(len(source.units) + 1)  # more tasks than row groups
+    skewed = ParquetReader(spark, dataclasses.replace(
+        source, units=(source.units[0], source.units[-1])), 2)
+    assert not skewed.balanced(2)  # 600 and 200 rows
+    calls = []
+    original = select._keep_blocks
+    monkeypatch.setattr(select, "_keep_blocks",
+                        lambda *a, **k: calls.append(1) or original(*a, **k))
+    kw = dict(method="vmi_naive", num_features=4, execution="resident")
+    with pytest.warns(UserWarning):
+        fast = select.run_selection(df, "label", source=source, **kw)
+    assert calls == []  # the balanced path
+    with pytest.warns(UserWarning):
+        ref = select.run_selection(df, "label", **kw)
+    assert calls == [1]  # the Spark reader: encoded, then spread by the shuffle
+    assert fast.selection.selected == ref.selection.selected
+    assert fast.selection.scores == ref.selection.scores

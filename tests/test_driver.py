@@ -14,6 +14,8 @@ import pytest
 from vmi_spark.errors import InputError
 from vmi_spark.params import METHOD_NAMES
 
+pytestmark = pytest.mark.driver_auto
+
 _FIELDS = ("selected", "selected_indices", "scores", "gains", "blocks", "num_rows",
            "rows_dropped", "rows_skipped", "classes", "columns", "mutual_information")
 
