@@ -26,9 +26,8 @@ from vmi_spark.core.criteria import select_classic
 from vmi_spark.core.greedy import select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
 from vmi_spark.errors import InputError
-from vmi_spark.spark import driver
+from vmi_spark.spark import driver, wire
 from vmi_spark.spark import resident as R
-from vmi_spark.spark import wire
 from vmi_spark.spark.select import run_selection
 from vmi_spark.spark.session import task_slots, unavailable_reason
 
