@@ -157,41 +157,74 @@ def _units_frame(spark, source: ParquetSource, slots: int,
     return spark.range(0, n, 1, max(1, min(n, tasks)))
 
 
-class ParquetReader:
-    """The three passes of planning and encoding, over the files of a :class:`ParquetSource`
-    (a :class:`vmi_spark.spark.plan.RowSource`, the same plan and blocks as
-    :class:`vmi_spark.spark.spark_source.SparkSource` over the same rows)."""
+class BatchReader:
+    """The three passes of planning and encoding over typed batches that Python workers
+    make themselves (a :class:`vmi_spark.spark.plan.RowSource`): ``frame(partitions)`` is
+    the DataFrame the passes map over, ``read(columns)`` turns its batches into typed
+    batches of ``columns`` (label first), ``kinds`` gives each column's kind. The plan and
+    blocks are those :class:`vmi_spark.spark.spark_source.SparkSource` gives the same rows.
+    """
 
-    def __init__(self, spark, source: ParquetSource, slots: int):
-        self.spark, self.source, self.slots = spark, source, slots
+    kinds: dict[str, str]
+    slots: int  # task slots of the session
+
+    def frame(self, partitions: int | None = None) -> DataFrame:
+        raise NotImplementedError
+
+    def read(self, columns: list[str]):
+        raise NotImplementedError
 
     def column_stats(self, label: str, features: list[str], max_categories: int,
                      max_classes: int, skip: bool) -> dict:
-        """The column statistics over the Parquet files (same statistics)."""
-        return _column_stats(self.spark, self.source, label, features, max_categories,
-                             max_classes, skip, self.slots)
+        """The column statistics (:func:`~.rows.column_stats_fn`, merged)."""
+        read = self.read([label, *features])
+        stats = column_stats_fn(len(features), max_categories, max_classes, skip)
+
+        def fn(batches):
+            yield from stats(read(batches))
+
+        parts = [json.loads(r[0]) for r in self.frame().mapInArrow(fn, "stats string").collect()]
+        return merge_stats(parts, len(features), max_categories, max_classes)
 
     def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
                         skip_cols: list[str], binning: str = "quantile",
                         rule: LabelRule | None = None, hash_extra: list[str] | None = None
                         ) -> dict[str, tuple[list[float], list[float]]]:
-        """The split points over the Parquet files (see :func:`_quantile_splits`)."""
-        return _quantile_splits(self.spark, self.source, label, cols, num_bins, rows,
-                                skip_cols, self.slots, binning, rule, hash_extra or [])
+        """The split points (see :func:`_quantile_splits`)."""
+        return _quantile_splits(self, label, cols, num_bins, rows, skip_cols, binning, rule,
+                                hash_extra or [])
 
     def encode_blocks(self, plan: EncodingPlan, block_rows: int,
                       skip_cols: list[str], partitions: int | None = None) -> DataFrame:
-        """The kept rows of the Parquet files as block rows (same codes, in blocks); with
-        ``partitions``, in that many partitions of contiguous row groups."""
-        read = _read_fn(self.source, [plan.label, *plan.features])
+        """The kept rows as block rows (same codes, in blocks); with ``partitions``, in that
+        many partitions of the frame."""
+        read = self.read([plan.label, *plan.features])
         encode = block_encoder(plan, block_rows)
         skip = bool(skip_cols)  # no other feature has a missing value in a labelled row
 
-        def fn(unit_batches):
-            yield from encode(kept_rows(rb, skip) for rb in read(unit_batches))
+        def fn(batches):
+            yield from encode(kept_rows(rb, skip) for rb in read(batches))
 
-        return _units_frame(self.spark, self.source, self.slots, partitions).mapInArrow(
-            fn, BLOCK_SCHEMA)
+        return self.frame(partitions).mapInArrow(fn, BLOCK_SCHEMA)
+
+    def balanced(self, parts: int) -> bool:
+        """Whether ``parts`` partitions of the frame hold about the same rows, so that the
+        blocks need no shuffle to spread them (unknown here: no)."""
+        return False
+
+
+class ParquetReader(BatchReader):
+    """The passes over the files of a :class:`ParquetSource`, read by pyarrow in the workers."""
+
+    def __init__(self, spark, source: ParquetSource, slots: int):
+        self.spark, self.source, self.slots = spark, source, slots
+        self.kinds = source.kinds
+
+    def frame(self, partitions: int | None = None) -> DataFrame:
+        return _units_frame(self.spark, self.source, self.slots, partitions)
+
+    def read(self, columns: list[str]):
+        return _read_fn(self.source, columns)
 
     def balanced(self, parts: int) -> bool:
         """Whether ``parts`` tasks of contiguous row groups hold about the same rows (each
@@ -205,24 +238,11 @@ class ParquetReader:
         return all(abs(s_ - mean) <= 0.1 * mean for s_ in sums)
 
 
-def _column_stats(spark, source: ParquetSource, label: str, features: list[str],
-                  max_categories: int, max_classes: int, skip: bool, slots: int) -> dict:
-    read = _read_fn(source, [label, *features])
-    stats = column_stats_fn(len(features), max_categories, max_classes, skip)
-
-    def fn(unit_batches):
-        yield from stats(read(unit_batches))
-
-    parts = [json.loads(r[0]) for r in
-             _units_frame(spark, source, slots).mapInArrow(fn, "stats string").collect()]
-    return merge_stats(parts, len(features), max_categories, max_classes)
-
-
-def _quantile_splits(spark, source: ParquetSource, label: str, feats: list[str], num_bins: int,
-                     rows: int, skip_cols: list[str], slots: int, binning: str = "quantile",
+def _quantile_splits(reader: BatchReader, label: str, feats: list[str], num_bins: int,
+                     rows: int, skip_cols: list[str], binning: str = "quantile",
                      rule: LabelRule | None = None, hash_extra: tuple[str, ...] | list[str] = ()
                      ) -> dict[str, tuple[list[float], list[float]]]:
-    """The split points over the Parquet files: the same rows are sampled as by
+    """The split points over a :class:`BatchReader`'s rows: the same rows are sampled as by
     :meth:`vmi_spark.spark.spark_source.SparkSource.quantile_splits`
     (Spark's ``xxhash64`` of the typed label and columns), the same split points placed.
 
@@ -235,8 +255,8 @@ def _quantile_splits(spark, source: ParquetSource, label: str, feats: list[str],
     extra = [c for c in hash_extra if c not in feats]
     read_cols = [label, *feats, *extra]
     read_cols += [c for c in skip_cols if c not in read_cols]
-    read = _read_fn(source, read_cols)
-    hash_kinds = [source.kinds[c] for c in [label, *feats, *extra]]
+    read = reader.read(read_cols)
+    hash_kinds = [reader.kinds[c] for c in [label, *feats, *extra]]
     modulus = 1 << 30
     sample_rows = encoding.SAMPLE_ROWS
     threshold = int(modulus * sample_rows / rows) if rows > sample_rows else None
@@ -303,8 +323,8 @@ def _quantile_splits(spark, source: ParquetSource, label: str, feats: list[str],
             yield pa.RecordBatch.from_pydict({"column": pa.array(cols, pa.int32()),
                                               "splits": pa.array(out, pa.string())})
 
-    sampled = _units_frame(spark, source, slots).mapInArrow(sample, "chunk int, values binary")
-    parts = max(1, min(len(chunks), slots))
+    sampled = reader.frame().mapInArrow(sample, "chunk int, values binary")
+    parts = max(1, min(len(chunks), reader.slots))
     result = (sampled.repartition(parts, "chunk")
               .mapInArrow(splits, "column int, splits string").collect())
     out = {(feats[r[0]] if r[0] >= 0 else label): tuple(json.loads(r[1])) for r in result}

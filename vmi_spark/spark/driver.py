@@ -160,13 +160,21 @@ def parquet_rows(spark, source, label: str, features: list[str]) -> DriverRows |
     return DriverRows(spark, lambda: read(iter([units])), features, n)
 
 
-def probed_rows(df: DataFrame, label: str, features: list[str]) -> DriverRows | None:
+def probed_rows(df: DataFrame, label: str, features: list[str],
+                vector=None) -> DriverRows | None:
     """The rows of ``df`` if it has at most ``PROBE_CELLS / (D + 1)`` of them (one Spark
-    job brings at most one more row than that to the driver); else None."""
+    job brings at most one more row than that to the driver); else None. With ``vector``
+    (a :class:`~.vector_source.VectorReader`) the rows are its two columns, typed by it."""
     limit = min(encoding.SAMPLE_ROWS, PROBE_CELLS // (len(features) + 1))
     if limit < 1:
         return None
     cols = [label, *features]
+    if vector is not None:
+        table = vector.frame().limit(limit + 1).toArrow()
+        if table.num_rows > limit:
+            return None
+        typed = list(vector.read(cols)(iter(table.to_batches())))
+        return DriverRows(df.sparkSession, lambda: iter(typed), features, table.num_rows)
     types = {f.name: f.dataType for f in df.schema.fields}
     # the columns as the Spark reader packs them (decimals cast to double in Spark, the
     # rest typed in Python by typed_array), so the values are the same
@@ -177,10 +185,10 @@ def probed_rows(df: DataFrame, label: str, features: list[str]) -> DriverRows | 
         return None
     kinds = ["string" if isinstance(types[c], T.StringType) else "double" for c in cols]
     names = [f"_c{i}" for i in range(len(cols))]
-    typed = pa.RecordBatch.from_arrays(
+    batch = pa.RecordBatch.from_arrays(
         [typed_array(table.column(i).combine_chunks(), k) for i, k in enumerate(kinds)],
         names=names) if table.num_rows else None
-    return DriverRows(df.sparkSession, lambda: iter([typed] if typed is not None else []),
+    return DriverRows(df.sparkSession, lambda: iter([batch] if batch is not None else []),
                       features, table.num_rows)
 
 

@@ -107,18 +107,19 @@ def _binned(name: str, split: tuple[list[float], list[float]], missing: bool) ->
     return binned_plan(name, split[0], missing, split[1])
 
 
-def build_plan(df: DataFrame, label: str, features: list[str], num_bins: int,
+def build_plan(df: DataFrame | T.StructType, label: str, features: list[str], num_bins: int,
                max_categories: int, max_classes: int, handle_invalid: str,
                source: RowSource, binning: str = "quantile", label_type: str = "auto",
                label_bins: int = DEFAULT_LABEL_BINS) -> tuple[EncodingPlan, list[str]]:
     """Compute the encoding plan with the passes of ``source`` over the rows.
 
-    ``df`` gives the schema of the label and feature columns (any supported types).
+    ``df`` (a DataFrame or its schema) gives the types of the label and feature columns.
     Returns the plan and the columns whose missing values drop a row (``skip_cols``,
     non-empty only with ``handleInvalid`` skip), which ``source.encode_blocks`` needs.
     The parameters were checked by :func:`vmi_spark.params.validate`.
     """
-    types = {f.name: f.dataType for f in df.schema.fields}
+    schema = df if isinstance(df, T.StructType) else df.schema
+    types = {f.name: f.dataType for f in schema.fields}
     ldt = types[label]
     stats = source.column_stats(label, features, max_categories, max_classes,
                                 handle_invalid == "skip")

@@ -44,11 +44,12 @@ from .driver import (
     probed_rows,
 )
 from .grid import grid_plan
-from .plan import RowSource, build_plan, quote, resolve_columns
+from .plan import RowSource, build_plan, is_numeric, quote, resolve_columns
 from .resident import ResidentBackend, ResidentUnavailable
 from .session import parallelism, task_slots, unavailable_reason
 from .spark_source import SparkSource
 from .storage import Kept, keep
+from .vector_source import VectorReader, vector_array
 
 #: every selection method (the registry's names, kept here for existing imports)
 ALL_METHODS = METHOD_NAMES
@@ -173,10 +174,11 @@ def column_report(c: ColumnPlan, binning: str) -> dict[str, Any]:
     return out
 
 
-def expand_vector(df: DataFrame, features_col: str, label: str) -> tuple[DataFrame, list[str]]:
-    """Replace a vector column by one double column per element (names from ML metadata)."""
-    from pyspark.ml.functions import vector_to_array
-
+def vector_names(df: DataFrame, features_col: str, label: str) -> list[str]:
+    """The element names of vector column ``features_col`` (from ML metadata, else
+    ``features[i]``), after checking it is a vector column whose vectors all have that
+    many elements (one cheap aggregate; a null vector is missing values) and that the
+    label exists with a usable type and is not one of the names."""
     fields = {f.name: f for f in df.schema.fields}
     if features_col not in fields:
         raise InputError(f"features column '{features_col}' not found in the input")
@@ -186,9 +188,11 @@ def expand_vector(df: DataFrame, features_col: str, label: str) -> tuple[DataFra
     if type(dtype).__name__ != "VectorUDT":
         raise InputError(f"featuresCol '{features_col}' must be a vector column "
                          f"(pyspark.ml.linalg.Vector), not {dtype.simpleString()}")
+    ldt = fields[label].dataType
+    if not (is_numeric(ldt) or isinstance(ldt, (T.StringType, T.BooleanType))):
+        raise InputError(f"label column '{label}' has unsupported type {ldt.simpleString()}")
     names = vector_attribute_names(fields[features_col].metadata)
-    arr = vector_to_array(F.col(quote(features_col)), "float64")
-    # every vector must have the same length (one cheap aggregate; nulls are missing values)
+    arr = vector_array(features_col)
     size = F.when(arr.isNotNull(), F.size(arr))
     row = df.select(F.min(size), F.max(size), F.count(F.lit(1))).first()
     shortest, longest, rows = (row[0], row[1], row[2]) if row is not None else (None, None, 0)
@@ -199,8 +203,28 @@ def expand_vector(df: DataFrame, features_col: str, label: str) -> tuple[DataFra
     if shortest is not None and not shortest == longest == len(names):
         raise InputError(f"featuresCol '{features_col}' holds vectors of {shortest} to {longest} "
                          f"elements; every row must have the same length ({len(names)})")
-    out = df.select(F.col(quote(label)), *[arr[i].alias(n) for i, n in enumerate(names)])
+    if label in names:
+        raise InputError(f"label column '{label}' is also an element of featuresCol")
+    if not names:
+        raise InputError(f"featuresCol '{features_col}' holds empty vectors")
+    return names
+
+
+def expand_vector(df: DataFrame, features_col: str, label: str) -> tuple[DataFrame, list[str]]:
+    """Replace a vector column by one double column per element (names from ML metadata),
+    in one projection (:func:`vector_names` checks it first)."""
+    names = vector_names(df, features_col, label)
+    arr = df.select(F.col(quote(label)).alias("_vmi_label"),
+                    vector_array(features_col).alias("_vmi_v"))
+    out = arr.selectExpr(f"_vmi_label AS {quote(label)}",
+                         *[f"_vmi_v[{i}] AS {quote(n)}" for i, n in enumerate(names)])
     return out, names
+
+
+def vector_schema(df: DataFrame, label: str, names: list[str]) -> T.StructType:
+    """The schema of :func:`expand_vector`'s frame, without building it."""
+    label_field = next(f for f in df.schema.fields if f.name == label)
+    return T.StructType([label_field, *[T.StructField(n, T.DoubleType()) for n in names]])
 
 
 def vector_attribute_names(meta: dict | None) -> list[str] | None:
@@ -279,8 +303,8 @@ def _keep_blocks(encoded: DataFrame, parts: int, storage_level: StorageLevel, mo
 
 
 def _driver_rows(df: DataFrame, label: str, features: list[str],
-                 source: ParquetSource | None, execution: str, estimator: str
-                 ) -> DriverRows | None:
+                 source: ParquetSource | None, execution: str, estimator: str,
+                 vector: VectorReader | None = None) -> DriverRows | None:
     """The rows in the driver when the selection runs there (:mod:`.driver`): asked for
     (``execution="driver"``) or, with ``auto``, for a small table; else None."""
     if execution not in ("auto", "driver"):
@@ -292,7 +316,7 @@ def _driver_rows(df: DataFrame, label: str, features: list[str],
     if source is not None:
         rows = parquet_rows(df.sparkSession, source, label, features)
     else:
-        rows = probed_rows(df, label, features)
+        rows = probed_rows(df, label, features, vector)
     if rows is None and execution == "driver":
         raise InputError(f"execution 'driver' takes tables of at most {SAMPLE_ROWS:,} rows and "
                          f"{DRIVER_CELLS if source is not None else PROBE_CELLS:,} cells "
@@ -370,30 +394,42 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                         "selection_threshold": selection_threshold})
     num_features, restart_tolerance = checked["num_features"], checked["restart_tolerance"]
     selection_threshold = checked["selection_threshold"]
-    if features_col is not None:
-        df, features = expand_vector(df, features_col, label)
-    features = resolve_columns(df, label, features)
     slots = parallelism(df.sparkSession)
+    vector: VectorReader | None = None
+    schema: DataFrame | T.StructType = df
+    if features_col is not None:
+        if estimator == "kde":  # the KDE grid is computed over the expanded columns
+            df, features = expand_vector(df, features_col, label)
+        else:  # the workers cut the vectors (vector_source): no projection of D columns
+            features = vector_names(df, features_col, label)
+            vector = VectorReader(df, label, features_col, features, slots)
+            schema = vector_schema(df, label, features)
+    feature_names: list[str] = (resolve_columns(df, label, features) if vector is None
+                                else list(features or []))
+    features = feature_names
     driver = _driver_rows(df, label, features, source if features_col is None else None,
-                          execution, estimator)
+                          execution, estimator, vector)
     # resident tasks all run at once: at most one partition per task slot
     why_not = ("not asked for" if execution == "passes" or driver is not None
                else unavailable_reason(df.sparkSession))
     if execution == "resident" and why_not is not None:
         raise InputError(f"resident execution is not available: {why_not}")
     parts = slots if why_not is not None else task_slots(df.sparkSession)
-    spark_rows = SparkSource(df)
-    reader: RowSource = spark_rows  # the pyarrow reader where it can read the input
+    reader: RowSource
     if driver is not None:
         reader = driver
-    elif source is not None and features_col is None and estimator == "histogram":
+    elif vector is not None:
+        reader = vector
+    elif source is not None and estimator == "histogram":
         reader = ParquetReader(df.sparkSession, source, slots)
+    else:
+        reader = SparkSource(df)
     # the passes over the rows type the values in the Python workers (see spark_source.packed)
-    plan, skip_cols = build_plan(df, label, features, num_bins, max_categories, max_classes,
+    plan, skip_cols = build_plan(schema, label, features, num_bins, max_categories, max_classes,
                                  handle_invalid, _TimedSource(reader, phases), binning,
                                  label_type, label_bins)
     if estimator == "kde":
-        plan = grid_plan(spark_rows.kept(label, skip_cols), plan)
+        plan = grid_plan(SparkSource(df).kept(label, skip_cols), plan)
     notes: list[str] = []
     if plan.rows_dropped:
         notes.append(f"dropped {plan.rows_dropped} rows with a null label")
@@ -497,7 +533,7 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         notes.append(f"stopped early: {selection.stopped_early}")
     how = kept.how if kept is not None else "driver"
     if how not in ("cache", "driver"):
-        notes.append(f"the encoded rows were kept by {_STORAGE_WORDS[kept.how]} (the session "
+        notes.append(f"the encoded rows were kept by {_STORAGE_WORDS[how]} (the session "
                      "cannot cache DataFrames)")
     return SelectionRun(plan, selection, params, time.perf_counter() - t0, t_prep, notes,
                         backend.execution, how, dict(phases))
