@@ -169,3 +169,30 @@ def test_evenly_split_row_groups_are_cached_without_a_shuffle(spark, files, monk
     assert calls == [1]  # the Spark reader: encoded, then spread by the shuffle
     assert fast.selection.selected == ref.selection.selected
     assert fast.selection.scores == ref.selection.scores
+
+
+def test_blocks_larger_than_the_cache_share_go_to_disk(spark, files, monkeypatch):
+    """Encoded rows above CACHE_SHARE of a block manager's cache memory are cached on disk
+    (the default 1g driver ran out of heap on 5M x 100 otherwise); the result is the same.
+    Blocks hold at most BLOCK_BYTES."""
+    from vmi_spark.spark import select
+    from vmi_spark.spark.session import storage_memory
+
+    assert storage_memory(spark) > 0
+    df = spark.read.parquet(str(files))
+    kw = dict(method="vmi_naive", num_features=3, execution="resident")
+    with pytest.warns(UserWarning):
+        ref = select.run_selection(df, "label", **kw)
+    assert not any("cached on disk" in w for w in ref.warnings)
+    levels = []
+    original = select.keep
+    monkeypatch.setattr(select, "keep", lambda df_, level, *a, **k: levels.append(level)
+                        or original(df_, level, *a, **k))
+    monkeypatch.setattr(select, "CACHE_SHARE", 1e-9)
+    monkeypatch.setattr(select, "BLOCK_BYTES", 2000)  # 2,000 bytes: 333 rows of 6 columns
+    with pytest.warns(UserWarning):
+        run = select.run_selection(df, "label", **kw)
+    assert any("cached on disk" in w for w in run.warnings)
+    assert levels and all(str(lv) == str(select.StorageLevel.DISK_ONLY) for lv in levels)
+    assert run.selection.selected == ref.selection.selected
+    assert run.selection.scores == ref.selection.scores

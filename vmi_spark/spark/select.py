@@ -32,7 +32,7 @@ from ..params import (
     selection_size,
     validate,
 )
-from .arrow_source import ParquetReader, ParquetSource
+from .arrow_source import BatchReader, ParquetReader, ParquetSource
 from .backend import SparkBackend
 from .driver import (
     DRIVER_CELLS,
@@ -46,9 +46,9 @@ from .driver import (
 from .grid import grid_plan
 from .plan import RowSource, build_plan, is_numeric, quote, resolve_columns
 from .resident import ResidentBackend, ResidentUnavailable
-from .session import parallelism, task_slots, unavailable_reason
+from .session import is_local, parallelism, storage_memory, task_slots, unavailable_reason
 from .spark_source import SparkSource
-from .storage import Kept, keep
+from .storage import Kept, batch_rows, cache_batch_rows, keep
 from .vector_source import VectorReader, vector_array
 
 #: every selection method (the registry's names, kept here for existing imports)
@@ -57,6 +57,10 @@ ALL_METHODS = METHOD_NAMES
 ESTIMATORS = parameter("estimator").choices
 #: smallest block (rows) when the rows are spread over the task slots
 MIN_BLOCK_ROWS = 4096
+#: most of a block manager's cache memory the encoded rows may take before they go to disk
+CACHE_SHARE = 0.5
+#: most bytes of one encoded block (its codes and classes)
+BLOCK_BYTES = 1 << 20
 #: a numeric label with more classes than this is warned about (it may be a regression target)
 MANY_NUMERIC_CLASSES = 100
 #: bytes of per-row pairwise state a block may hold
@@ -324,6 +328,24 @@ def _driver_rows(df: DataFrame, label: str, features: list[str],
     return rows
 
 
+def _storage_level(spark, level: StorageLevel, encoded_bytes: int, parts: int,
+                   notes: list[str]) -> StorageLevel:
+    """``level``, or disk only when the encoded rows would fill more than half of a block
+    manager's cache memory (:data:`CACHE_SHARE`): the memory store builds each cached
+    batch in the heap before it can spill, so a cache near its limit ends in "Java heap
+    space" instead of spilling (a 5M x 100 table under the default 1g driver). Resident
+    tasks keep their blocks in the Python workers; the disk copy is read once."""
+    if level != StorageLevel.MEMORY_AND_DISK:
+        return level
+    memory = storage_memory(spark)
+    share = encoded_bytes / max(1, parts) * (parts if is_local(spark) else 1)
+    if memory is None or share <= CACHE_SHARE * memory:
+        return level
+    notes.append(f"the encoded rows ({encoded_bytes >> 20} MiB) are cached on disk: more than "
+                 f"half of the {memory >> 20} MiB a block manager may cache")
+    return StorageLevel.DISK_ONLY
+
+
 def _saving(ckpt: Checkpoint, on_step: Callable[[Selection], None] | None):
     """An ``on_step`` that saves the checkpoint first, then calls ``on_step``."""
     def save_then_call(sel: Selection) -> None:
@@ -458,6 +480,9 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         parts = slots if why_not is not None else task_slots(df.sparkSession)
     # about four blocks per task slot, so that every core has work in every pass
     block_rows = min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, -(-plan.num_rows // (4 * parts))))
+    # and at most BLOCK_BYTES a block: the JVM copies each block whole (Arrow, cache), and
+    # large byte arrays crowd a small heap (a 5M x 100 table under the default 1g driver)
+    block_rows = max(256, min(block_rows, BLOCK_BYTES // (d + 2)))
     if method == PAIRWISE:
         block_rows = max(256, min(block_rows, _PAIR_BLOCK_BYTES // (8 * d * num_classes)))
     # one shuffle of the one-byte blocks spreads them evenly over the slots (by range of
@@ -470,16 +495,20 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         phases.lap("encode")
         backend: Execution = DriverBackend(codes, y, method, plan.arity, num_classes)
     else:
-        if isinstance(reader, ParquetReader) and reader.balanced(parts):
-            # row groups split evenly over the task slots: encoded straight into the cache,
-            # no range shuffle (one job instead of two)
-            encoded = reader.encode_blocks(plan, block_rows, skip_cols, partitions=parts)
-            phases.lap("plan")
-            kept = keep(encoded, storage_level, block_storage, staging_dir)
-        else:
-            encoded = reader.encode_blocks(plan, block_rows, skip_cols)  # (driver: its codes)
-            phases.lap("plan")
-            kept = _keep_blocks(encoded, parts, storage_level, block_storage, staging_dir)
+        level = _storage_level(df.sparkSession, storage_level, plan.num_rows * (d + 2), parts,
+                               notes)
+        # a cached batch of a few blocks, not of a whole partition (see cache_batch_rows)
+        with batch_rows(df.sparkSession, cache_batch_rows(block_rows * (d + 2))):
+            if isinstance(reader, BatchReader) and reader.balanced(parts):
+                # row groups split evenly over the task slots: encoded straight into the
+                # cache, no range shuffle (one job instead of two)
+                encoded = reader.encode_blocks(plan, block_rows, skip_cols, partitions=parts)
+                phases.lap("plan")
+                kept = keep(encoded, level, block_storage, staging_dir)
+            else:
+                encoded = reader.encode_blocks(plan, block_rows, skip_cols)  # (driver: codes)
+                phases.lap("plan")
+                kept = _keep_blocks(encoded, parts, level, block_storage, staging_dir)
         phases.lap("encode")
         try:
             backend = _backend(kept.df, d, plan.arity, num_classes, method, execution, why_not,

@@ -52,6 +52,31 @@ def task_slots(spark) -> int:
         return max(1, int(sc.defaultParallelism))
 
 
+def is_local(spark) -> bool:
+    """Whether a classic session runs in local mode (its tasks share the driver's JVM)."""
+    try:
+        return str(spark.sparkContext.master).startswith("local")
+    except Exception:  # noqa: BLE001 - Spark Connect: not known here
+        return False
+
+
+def storage_memory(spark) -> int | None:
+    """Bytes of cache one block manager may hold: the smallest maximum over the session's
+    block managers (the driver's alone in local mode); None where it cannot be asked
+    (Spark Connect, another JVM side)."""
+    if is_connect(spark):
+        return None
+    try:
+        status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
+        it = status.values().iterator()
+        sizes = []
+        while it.hasNext():
+            sizes.append(int(it.next()._1()))
+        return min(sizes) if sizes else None
+    except Exception:  # noqa: BLE001 - no answer: the caller keeps its storage level
+        return None
+
+
 def unavailable_reason(spark) -> str | None:
     """Why resident tasks (:mod:`.resident`) cannot run in ``spark`` (None: they can)."""
     if is_connect(spark):

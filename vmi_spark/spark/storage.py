@@ -19,6 +19,8 @@ import os
 import shutil
 import uuid
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +33,45 @@ STORAGES = ("auto", "cache", "staging", "recompute")
 
 #: text of the errors with which a session refuses to cache (Databricks serverless)
 _REFUSALS = ("NOT_SUPPORTED_WITH_SERVERLESS", "PERSIST TABLE is not supported")
+
+
+#: the conf that bounds the rows of one cached columnar batch (Spark's default: 10,000)
+BATCH_SIZE_CONF = "spark.sql.inMemoryColumnarStorage.batchSize"
+#: bytes of encoded blocks in one cached batch
+CACHE_BATCH_BYTES = 16 << 20
+
+
+def cache_batch_rows(block_bytes: int) -> int:
+    """Block rows per cached batch so that a batch holds about :data:`CACHE_BATCH_BYTES`.
+
+    A block row carries up to 64k encoded rows (megabytes); at Spark's default of 10,000
+    rows per batch one batch would hold a whole partition's blocks, which the memory store
+    must build in the heap before it can spill it (the "Java heap space" of a 5M-row
+    table under the default 1g driver).
+    """
+    return max(1, CACHE_BATCH_BYTES // max(1, block_bytes))
+
+
+@contextmanager
+def batch_rows(spark: Any, rows: int) -> Iterator[None]:
+    """Run the block with the session's cached-batch size set to ``rows``, restored after
+    (left alone where the session does not let it be set)."""
+    try:
+        old = spark.conf.get(BATCH_SIZE_CONF, None)
+        spark.conf.set(BATCH_SIZE_CONF, str(rows))
+    except Exception:  # noqa: BLE001 - a session that refuses the conf keeps its own
+        yield
+        return
+    try:
+        yield
+    finally:
+        try:
+            if old is None:
+                spark.conf.unset(BATCH_SIZE_CONF)
+            else:
+                spark.conf.set(BATCH_SIZE_CONF, old)
+        except Exception:  # noqa: BLE001, S110 - restoring is best effort
+            pass
 
 
 def caching_refused(exc: BaseException) -> bool:
