@@ -118,7 +118,7 @@ def parquet_source(df: DataFrame, columns: list[str]) -> ParquetSource | None:
     return ParquetSource(files, tuple(u for u in units if u[2] > 0), kinds)
 
 
-def _read_fn(source: ParquetSource, columns: list[str]):
+def read_fn(source: ParquetSource, columns: list[str]):
     """Executor side: the typed record batches ``[columns...]`` of a task's row groups."""
     kinds = [source.kinds[c] for c in columns]
     files = source.files
@@ -224,7 +224,7 @@ class ParquetReader(BatchReader):
         return _units_frame(self.spark, self.source, self.slots, partitions)
 
     def read(self, columns: list[str]):
-        return _read_fn(self.source, columns)
+        return read_fn(self.source, columns)
 
     def balanced(self, parts: int) -> bool:
         """Whether ``parts`` tasks of contiguous row groups hold about the same rows (each

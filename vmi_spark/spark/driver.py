@@ -150,12 +150,12 @@ class DriverRows:
 def parquet_rows(spark, source, label: str, features: list[str]) -> DriverRows | None:
     """The rows of a :class:`~.arrow_source.ParquetSource`, read by pyarrow in the driver,
     if the table is small (:data:`DRIVER_CELLS`, at most ``SAMPLE_ROWS`` rows)."""
-    from .arrow_source import _read_fn
+    from .arrow_source import read_fn
 
     n = source.num_rows
     if n > encoding.SAMPLE_ROWS or n * (len(features) + 1) > DRIVER_CELLS:
         return None
-    read = _read_fn(source, [label, *features])
+    read = read_fn(source, [label, *features])
     units = pa.RecordBatch.from_pydict({"unit": pa.array(range(len(source.units)), pa.int64())})
     return DriverRows(spark, lambda: read(iter([units])), features, n)
 
