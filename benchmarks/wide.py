@@ -1,0 +1,96 @@
+"""Wide tables (issue 21, target 3): Parquet columns against one vector column.
+
+For each D, a 20k-row table of 8-state integer columns is written once as Parquet
+columns and once as one ML vector column (VectorAssembler). ``run_selection`` (vmi_naive,
+K = 10, ``execution="resident"`` so that both go through the executors) runs on each;
+its ``prepare_seconds``, phases and mean step time are recorded, with the driver's peak
+RSS. Ratios (vector / columns) are within one run; the load average is recorded.
+
+    PYSPARK_PYTHON=$PWD/.venv/bin/python .venv/bin/python benchmarks/wide.py \\
+        --dims 2000 10000 --out benchmarks/results/s9_wide.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=20_000)
+    ap.add_argument("--dims", type=int, nargs="+", default=[2000, 10000])
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    from pyspark.ml.feature import VectorAssembler
+    from pyspark.sql import SparkSession
+
+    from data import make_table, write_coded_parquet
+    from vmi_spark.spark.arrow_source import parquet_source
+    from vmi_spark.spark.select import run_selection
+
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.driver.memory", "4g").getOrCreate())
+    tmp = tempfile.mkdtemp(prefix="wide-")
+    res = {"rows": args.rows, "load_start": round(os.getloadavg()[0], 2), "runs": []}
+    try:
+        for d in args.dims:
+            codes, y = make_table(args.rows, d, seed=d)
+            cols = os.path.join(tmp, f"cols{d}.parquet")
+            write_coded_parquet(cols, codes, y, row_group=4096)
+            del codes
+            df = spark.read.parquet(cols)
+            feats = [c for c in df.columns if c != "label"]
+            vec = os.path.join(tmp, f"vec{d}.parquet")
+            VectorAssembler(inputCols=feats, outputCol="features").transform(df).select(
+                "label", "features").write.parquet(vec)
+            for kind in ("columns", "vector"):
+                t = time.perf_counter()
+                if kind == "columns":
+                    frame = spark.read.parquet(cols)
+                    run = run_selection(frame, "label", num_features=args.k,
+                                        source=parquet_source(frame, frame.columns),
+                                        execution="resident")
+                else:
+                    frame = spark.read.parquet(vec)
+                    run = run_selection(frame, "label", features_col="features",
+                                        num_features=args.k, execution="resident")
+                wall = time.perf_counter() - t
+                steps = run.selection.step_seconds
+                row = {"d": d, "kind": kind, "wall": round(wall, 2),
+                       "prepare": round(run.prepare_seconds, 2),
+                       "phases": {k: round(v, 2) for k, v in run.phases.items()},
+                       "step_mean": round(sum(steps) / len(steps), 4),
+                       "selected": run.report()["selected_indices"],
+                       "driver_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF)
+                                              .ru_maxrss / 1024),
+                       "load": round(os.getloadavg()[0], 2)}
+                res["runs"].append(row)
+                print(json.dumps(row), flush=True)
+            a, b = res["runs"][-2], res["runs"][-1]
+            print(f"D={d}: vector/columns prepare {b['prepare'] / a['prepare']:.2f}, "
+                  f"same selection {a['selected'] == b['selected']}", flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        spark.stop()
+    res["load_end"] = round(os.getloadavg()[0], 2)
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(res, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
