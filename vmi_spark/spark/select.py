@@ -60,7 +60,7 @@ MIN_BLOCK_ROWS = 4096
 #: most of a block manager's cache memory the encoded rows may take before they go to disk
 CACHE_SHARE = 0.5
 #: most bytes of one encoded block (its codes and classes)
-BLOCK_BYTES = 1 << 20
+BLOCK_BYTES = 8 << 20
 #: a numeric label with more classes than this is warned about (it may be a regression target)
 MANY_NUMERIC_CLASSES = 100
 #: bytes of per-row pairwise state a block may hold
