@@ -95,7 +95,8 @@ def test_kill_9_of_spark_submit_then_rerun_resumes(spark, tmp_path):
     cmd = [str(spark_submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
            str(ROOT / "jobs" / "select_features.py"), "--input", str(data), "--label", "y",
            "--method", "vmi_pairwise", "--num-features", "12", "--output", str(out),
-           "--checkpoint-dir", str(ckpt), "--quiet"]
+           "--checkpoint-dir", str(ckpt), "--quiet",
+           "--execution", "resident"]  # steps slow enough to be caught (auto: the driver)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     done_before = 0

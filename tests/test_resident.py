@@ -325,7 +325,9 @@ def test_killed_python_workers_are_restarted_with_the_same_answer(tmp_path):
                 *extra]
 
     probe = tmp_path / "ck"
-    proc = subprocess.Popen(cmd(tmp_path / "a", "local[2,4]", "--checkpoint-dir", str(probe)),
+    # --execution resident: auto would select this small table in the driver
+    proc = subprocess.Popen(cmd(tmp_path / "a", "local[2,4]", "--checkpoint-dir", str(probe),
+                                "--execution", "resident"),
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     killed: list[int] = []
     deadline = time.time() + 300
