@@ -323,30 +323,102 @@ def equal_frequency_splits(values: np.ndarray, num_bins: int) -> list[float]:
     return [float(s) for s in cand if s > v[0]]
 
 
-def encode_column(arr: pa.Array, col: ColumnPlan) -> np.ndarray:
-    """The code assignment: uint8 codes of one typed column by its :class:`ColumnPlan`.
+def doubles(arr: pa.Array) -> np.ndarray:
+    """A numeric column's values as a new float64 array: null as NaN, -0.0 as 0.0.
 
-    ``arr`` holds the canonical values (float64 with -0.0 as 0.0, or strings);
-    null and NaN are missing. A category is the position of the value among the
-    plan's values; a bin is the number of split points ``<= v``; a missing value
-    gets the last code (0 when the plan has no missing state).
+    ``arr`` may be any Arrow integer or floating type; every value is read as the double
+    nearest to it (exact for 32-bit integers and floats)."""
+    v = arr.to_numpy(zero_copy_only=False).astype(np.float64)  # a copy; nulls -> nan
+    v += 0.0  # -0.0 + 0.0 == +0.0
+    return v
+
+
+#: most split points or categories coded by counting comparisons (vectorised; above
+#: this a binary search per value is cheaper)
+_COUNT_BELOW = 16
+#: widest range of integer categories coded by one table lookup per value
+_TABLE_RANGE = 4096
+
+
+def _count_at_least(v: np.ndarray, points: np.ndarray, strict: bool = False) -> np.ndarray:
+    """uint8 ``#{points <= v}`` (``strict``: ``#{points < v}``) per value of the float64
+    ``v`` for sorted ``points``: NaN counts 0 (a comparison with NaN is false)."""
+    if len(points) > _COUNT_BELOW:
+        found = (np.searchsorted(points, v, side="left") if strict
+                 else np.searchsorted(points, v, side="right"))
+        out = found.astype(np.uint8)
+        out[np.isnan(v)] = 0
+        return out
+    out = np.zeros(len(v), dtype=np.uint8)
+    tmp = np.empty(len(v), dtype=bool)
+    compare = np.greater if strict else np.greater_equal
+    for p in points:
+        compare(v, p, out=tmp)
+        out += tmp
+    return out
+
+
+def _as_doubles(raw: np.ndarray) -> np.ndarray:
+    """float64 values of a numeric numpy array (exact for 32-bit types; no copy if float64)."""
+    return raw if raw.dtype == np.float64 else raw.astype(np.float64)
+
+
+def _category_codes(arr: pa.Array, values: list[Any], fill: int) -> np.ndarray:
+    """uint8 positions of a numeric column's values among the sorted ``values``; a value
+    not among them (missing, NaN) gets ``fill``. Values compare as doubles (-0.0 == 0.0)."""
+    n = len(arr)
+    if not values:
+        return np.full(n, fill, dtype=np.uint8)
+    points = np.asarray(values, dtype=np.float64)
+    raw = arr.to_numpy(zero_copy_only=False)  # nulls -> nan
+    lo, hi = points[0], points[-1]
+    if np.all(points == np.floor(points)) and hi - lo < _TABLE_RANGE:
+        # integer categories: one table lookup per value, off the table -> fill
+        table = np.full(int(hi - lo) + 2, fill, dtype=np.uint8)
+        table[(points - lo).astype(np.int64)] = np.arange(len(points))
+        if raw.dtype.kind in "iu":
+            at = raw.astype(np.int64) - int(lo)
+        else:
+            v = _as_doubles(raw)
+            whole = v == np.floor(v)  # NaN, inf: False
+            at = np.where(whole, v - lo, -1.0)  # -1: off the table
+            np.clip(at, -1, len(table) - 1, out=at)
+            at = at.astype(np.int64)
+        at[(at < 0) | (at > len(table) - 2)] = len(table) - 1  # the last cell holds fill
+        out = table[at]
+    else:
+        v = _as_doubles(raw)
+        idx = _count_at_least(v, points, strict=True)  # position if v is a category
+        hit = points[np.minimum(idx, len(points) - 1)] == v  # NaN never matches
+        out = np.where(hit, idx, fill).astype(np.uint8)
+    return out  # (an integer column with nulls comes out of to_numpy as float64 with NaN)
+
+
+def encode_column(arr: pa.Array, col: ColumnPlan) -> np.ndarray:
+    """The code assignment: uint8 codes of one column by its :class:`ColumnPlan`.
+
+    ``arr`` holds strings, or numbers of any Arrow integer or floating type read as
+    doubles (-0.0 is 0.0); null and NaN are missing. A category is the position of the
+    value among the plan's values; a bin is the number of split points ``<= v``; a
+    missing value gets the last code (0 when the plan has no missing state).
     """
     miss_code = col.num_states - 1
+    fill = miss_code if col.missing else 0
     if col.kind == "constant":
         if col.missing:
             return np.where(pc.is_null(arr, nan_is_null=True).to_numpy(zero_copy_only=False),
                             miss_code, 0).astype(np.uint8)
         return np.zeros(len(arr), dtype=np.uint8)
-    if col.dtype == "string" or col.kind == "category":
-        value_set = pa.array(col.values, type=pa.string() if col.dtype == "string" else pa.float64())
-        idx = pc.index_in(arr, value_set=value_set)
-        out = idx.fill_null(miss_code if col.missing else 0).to_numpy(zero_copy_only=False)
-        return out.astype(np.uint8)
-    v = arr.to_numpy(zero_copy_only=False).astype(np.float64)  # nulls -> nan
-    codes = np.searchsorted(np.asarray(col.splits, dtype=np.float64), v, side="right")
+    if col.dtype == "string":
+        idx = pc.index_in(arr, value_set=pa.array(col.values, type=pa.string()))
+        return idx.fill_null(fill).to_numpy(zero_copy_only=False).astype(np.uint8)
+    if col.kind == "category":
+        return _category_codes(arr, col.values or [], fill)
+    v = _as_doubles(arr.to_numpy(zero_copy_only=False))  # nulls -> nan
+    codes = _count_at_least(v, np.asarray(col.splits, dtype=np.float64))
     if col.missing:
-        codes = np.where(np.isnan(v), miss_code, codes)
-    return codes.astype(np.uint8)
+        codes[np.isnan(v)] = miss_code
+    return codes
 
 
 def encode_label(arr: pa.Array, plan: EncodingPlan) -> np.ndarray:

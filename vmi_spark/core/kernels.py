@@ -33,7 +33,8 @@ TINY = 1e-300
 _CHUNK_CELLS = 1 << 16
 
 
-def _load_numba():
+def load_numba():
+    """The numba module, or None when it is not installed or ``VMI_SPARK_KERNELS=numpy``."""
     if os.environ.get("VMI_SPARK_KERNELS", "").strip().lower() == "numpy":
         return None
     try:
@@ -426,7 +427,7 @@ def _guarded(fast, slow):
 
 
 _impl: dict = {}
-_numba = _load_numba()
+_numba = load_numba()
 if _numba is not None:
     from numba.core.errors import NumbaError as _NumbaError
 

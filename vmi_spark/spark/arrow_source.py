@@ -32,11 +32,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from ..core import encoding
-from ..core.encoding import EncodingPlan, LabelRule, fit_sample, label_keys
+from ..core.encoding import EncodingPlan, LabelRule, doubles, fit_sample, label_keys
 from . import plan
 from .blocks import BLOCK_SCHEMA, block_encoder
-from .rows import column_stats_fn, kept_rows, merge_stats, typed_array
-from .sparkhash import SEED, hash_doubles, hash_strings, in_sample
+from .rows import column_stats_fn, feature_array, kept_rows, merge_stats, typed_array
+from .sparkhash import SEED, hash_column, in_sample
 
 log = logging.getLogger("vmi_spark")
 
@@ -119,7 +119,8 @@ def parquet_source(df: DataFrame, columns: list[str]) -> ParquetSource | None:
 
 
 def read_fn(source: ParquetSource, columns: list[str]):
-    """Executor side: the typed record batches ``[columns...]`` of a task's row groups."""
+    """Executor side: the typed record batches ``[columns...]`` of a task's row groups
+    (the first column typed, the others as :func:`~.rows.feature_array` passes them on)."""
     kinds = [source.kinds[c] for c in columns]
     files = source.files
 
@@ -139,7 +140,8 @@ def read_fn(source: ParquetSource, columns: list[str]):
                                               columns=columns, use_threads=False):
                         idx = {name: k for k, name in enumerate(rb.schema.names)}
                         yield pa.RecordBatch.from_arrays(
-                            [typed_array(rb.column(idx[c]), k) for c, k in zip(columns, kinds)],
+                            [(feature_array if j else typed_array)(rb.column(idx[c]), k)
+                             for j, (c, k) in enumerate(zip(columns, kinds))],
                             names=[f"_c{j}" for j in range(len(columns))])
         finally:
             if pf is not None:
@@ -247,7 +249,8 @@ def _quantile_splits(reader: BatchReader, label: str, feats: list[str], num_bins
     (Spark's ``xxhash64`` of the typed label and columns), the same split points placed.
 
     Each task sends its sampled values as one binary value per chunk of columns (with
-    the label's keys first when ``rule`` needs them); a shuffle by chunk brings each
+    the label's keys first when ``rule`` needs them), as float32 when every value of the
+    chunk is one (a float32 column's values are); a shuffle by chunk brings each
     chunk's values together, and the split points are computed where they land, so no
     more than a chunk of the sample is in one place.
     """
@@ -256,7 +259,7 @@ def _quantile_splits(reader: BatchReader, label: str, feats: list[str], num_bins
     read_cols = [label, *feats, *extra]
     read_cols += [c for c in skip_cols if c not in read_cols]
     read = reader.read(read_cols)
-    hash_kinds = [reader.kinds[c] for c in [label, *feats, *extra]]
+    hashed = 1 + len(feats) + len(extra)  # the label, the binned columns, hash_extra
     modulus = 1 << 30
     sample_rows = encoding.SAMPLE_ROWS
     threshold = int(modulus * sample_rows / rows) if rows > sample_rows else None
@@ -273,22 +276,17 @@ def _quantile_splits(reader: BatchReader, label: str, feats: list[str], num_bins
             rb = kept_rows(rb, bool(skip_cols))
             if rb.num_rows == 0:
                 continue
-            values = [rb.column(j + 1).to_numpy(zero_copy_only=False).astype(np.float64)
-                      for j in range(len(feats))]
-            lab = label_keys(rb.column(0), rule) if rule is not None else None
+            take = None
             if threshold is not None:
                 h = np.full(rb.num_rows, SEED, dtype=np.uint64)
-                for j, kind in enumerate(hash_kinds):
-                    col = rb.column(j)
-                    if kind == "string":
-                        h = hash_strings(col.to_pylist(), h)
-                    else:
-                        valid = ~pc.is_null(col).to_numpy(zero_copy_only=False)
-                        h = hash_doubles(col.to_numpy(zero_copy_only=False).astype(np.float64),
-                                         valid, h)
-                take = in_sample(h, threshold, modulus)
-                values = [v[take] for v in values]
-                lab = lab[take] if lab is not None else None
+                for j in range(hashed):
+                    h = hash_column(rb.column(j), h)
+                take = pa.array(in_sample(h, threshold, modulus))
+                if not pc.any(take).as_py():
+                    continue
+                rb = rb.filter(take)  # only the sampled rows are read as doubles
+            values = [doubles(rb.column(j + 1)) for j in range(len(feats))]
+            lab = label_keys(rb.column(0), rule) if rule is not None else None
             for j, v in enumerate(values):
                 kept[j].append(v)
             if lab is not None:
@@ -303,15 +301,22 @@ def _quantile_splits(reader: BatchReader, label: str, feats: list[str], num_bins
             mat = np.stack(rows_)
             for j in chunk_cols:
                 kept[j] = []
-            yield pa.RecordBatch.from_pydict({"chunk": pa.array([k], pa.int32()),
-                                              "values": pa.array([mat.tobytes()], pa.binary())})
+            with np.errstate(over="ignore"):  # float32 columns: half the bytes, same values
+                narrow = mat.astype(np.float32)
+            exact = np.array_equal(narrow.astype(np.float64), mat, equal_nan=True)
+            yield pa.RecordBatch.from_pydict({
+                "chunk": pa.array([k], pa.int32()), "narrow": pa.array([exact]),
+                "values": pa.array([(narrow if exact else mat).tobytes()], pa.binary())})
 
     def splits(batches):
         got: dict[int, list[np.ndarray]] = {}
         for rb in batches:
-            for k, blob in zip(rb.column("chunk").to_pylist(), rb.column("values").to_pylist()):
+            for k, narrow, blob in zip(rb.column("chunk").to_pylist(),
+                                       rb.column("narrow").to_pylist(),
+                                       rb.column("values").to_pylist()):
                 width = lead + len(chunks[k])
-                got.setdefault(k, []).append(np.frombuffer(blob, dtype=np.float64).reshape(width, -1))
+                mat = np.frombuffer(blob, dtype=np.float32 if narrow else np.float64)
+                got.setdefault(k, []).append(mat.astype(np.float64).reshape(width, -1))
         for k in sorted(got):
             mat = np.concatenate(got[k], axis=1)
             keys = mat[0] if lead else None
@@ -323,7 +328,7 @@ def _quantile_splits(reader: BatchReader, label: str, feats: list[str], num_bins
             yield pa.RecordBatch.from_pydict({"column": pa.array(cols, pa.int32()),
                                               "splits": pa.array(out, pa.string())})
 
-    sampled = reader.frame().mapInArrow(sample, "chunk int, values binary")
+    sampled = reader.frame().mapInArrow(sample, "chunk int, narrow boolean, values binary")
     parts = max(1, min(len(chunks), reader.slots))
     result = (sampled.repartition(parts, "chunk")
               .mapInArrow(splits, "column int, splits string").collect())

@@ -43,6 +43,7 @@ from ..core.bound import MAX_BLOCK_ROWS, PAIRWISE, BlockState, run_block
 from ..core.encoding import (
     EncodingPlan,
     LabelRule,
+    doubles,
     encode_column,
     encode_label,
     fit_sample,
@@ -102,8 +103,7 @@ class DriverRows:
         for rb in self.batches():
             rb = kept_rows(rb, bool(skip_cols))
             for i, c in enumerate(cols):
-                values[i].append(rb.column(pos[c]).to_numpy(zero_copy_only=False)
-                                 .astype(np.float64))
+                values[i].append(doubles(rb.column(pos[c])))
             if rule is not None:
                 keys.append(label_keys(rb.column(0), rule))
         cat = [np.concatenate(v) if v else np.empty(0) for v in values]

@@ -2,7 +2,8 @@
 
 A *typed* batch holds the label in column 0 and the features after it, typed as
 :func:`vmi_spark.spark.spark_source.prepare_frame` types them: ``"double"`` (numbers
-and booleans, -0.0 as 0.0) or ``"string"``. The Spark reader
+and booleans, -0.0 as 0.0) or ``"string"``. A numeric feature may also stay in the
+Arrow type it was read in (:func:`feature_array`): its values are the same doubles. The Spark reader
 (:mod:`.spark_source`) and the pyarrow reader (:mod:`.arrow_source`) produce such
 batches; the functions here compute the column statistics of the encoding plan from
 them and drop the rows the plan does not keep, the same way for both.
@@ -29,6 +30,23 @@ def typed_array(arr: pa.Array, kind: str) -> pa.Array:
         # double, as Spark's CAST does (a safe cast would refuse it)
         return pc.cast(arr, pa.float64(), safe=False)
     return pc.add(arr.cast(pa.float64()), 0.0)  # -0.0 + 0.0 == +0.0; NaN and null stay
+
+
+#: Arrow types a ``"double"`` feature column is passed on in as read: each value is exactly
+#: one double, so the consumers (:func:`column_stats_fn`, the sample, the encoder) read it
+#: as such without a float64 copy of every column (64-bit integers are cast: above 2**53
+#: two of them can round to the same double)
+NATIVE_TYPES = frozenset([pa.int8(), pa.int16(), pa.int32(), pa.uint8(), pa.uint16(),
+                          pa.uint32(), pa.float32(), pa.float64()])
+
+
+def feature_array(arr: pa.Array, kind: str) -> pa.Array:
+    """A feature column of a typed batch: :func:`typed_array`, except that a number of one
+    of :data:`NATIVE_TYPES` stays as read (its values are the same doubles; -0.0 is read
+    as 0.0 where it matters)."""
+    if kind == "double" and arr.type in NATIVE_TYPES:
+        return arr
+    return typed_array(arr, kind)
 
 
 def missing_mask(arr: pa.Array) -> np.ndarray | None:
@@ -65,9 +83,12 @@ def _add_distinct(seen: set | None, arr: pa.Array, rows: np.ndarray | None, cap:
     if seen is None:
         return None
     u = pc.unique(arr if rows is None else arr.filter(pa.array(rows)))
-    if len(u) > cap:
+    if len(u) > cap + 1:  # as doubles at most two (-0.0 and 0.0) are one value
         return None
-    seen |= set(u.to_pylist())
+    if pa.types.is_integer(u.type) or pa.types.is_floating(u.type):
+        seen |= set((u.to_numpy(zero_copy_only=False).astype(np.float64) + 0.0).tolist())
+    else:
+        seen |= set(u.to_pylist())
     return None if len(seen) > cap else seen
 
 

@@ -24,7 +24,7 @@ from ..core.encoding import EncodingPlan, LabelRule, fit_sample, label_keys
 from . import plan
 from .blocks import BLOCK_SCHEMA, block_encoder
 from .plan import is_numeric, quote
-from .rows import column_stats_fn, merge_stats, typed_array
+from .rows import column_stats_fn, feature_array, merge_stats, typed_array
 from .storage import keep
 
 #: the struct column of a packed frame (see :func:`packed`)
@@ -89,7 +89,8 @@ def unpacked(fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
         for rb in batches:
             cols = rb.column(0).flatten()
             yield pa.RecordBatch.from_arrays(
-                [typed_array(a, k) for a, k in zip(cols, kinds)], names=names)
+                [(feature_array if j else typed_array)(a, k)
+                 for j, (a, k) in enumerate(zip(cols, kinds))], names=names)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return fn(typed(batches))
