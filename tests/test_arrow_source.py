@@ -196,3 +196,54 @@ def test_blocks_larger_than_the_cache_share_go_to_disk(spark, files, monkeypatch
     assert levels and all(str(lv) == str(select.StorageLevel.DISK_ONLY) for lv in levels)
     assert run.selection.selected == ref.selection.selected
     assert run.selection.scores == ref.selection.scores
+
+
+@pytest.fixture(scope="module")
+def labelled_files(tmp_path_factory):
+    """Every row labelled: the statistics pass can sample the rows for the bin edges. The
+    column ``late`` has 3 values in the first file and many in the second."""
+    base = tmp_path_factory.mktemp("presample") / "t"
+    base.mkdir()
+    rng = np.random.default_rng(4)
+    for f in range(2):
+        n = 1400
+        y = rng.integers(0, 2, n)
+        late = (rng.integers(0, 3, n) if f == 0 else rng.standard_normal(n) * 5) + y
+        table = pa.table({
+            "y": pa.array(y.astype(np.int64)),
+            "f32": pa.array((rng.standard_normal(n) + y).astype(np.float32)),
+            "f64": pa.array(rng.exponential(1.0, n) * (1 + y)),
+            "i8": pa.array((rng.integers(0, 4, n) + y).astype(np.int8)),
+            "late": pa.array(late.astype(np.float64)),
+        })
+        pq.write_table(table, str(base / f"part-{f}.parquet"), row_group_size=500)
+    return base
+
+
+@pytest.mark.parametrize("columns, presampled", [(["f32", "f64", "i8"], True),
+                                                 (["f32", "f64", "i8", "late"], False)])
+def test_statistics_pass_places_the_bin_edges_spark_places(spark, labelled_files, monkeypatch,
+                                                           columns, presampled):
+    """The columns binned in a first batch are all the binned columns: the one pass gives
+    Spark's plan (the hashed sample of 1,000 of 2,800 rows). ``late`` is binned only after
+    its second file: a second pass, the same plan."""
+    from vmi_spark.spark import arrow_source
+
+    monkeypatch.setattr(encoding, "SAMPLE_ROWS", 1000)
+    df = spark.read.parquet(str(labelled_files)).select("y", *columns)
+    path_df = spark.read.parquet(str(labelled_files))
+    kw = dict(method="vmi_naive", num_features=3, num_bins=7, max_categories=8,
+              features=columns)
+    ref = run_selection(path_df, "y", **kw)  # the Spark reader
+    calls = []
+    real = arrow_source._quantile_splits
+    monkeypatch.setattr(arrow_source, "_quantile_splits",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    fast = run_selection(path_df, "y", source=parquet_source(path_df, path_df.columns), **kw)
+    assert fast.plan.to_json() == ref.plan.to_json()
+    assert fast.selection.selected == ref.selection.selected
+    assert fast.selection.scores == ref.selection.scores
+    assert calls == ([] if presampled else [1])
+    binned = [c.name for c in ref.plan.columns if c.kind == "bins"]
+    assert binned == [c for c in columns if c != "i8"]
+    assert df.count() == 2800

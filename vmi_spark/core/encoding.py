@@ -333,6 +333,8 @@ def doubles(arr: pa.Array) -> np.ndarray:
     return v
 
 
+#: Arrow integer types coded through a table over all their bit patterns
+_LOOKUP_BITS = {pa.int8(): 8, pa.uint8(): 8}
 #: most split points or categories coded by counting comparisons (vectorised; above
 #: this a binary search per value is cheaper)
 _COUNT_BELOW = 16
@@ -372,7 +374,17 @@ def _category_codes(arr: pa.Array, values: list[Any], fill: int) -> np.ndarray:
     points = np.asarray(values, dtype=np.float64)
     raw = arr.to_numpy(zero_copy_only=False)  # nulls -> nan
     lo, hi = points[0], points[-1]
-    if np.all(points == np.floor(points)) and hi - lo < _TABLE_RANGE:
+    bits = _LOOKUP_BITS.get(arr.type)
+    if bits is not None and arr.null_count == 0:
+        # bytes: a table over the 256 bit patterns, one lookup per value
+        signed = pa.types.is_signed_integer(arr.type)
+        patterns = np.arange(1 << bits, dtype=np.int64)
+        as_value = patterns - (1 << bits) * (patterns >= (1 << (bits - 1))) if signed else patterns
+        at = np.searchsorted(points, as_value)
+        hit = points[np.minimum(at, len(points) - 1)] == as_value
+        table = np.where(hit, at, fill).astype(np.uint8)
+        out = table[raw.view(np.uint8)]
+    elif np.all(points == np.floor(points)) and hi - lo < _TABLE_RANGE:
         # integer categories: one table lookup per value, off the table -> fill
         table = np.full(int(hi - lo) + 2, fill, dtype=np.uint8)
         table[(points - lo).astype(np.int64)] = np.arange(len(points))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +36,7 @@ from ..core import encoding
 from ..core.encoding import EncodingPlan, LabelRule, doubles, fit_sample, label_keys
 from . import plan
 from .blocks import BLOCK_SCHEMA, block_encoder
-from .rows import column_stats_fn, feature_array, kept_rows, merge_stats, typed_array
+from .rows import ColumnStats, column_stats_fn, feature_array, kept_rows, merge_stats, typed_array
 from .sparkhash import SEED, hash_column, in_sample
 
 log = logging.getLogger("vmi_spark")
@@ -176,23 +177,98 @@ class BatchReader:
     def read(self, columns: list[str]):
         raise NotImplementedError
 
+    #: the binning the plan will ask bin edges for, ``(num_bins, binning)``: when set and
+    #: the row count is known, :meth:`column_stats` samples in the same pass
+    presample: tuple[int, str] | None = None
+    _presampled: tuple[tuple, dict] | None = None
+
+    def known_rows(self) -> int | None:
+        """The rows of the input if known without a pass (else None)."""
+        return None
+
+    def first_batch(self, columns: list[str]) -> pa.RecordBatch | None:
+        """A first typed batch of ``columns``, read in the driver (None: not possible)."""
+        return None
+
     def column_stats(self, label: str, features: list[str], max_categories: int,
                      max_classes: int, skip: bool) -> dict:
-        """The column statistics (:func:`~.rows.column_stats_fn`, merged)."""
+        """The column statistics (:class:`~.rows.ColumnStats`, merged).
+
+        With :attr:`presample` and a known row count, the same pass also samples the rows
+        for the bin edges of the columns that must be binned whatever the other rows
+        hold: those with more than ``max_categories`` values in a first batch read in the
+        driver. The sample is the one :meth:`quantile_splits` would draw if every row is
+        kept (no null label, no row skipped) and exactly those columns are binned; it
+        then returns the edges placed in this pass instead of reading the rows again.
+        Otherwise (another column turned out to need bins, rows were dropped, the label
+        is binned, ``mdlp``) it makes its own pass, as without :attr:`presample`.
+        """
+        self._presampled = None
+        rows = self.known_rows() if self.presample is not None else None
+        guess = self._sure_binned(label, features, max_categories) if rows else []
         read = self.read([label, *features])
-        stats = column_stats_fn(len(features), max_categories, max_classes, skip)
+        if not guess:
+            stats = column_stats_fn(len(features), max_categories, max_classes, skip)
 
-        def fn(batches):
-            yield from stats(read(batches))
+            def fn(batches):
+                yield from stats(read(batches))
 
-        parts = [json.loads(r[0]) for r in self.frame().mapInArrow(fn, "stats string").collect()]
+            parts = [json.loads(r[0]) for r in self.frame().mapInArrow(fn, "stats string").collect()]
+            return merge_stats(parts, len(features), max_categories, max_classes)
+        assert self.presample is not None and rows is not None
+        num_bins, binning = self.presample
+        at = [1 + features.index(c) for c in guess]
+        chunks = _chunks(len(guess), None)
+        threshold = _threshold(rows)
+
+        def fused(batches):
+            stats = ColumnStats(len(features), max_categories, max_classes, skip)
+            sampler = _Sampler(len(guess), 1 + len(guess), threshold, False, None, chunks)
+            for rb in read(batches):
+                stats.add(rb)
+                sampler.add(pa.RecordBatch.from_arrays(
+                    [rb.column(0), *(rb.column(j) for j in at)],
+                    names=[f"_c{j}" for j in range(1 + len(at))]))
+            yield pa.RecordBatch.from_pydict({
+                "chunk": pa.array([_STATS_ROW], pa.int32()), "narrow": pa.array([False]),
+                "values": pa.array([stats.json().encode("utf-8")], pa.binary())})
+            yield from sampler.rows()
+
+        sampled = self.frame().mapInArrow(fused, _SAMPLE_SCHEMA)
+        result = (sampled.repartition(max(1, min(len(chunks), self.slots)), "chunk")
+                  .mapInArrow(_fit_fn(chunks, num_bins, binning, None), _SPLITS_SCHEMA)
+                  .collect())
+        parts = [json.loads(r[1]) for r in result if r[0] == -2]
+        self._presampled = ((tuple(guess), rows, num_bins, binning),
+                            _splits_of(result, label, guess))
         return merge_stats(parts, len(features), max_categories, max_classes)
+
+    def _sure_binned(self, label: str, features: list[str], max_categories: int) -> list[str]:
+        """The numeric features with more than ``max_categories`` values in a first batch
+        (in feature order): they are binned whatever the other rows hold."""
+        if self.presample is None or self.presample[1] == "mdlp":  # mdlp needs the classes
+            return []
+        numeric = [c for c in features if self.kinds[c] == "double"]
+        if not numeric:
+            return []
+        rb = self.first_batch([label, *numeric])
+        if rb is None:
+            return []
+        first = ColumnStats(len(numeric), max_categories, 0, False)
+        first.add(rb)
+        return [c for c, v in zip(numeric, first.values) if v is None]
 
     def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
                         skip_cols: list[str], binning: str = "quantile",
                         rule: LabelRule | None = None, hash_extra: list[str] | None = None
                         ) -> dict[str, tuple[list[float], list[float]]]:
-        """The split points (see :func:`_quantile_splits`)."""
+        """The split points (see :func:`_quantile_splits`), or those :meth:`column_stats`
+        placed in its pass when they are the same (see there)."""
+        if self._presampled is not None:
+            key, splits = self._presampled
+            if (key == (tuple(cols), rows, num_bins, binning) and not skip_cols
+                    and rule is None):
+                return dict(splits)
         return _quantile_splits(self, label, cols, num_bins, rows, skip_cols, binning, rule,
                                 hash_extra or [])
 
@@ -218,9 +294,26 @@ class BatchReader:
 class ParquetReader(BatchReader):
     """The passes over the files of a :class:`ParquetSource`, read by pyarrow in the workers."""
 
-    def __init__(self, spark, source: ParquetSource, slots: int):
+    def __init__(self, spark, source: ParquetSource, slots: int,
+                 presample: tuple[int, str] | None = None):
         self.spark, self.source, self.slots = spark, source, slots
         self.kinds = source.kinds
+        self.presample = presample
+
+    def known_rows(self) -> int | None:
+        """The rows in the Parquet footers."""
+        return self.source.num_rows
+
+    def first_batch(self, columns: list[str]) -> pa.RecordBatch | None:
+        """The first batch of the first row group, read by pyarrow in the driver."""
+        if not self.source.units:
+            return None
+        units = pa.RecordBatch.from_pydict({"unit": pa.array([0], pa.int64())})
+        batches = read_fn(self.source, columns)(iter([units]))
+        try:
+            return next(batches, None)
+        finally:
+            batches.close()
 
     def frame(self, partitions: int | None = None) -> DataFrame:
         return _units_frame(self.spark, self.source, self.slots, partitions)
@@ -240,83 +333,105 @@ class ParquetReader(BatchReader):
         return all(abs(s_ - mean) <= 0.1 * mean for s_ in sums)
 
 
-def _quantile_splits(reader: BatchReader, label: str, feats: list[str], num_bins: int,
-                     rows: int, skip_cols: list[str], binning: str = "quantile",
-                     rule: LabelRule | None = None, hash_extra: tuple[str, ...] | list[str] = ()
-                     ) -> dict[str, tuple[list[float], list[float]]]:
-    """The split points over a :class:`BatchReader`'s rows: the same rows are sampled as by
-    :meth:`vmi_spark.spark.spark_source.SparkSource.quantile_splits`
-    (Spark's ``xxhash64`` of the typed label and columns), the same split points placed.
+class _Sampler:
+    """One task's sampled rows: the values of the binned columns (and the label's keys when
+    ``rule`` needs them) of the kept rows whose hash is below ``threshold`` (every kept
+    row when it is None), sent as one binary row per chunk of columns.
 
-    Each task sends its sampled values as one binary value per chunk of columns (with
-    the label's keys first when ``rule`` needs them), as float32 when every value of the
-    chunk is one (a float32 column's values are); a shuffle by chunk brings each
-    chunk's values together, and the split points are computed where they land, so no
-    more than a chunk of the sample is in one place.
+    A batch given to ``add`` holds the label, then the ``num_cols`` binned columns, then
+    the other hashed columns (``hashed`` in all, label included), then any columns only
+    ``skip`` reads.
     """
-    # the rows build_plan keeps: a label, and (handleInvalid skip) no missing value in skip_cols
-    extra = [c for c in hash_extra if c not in feats]
-    read_cols = [label, *feats, *extra]
-    read_cols += [c for c in skip_cols if c not in read_cols]
-    read = reader.read(read_cols)
-    hashed = 1 + len(feats) + len(extra)  # the label, the binned columns, hash_extra
-    modulus = 1 << 30
-    sample_rows = encoding.SAMPLE_ROWS
-    threshold = int(modulus * sample_rows / rows) if rows > sample_rows else None
-    chunk = plan.SPLIT_CHUNK
-    chunks = [list(range(s, min(s + chunk, len(feats)))) for s in range(0, len(feats), chunk)]
-    if not chunks and rule is not None:
-        chunks = [[]]  # the label alone
-    lead = 1 if rule is not None else 0
 
-    def sample(unit_batches):
-        kept: list[list[np.ndarray]] = [[] for _ in feats]
-        keys: list[np.ndarray] = []
-        for rb in read(unit_batches):
-            rb = kept_rows(rb, bool(skip_cols))
-            if rb.num_rows == 0:
-                continue
-            take = None
-            if threshold is not None:
-                h = np.full(rb.num_rows, SEED, dtype=np.uint64)
-                for j in range(hashed):
-                    h = hash_column(rb.column(j), h)
-                take = pa.array(in_sample(h, threshold, modulus))
-                if not pc.any(take).as_py():
-                    continue
-                rb = rb.filter(take)  # only the sampled rows are read as doubles
-            values = [doubles(rb.column(j + 1)) for j in range(len(feats))]
-            lab = label_keys(rb.column(0), rule) if rule is not None else None
-            for j, v in enumerate(values):
-                kept[j].append(v)
-            if lab is not None:
-                keys.append(lab)
-        if rule is not None and not keys:
+    def __init__(self, num_cols: int, hashed: int, threshold: int | None, skip: bool,
+                 rule: LabelRule | None, chunks: list[list[int]]):
+        self.num_cols, self.hashed, self.threshold, self.skip = num_cols, hashed, threshold, skip
+        self.rule, self.chunks = rule, chunks
+        self.kept: list[list[np.ndarray]] = [[] for _ in range(num_cols)]
+        self.keys: list[np.ndarray] = []
+
+    def add(self, rb: pa.RecordBatch) -> None:
+        """Keep the sampled rows of one typed batch."""
+        rb = kept_rows(rb, self.skip)
+        if rb.num_rows == 0:
             return
-        for k, chunk_cols in enumerate(chunks):  # one batch per chunk: a value stays < 2 GiB
-            if chunk_cols and not kept[chunk_cols[0]]:
+        if self.threshold is not None:
+            h = np.full(rb.num_rows, SEED, dtype=np.uint64)
+            for j in range(self.hashed):
+                h = hash_column(rb.column(j), h)
+            take = pa.array(in_sample(h, self.threshold, _MODULUS))
+            if not pc.any(take).as_py():
+                return
+            rb = rb.filter(take)  # only the sampled rows are read as doubles
+        for j in range(self.num_cols):
+            self.kept[j].append(doubles(rb.column(j + 1)))
+        if self.rule is not None:
+            self.keys.append(label_keys(rb.column(0), self.rule))
+
+    def rows(self) -> Iterator[pa.RecordBatch]:
+        """The sample as ``chunk int, narrow boolean, values binary`` rows: a (label keys
+        and) columns x rows float64 matrix per chunk, as float32 when every value of the
+        chunk is one (a float32 column's values are)."""
+        if self.rule is not None and not self.keys:
+            return
+        for k, chunk_cols in enumerate(self.chunks):  # one row per chunk: a value < 2 GiB
+            if chunk_cols and not self.kept[chunk_cols[0]]:
                 continue
-            rows_ = ([np.concatenate(keys)] if rule is not None else [])
-            rows_ += [np.concatenate(kept[j]) for j in chunk_cols]
+            rows_ = [np.concatenate(self.keys)] if self.rule is not None else []
+            rows_ += [np.concatenate(self.kept[j]) for j in chunk_cols]
             mat = np.stack(rows_)
             for j in chunk_cols:
-                kept[j] = []
-            with np.errstate(over="ignore"):  # float32 columns: half the bytes, same values
+                self.kept[j] = []
+            with np.errstate(over="ignore"):
                 narrow = mat.astype(np.float32)
             exact = np.array_equal(narrow.astype(np.float64), mat, equal_nan=True)
             yield pa.RecordBatch.from_pydict({
                 "chunk": pa.array([k], pa.int32()), "narrow": pa.array([exact]),
                 "values": pa.array([(narrow if exact else mat).tobytes()], pa.binary())})
 
-    def splits(batches):
+
+_MODULUS = 1 << 30
+_SAMPLE_SCHEMA = "chunk int, narrow boolean, values binary"
+_SPLITS_SCHEMA = "column int, splits string"
+#: the ``chunk`` of a task's statistics in the fused pass (:meth:`BatchReader.column_stats`)
+_STATS_ROW = -1
+
+
+def _threshold(rows: int) -> int | None:
+    """The hash threshold that samples about ``SAMPLE_ROWS`` of ``rows`` rows (None: all)."""
+    sample_rows = encoding.SAMPLE_ROWS
+    return int(_MODULUS * sample_rows / rows) if rows > sample_rows else None
+
+
+def _chunks(num_cols: int, rule: LabelRule | None) -> list[list[int]]:
+    chunk = plan.SPLIT_CHUNK
+    chunks = [list(range(s, min(s + chunk, num_cols))) for s in range(0, num_cols, chunk)]
+    return [[]] if not chunks and rule is not None else chunks  # [[]]: the label alone
+
+
+def _fit_fn(chunks: list[list[int]], num_bins: int, binning: str, rule: LabelRule | None):
+    """A ``mapInArrow`` function from the sample rows of one or more chunks (shuffled
+    together by chunk) to ``column int, splits string`` rows: each column's (split points,
+    spikes), the label's as column -1. Other rows (the fused pass's statistics) pass
+    through as column -2."""
+    lead = 1 if rule is not None else 0
+
+    def fit(batches):
         got: dict[int, list[np.ndarray]] = {}
+        passed: list[str] = []
         for rb in batches:
             for k, narrow, blob in zip(rb.column("chunk").to_pylist(),
                                        rb.column("narrow").to_pylist(),
                                        rb.column("values").to_pylist()):
+                if k == _STATS_ROW:
+                    passed.append(blob.decode("utf-8"))
+                    continue
                 width = lead + len(chunks[k])
                 mat = np.frombuffer(blob, dtype=np.float32 if narrow else np.float64)
                 got.setdefault(k, []).append(mat.astype(np.float64).reshape(width, -1))
+        if passed:
+            yield pa.RecordBatch.from_pydict({"column": pa.array([-2] * len(passed), pa.int32()),
+                                              "splits": pa.array(passed, pa.string())})
         for k in sorted(got):
             mat = np.concatenate(got[k], axis=1)
             keys = mat[0] if lead else None
@@ -327,12 +442,48 @@ def _quantile_splits(reader: BatchReader, label: str, feats: list[str], num_bins
                 out.append(json.dumps(label_split))
             yield pa.RecordBatch.from_pydict({"column": pa.array(cols, pa.int32()),
                                               "splits": pa.array(out, pa.string())})
+    return fit
 
-    sampled = reader.frame().mapInArrow(sample, "chunk int, narrow boolean, values binary")
-    parts = max(1, min(len(chunks), reader.slots))
-    result = (sampled.repartition(parts, "chunk")
-              .mapInArrow(splits, "column int, splits string").collect())
-    out = {(feats[r[0]] if r[0] >= 0 else label): tuple(json.loads(r[1])) for r in result}
-    for c in feats:  # no rows at all: no split points
+
+def _splits_of(result, label: str, feats: list[str]) -> dict[str, tuple[list[float], list[float]]]:
+    """The fitted rows of :func:`_fit_fn` by column name (no rows at all: no split points)."""
+    out = {(feats[r[0]] if r[0] >= 0 else label): tuple(json.loads(r[1]))
+           for r in result if r[0] >= -1}
+    for c in feats:
         out.setdefault(c, ([], []))
     return out
+
+
+def _quantile_splits(reader: BatchReader, label: str, feats: list[str], num_bins: int,
+                     rows: int, skip_cols: list[str], binning: str = "quantile",
+                     rule: LabelRule | None = None, hash_extra: tuple[str, ...] | list[str] = ()
+                     ) -> dict[str, tuple[list[float], list[float]]]:
+    """The split points over a :class:`BatchReader`'s rows: the same rows are sampled as by
+    :meth:`vmi_spark.spark.spark_source.SparkSource.quantile_splits`
+    (Spark's ``xxhash64`` of the typed label and columns), the same split points placed.
+
+    Each task sends its sampled values as one binary value per chunk of columns
+    (:class:`_Sampler`); a shuffle by chunk brings each chunk's values together, and the
+    split points are computed where they land (:func:`_fit_fn`), so no more than a chunk
+    of the sample is in one place.
+    """
+    # the rows build_plan keeps: a label, and (handleInvalid skip) no missing value in skip_cols
+    extra = [c for c in hash_extra if c not in feats]
+    read_cols = [label, *feats, *extra]
+    read_cols += [c for c in skip_cols if c not in read_cols]
+    read = reader.read(read_cols)
+    chunks = _chunks(len(feats), rule)
+    threshold = _threshold(rows)
+
+    def sample(unit_batches):
+        sampler = _Sampler(len(feats), 1 + len(feats) + len(extra), threshold,
+                           bool(skip_cols), rule, chunks)
+        for rb in read(unit_batches):
+            sampler.add(rb)
+        yield from sampler.rows()
+
+    sampled = reader.frame().mapInArrow(sample, _SAMPLE_SCHEMA)
+    parts = max(1, min(len(chunks), reader.slots))
+    result = (sampled.repartition(parts, "chunk")
+              .mapInArrow(_fit_fn(chunks, num_bins, binning, rule), _SPLITS_SCHEMA).collect())
+    return _splits_of(result, label, feats)

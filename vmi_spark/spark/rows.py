@@ -92,40 +92,58 @@ def _add_distinct(seen: set | None, arr: pa.Array, rows: np.ndarray | None, cap:
     return None if len(seen) > cap else seen
 
 
+class ColumnStats:
+    """The statistics of one task's typed batches, added up batch by batch (``add``):
+    rows, null labels, rows skipped, missing values per feature and distinct values,
+    capped at ``max_categories`` per feature (``max_classes`` for the label; None above
+    the cap). ``json()`` is the task's row for :func:`merge_stats`."""
+
+    def __init__(self, num_features: int, max_categories: int, max_classes: int, skip: bool):
+        self.d, self.max_categories, self.max_classes, self.skip = (
+            num_features, max_categories, max_classes, skip)
+        self.rows = self.null_labels = self.skipped = 0
+        self.missing = np.zeros(num_features, dtype=np.int64)
+        self.values: list[set | None] = [set() for _ in range(num_features)]
+        self.classes: set | None = set()
+
+    def add(self, rb: pa.RecordBatch) -> None:
+        """Count one typed batch (label first, then the features)."""
+        self.rows += rb.num_rows
+        lab_miss = missing_mask(rb.column(0))
+        keep = None if lab_miss is None else ~lab_miss  # None: every row
+        self.null_labels += 0 if lab_miss is None else int(lab_miss.sum())
+        miss = [missing_mask(rb.column(j + 1)) for j in range(self.d)]
+        for j, m in enumerate(miss):
+            if m is not None:
+                self.missing[j] += int((m if keep is None else m & keep).sum())
+        if self.skip and any(m is not None for m in miss):
+            anym = np.logical_or.reduce([m for m in miss if m is not None])
+            self.skipped += int((anym if keep is None else anym & keep).sum())
+            keep = _and_not(keep, anym)
+        self.classes = _add_distinct(self.classes, rb.column(0), keep, self.max_classes)
+        for j in range(self.d):
+            if self.values[j] is not None:
+                self.values[j] = _add_distinct(self.values[j], rb.column(j + 1),
+                                               _and_not(keep, miss[j]), self.max_categories)
+
+    def json(self) -> str:
+        """The task's statistics as JSON (:func:`merge_stats` reads them)."""
+        return json.dumps({
+            "rows": self.rows, "null_labels": self.null_labels, "skipped": self.skipped,
+            "missing": self.missing.tolist(),
+            "classes": None if self.classes is None else list(self.classes),
+            "values": [None if v is None else list(v) for v in self.values]})
+
+
 def column_stats_fn(num_features: int, max_categories: int, max_classes: int, skip: bool
                     ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """A ``mapInArrow`` function: the statistics of a task's typed batches as one JSON row
-    (``stats string``): rows, null labels, rows skipped, missing values per feature and
-    distinct values, capped at ``max_categories`` per feature (``max_classes`` for the
-    label; None above the cap). :func:`merge_stats` adds up the tasks' rows."""
+    """A ``mapInArrow`` function: the :class:`ColumnStats` of a task's typed batches as one
+    JSON row (``stats string``). :func:`merge_stats` adds up the tasks' rows."""
     def fn(batches):
-        rows = null_labels = skipped = 0
-        missing = np.zeros(num_features, dtype=np.int64)
-        values: list[set | None] = [set() for _ in range(num_features)]
-        classes: set | None = set()
+        stats = ColumnStats(num_features, max_categories, max_classes, skip)
         for rb in batches:
-            rows += rb.num_rows
-            lab_miss = missing_mask(rb.column(0))
-            keep = None if lab_miss is None else ~lab_miss  # None: every row
-            null_labels += 0 if lab_miss is None else int(lab_miss.sum())
-            miss = [missing_mask(rb.column(j + 1)) for j in range(num_features)]
-            for j, m in enumerate(miss):
-                if m is not None:
-                    missing[j] += int((m if keep is None else m & keep).sum())
-            if skip and any(m is not None for m in miss):
-                anym = np.logical_or.reduce([m for m in miss if m is not None])
-                skipped += int((anym if keep is None else anym & keep).sum())
-                keep = _and_not(keep, anym)
-            classes = _add_distinct(classes, rb.column(0), keep, max_classes)
-            for j in range(num_features):
-                if values[j] is not None:
-                    values[j] = _add_distinct(values[j], rb.column(j + 1),
-                                              _and_not(keep, miss[j]), max_categories)
-        yield pa.RecordBatch.from_pydict({"stats": [json.dumps({
-            "rows": rows, "null_labels": null_labels, "skipped": skipped,
-            "missing": missing.tolist(),
-            "classes": None if classes is None else list(classes),
-            "values": [None if v is None else list(v) for v in values]})]})
+            stats.add(rb)
+        yield pa.RecordBatch.from_pydict({"stats": [stats.json()]})
     return fn
 
 

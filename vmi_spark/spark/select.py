@@ -443,7 +443,9 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     elif vector is not None:
         reader = vector
     elif source is not None and estimator == "histogram":
-        reader = ParquetReader(df.sparkSession, source, slots)
+        # the statistics pass samples the rows for the bin edges too, where it can
+        reader = ParquetReader(df.sparkSession, source, slots,
+                               presample=None if label_type == "continuous" else (num_bins, binning))
     else:
         reader = SparkSource(df)
     # the passes over the rows type the values in the Python workers (see spark_source.packed)
