@@ -784,3 +784,21 @@ def test_pairwise_state_rebuilt_mid_block_matches(monkeypatch):
     be.run = flaky
     got = select_vmi(be, PAIRWISE, 8, 0.01)
     assert got.selected == full.selected and got.scores == full.scores
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_blocks_mapped_on_threads_give_the_same_integers(method):
+    """``InMemoryBackend(map=pool.map)`` (the driver execution's threads) sums the same
+    per-block integers as the blocks taken in turn, and the slow reference agrees."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    codes, y = random_data(5, 9, 300, 3, 4)
+    ref = reference_of(codes, y)
+    sel, scores, *_ = ref.greedy(method, 9, 0.0)
+    plain = select_vmi(InMemoryBackend(codes, y, method, block_rows=37), method, 9)
+    with ThreadPoolExecutor(3) as pool:
+        threaded = select_vmi(InMemoryBackend(codes, y, method, block_rows=37, map=pool.map),
+                              method, 9)
+    assert threaded.selected == plain.selected == sel
+    assert threaded.scores == plain.scores
+    np.testing.assert_allclose(threaded.scores, scores, rtol=0, atol=1e-9)

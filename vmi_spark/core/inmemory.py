@@ -6,6 +6,9 @@ block kernels as the Spark executors, block by block.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
 import numpy as np
 
 from .bound import (
@@ -19,16 +22,23 @@ from .bound import (
     run_block,
 )
 
+_in_turn = map
+
 
 class InMemoryBackend:
     """Rows held as (D, N) uint8 codes and (N,) class codes, split into blocks.
 
-    Implements :class:`vmi_spark.core.greedy.Backend`.
+    Implements :class:`vmi_spark.core.greedy.Backend`. ``map`` runs a step's per-block
+    function over the blocks (default: the built-in ``map``, one block after the other;
+    a thread pool's ``map`` spreads them over cores, the kernels release the GIL). The
+    blocks' sums are exact integers, so the order they are computed in does not matter.
     """
 
     def __init__(self, codes: np.ndarray, y: np.ndarray, method: str,
                  arity: int | None = None, num_classes: int | None = None,
-                 block_rows: int = MAX_BLOCK_ROWS):
+                 block_rows: int = MAX_BLOCK_ROWS,
+                 map: Callable[[Callable[[Any], np.ndarray], Iterable[Any]],
+                               Iterator[np.ndarray]] | None = None):
         codes = np.ascontiguousarray(codes, dtype=np.uint8)
         y = np.ascontiguousarray(y, dtype=np.int64)
         self.arity = int(arity if arity is not None else int(codes.max(initial=0)) + 1)
@@ -38,6 +48,7 @@ class InMemoryBackend:
         self.blocks = [(np.ascontiguousarray(codes[:, s:s + block_rows]), y[s:s + block_rows])
                        for s in starts]
         self.states: list[BlockState] | None = None
+        self._map = map if map is not None else _in_turn
 
     def feature_counts(self) -> np.ndarray:
         return np.sum([feature_counts(c, y, self.arity, self.num_classes)
@@ -54,8 +65,9 @@ class InMemoryBackend:
         states: list[BlockState | None] = (list(self.states or []) if ops.method == PAIRWISE
                                            else [None] * len(self.blocks))
         total = np.zeros(self.blocks[0][0].shape[0], dtype=np.int64)
-        for (c, y), state in zip(self.blocks, states):
-            total += run_block(c, y, state, ops)
+        for part in self._map(lambda b: run_block(b[0][0], b[0][1], b[1], ops),
+                              zip(self.blocks, states)):
+            total += part
         return total
 
     def pair_counts_many(self, fs: list[int]) -> np.ndarray:

@@ -39,7 +39,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from ..core import encoding
-from ..core.bound import MAX_BLOCK_ROWS, PAIRWISE, BlockState, run_block
+from ..core.bound import MAX_BLOCK_ROWS
 from ..core.encoding import (
     EncodingPlan,
     LabelRule,
@@ -205,24 +205,11 @@ class DriverBackend(InMemoryBackend):
         n = codes.shape[1]
         # about two blocks per thread, so that every thread has work in every pass
         block_rows = max(4096, -(-n // (2 * threads))) if n else 4096
+        pool = ThreadPoolExecutor(threads) if threads > 1 and n > 4096 else None
         super().__init__(codes, y, method, arity=arity, num_classes=num_classes,
-                         block_rows=min(block_rows, MAX_BLOCK_ROWS))
-        self._pool = ThreadPoolExecutor(threads) if threads > 1 and len(self.blocks) > 1 else None
-
-    def run(self, ops):
-        if self._pool is None:
-            return super().run(ops)
-        if ops.method == PAIRWISE and self.states is None:
-            self.states = [BlockState.initial(ops.prior, c.shape[1], c.shape[0])
-                           for c, _ in self.blocks]
-        states = list(self.states) if ops.method == PAIRWISE and self.states else \
-            [None] * len(self.blocks)
-        parts = self._pool.map(lambda b: run_block(b[0][0], b[0][1], b[1], ops),
-                               zip(self.blocks, states))
-        total = np.zeros(self.blocks[0][0].shape[0], dtype=np.int64)
-        for p in parts:
-            total += p
-        return total
+                         block_rows=min(block_rows, MAX_BLOCK_ROWS),
+                         map=pool.map if pool is not None else None)
+        self._pool = pool
 
     def notes(self) -> list[str]:
         return []
