@@ -61,3 +61,22 @@ def test_vector_reader_plans_and_selects_as_the_expanded_columns(spark, monkeypa
     kinds = [c.kind for c in ref.plan.columns]
     assert "bins" in kinds and "category" in kinds
     assert all(c.missing for c in ref.plan.columns)  # the null vectors
+
+
+def test_wide_vectors_are_read_in_batches_of_bounded_bytes(spark, monkeypatch):
+    """Reading a wide vector column sets Spark's Parquet and Arrow batch sizes so that a
+    batch holds at most VECTOR_BATCH_BYTES of elements, and puts the session's back."""
+    from vmi_spark.spark import vector_source as V
+
+    df = spark.createDataFrame([(1, Vectors.dense([0.0] * 50))], ["y", "v"])
+    reader = V.VectorReader(df, "y", "v", [f"v[{i}]" for i in range(50)], 2)
+    monkeypatch.setattr(V, "VECTOR_BATCH_BYTES", 8 * 50 * 100)  # 100 rows a batch
+    keys = ("spark.sql.parquet.columnarReaderBatchSize",
+            "spark.sql.execution.arrow.maxRecordsPerBatch")
+    before = [spark.conf.get(k, None) for k in keys]
+    with reader.reading():
+        assert [spark.conf.get(k) for k in keys] == ["100", "100"]
+    assert [spark.conf.get(k, None) for k in keys] == before
+    monkeypatch.setattr(V, "VECTOR_BATCH_BYTES", 8 * 50 * 50_000)  # larger: left alone
+    with reader.reading():
+        assert [spark.conf.get(k, None) for k in keys] == before

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -289,6 +290,10 @@ class BatchReader:
         """Whether ``parts`` partitions of the frame hold about the same rows, so that the
         blocks need no shuffle to spread them (unknown here: no)."""
         return False
+
+    def reading(self) -> AbstractContextManager[None]:
+        """The session settings the jobs reading the rows run under (none here)."""
+        return nullcontext()
 
 
 class ParquetReader(BatchReader):

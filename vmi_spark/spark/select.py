@@ -6,6 +6,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
@@ -449,9 +450,11 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     else:
         reader = SparkSource(df)
     # the passes over the rows type the values in the Python workers (see spark_source.packed)
-    plan, skip_cols = build_plan(schema, label, features, num_bins, max_categories, max_classes,
-                                 handle_invalid, _TimedSource(reader, phases), binning,
-                                 label_type, label_bins)
+    reading = reader.reading if isinstance(reader, BatchReader) else nullcontext
+    with reading():
+        plan, skip_cols = build_plan(schema, label, features, num_bins, max_categories,
+                                     max_classes, handle_invalid, _TimedSource(reader, phases),
+                                     binning, label_type, label_bins)
     if estimator == "kde":
         plan = grid_plan(SparkSource(df).kept(label, skip_cols), plan)
     notes: list[str] = []
@@ -500,7 +503,7 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         level = _storage_level(df.sparkSession, storage_level, plan.num_rows * (d + 2), parts,
                                notes)
         # a cached batch of a few blocks, not of a whole partition (see cache_batch_rows)
-        with batch_rows(df.sparkSession, cache_batch_rows(block_rows * (d + 2))):
+        with batch_rows(df.sparkSession, cache_batch_rows(block_rows * (d + 2))), reading():
             if isinstance(reader, BatchReader) and reader.balanced(parts):
                 # row groups split evenly over the task slots: encoded straight into the
                 # cache, no range shuffle (one job instead of two)

@@ -53,25 +53,34 @@ def cache_batch_rows(block_bytes: int) -> int:
 
 
 @contextmanager
-def batch_rows(spark: Any, rows: int) -> Iterator[None]:
-    """Run the block with the session's cached-batch size set to ``rows``, restored after
-    (left alone where the session does not let it be set)."""
-    try:
-        old = spark.conf.get(BATCH_SIZE_CONF, None)
-        spark.conf.set(BATCH_SIZE_CONF, str(rows))
-    except Exception:  # noqa: BLE001 - a session that refuses the conf keeps its own
-        yield
-        return
+def session_confs(spark: Any, confs: dict[str, str]) -> Iterator[None]:
+    """Run the block with the session's SQL confs ``confs`` set, restored after (a conf
+    the session does not let be set keeps its own value)."""
+    old: dict[str, str | None] = {}
+    for key, value in confs.items():
+        try:
+            before = spark.conf.get(key, None)
+            spark.conf.set(key, value)
+            old[key] = before
+        except Exception:  # noqa: BLE001, S112 - a session that refuses the conf keeps its own
+            continue
     try:
         yield
     finally:
-        try:
-            if old is None:
-                spark.conf.unset(BATCH_SIZE_CONF)
-            else:
-                spark.conf.set(BATCH_SIZE_CONF, old)
-        except Exception:  # noqa: BLE001, S110 - restoring is best effort
-            pass
+        for key, before in old.items():
+            try:
+                if before is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, before)
+            except Exception:  # noqa: BLE001, S110 - restoring is best effort
+                pass
+
+
+def batch_rows(spark: Any, rows: int):
+    """Run the block with the session's cached-batch size set to ``rows``, restored after
+    (left alone where the session does not let it be set)."""
+    return session_confs(spark, {BATCH_SIZE_CONF: str(rows)})
 
 
 def caching_refused(exc: BaseException) -> bool:

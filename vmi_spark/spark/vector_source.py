@@ -15,6 +15,8 @@ the same ``xxhash64`` of the typed row (:mod:`.sparkhash`).
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,7 +26,8 @@ from pyspark.sql import types as T
 
 from .arrow_source import BatchReader
 from .plan import quote
-from .rows import typed_array
+from .rows import feature_array, typed_array
+from .storage import session_confs
 
 
 def vector_array(features_col: str):
@@ -34,6 +37,13 @@ def vector_array(features_col: str):
 
     col = F.col(quote(features_col))
     return F.when(col.isNotNull(), vector_to_array(col, "float64"))
+
+
+#: bytes of vector elements in one batch read from the input (see VectorReader.reading)
+VECTOR_BATCH_BYTES = 64 << 20
+#: the batch sizes (rows) reading a vector column goes through, and their defaults
+_BATCH_CONFS = {"spark.sql.parquet.columnarReaderBatchSize": 4096,
+                "spark.sql.execution.arrow.maxRecordsPerBatch": 10000}
 
 
 def vector_matrix(arr: pa.Array, width: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -74,6 +84,22 @@ class VectorReader(BatchReader):
     def frame(self, partitions: int | None = None) -> DataFrame:
         return self._frame
 
+    def reading(self) -> AbstractContextManager[None]:
+        """Batches of at most :data:`VECTOR_BATCH_BYTES` of elements: Spark's Parquet reader
+        (4,096 rows a batch) and its Arrow batches to Python (10,000 rows) hold a batch's
+        vectors whole in the heap, 800 MB at 10,000 elements a vector."""
+        spark = self._frame.sparkSession
+        rows = max(64, VECTOR_BATCH_BYTES // (8 * max(1, len(self.names))))
+        confs = {}
+        for conf, default in _BATCH_CONFS.items():
+            try:
+                now = int(spark.conf.get(conf, str(default)) or default)
+            except Exception:  # noqa: BLE001 - unreadable here: leave it alone
+                continue
+            if rows < now:  # smaller than the session's batches: never larger
+                confs[conf] = str(rows)
+        return session_confs(spark, confs) if confs else nullcontext()
+
     def read(self, columns: list[str]):
         """Typed batches of ``columns``: the label (first) and the named elements."""
         label_kind = self.kinds[columns[0]]
@@ -84,9 +110,11 @@ class VectorReader(BatchReader):
         def batches(it):
             for rb in it:
                 mat, null = vector_matrix(rb.column(1), width)
-                sub = mat[:, idx] if len(idx) else np.empty((rb.num_rows, 0))
+                # the elements as contiguous columns (one gather), passed on as read: the
+                # passes read float64 values as doubles themselves (feature_array)
+                sub = mat.T[idx] if len(idx) else np.empty((0, rb.num_rows))
                 cols = [typed_array(rb.column(0), label_kind)]
-                cols += [typed_array(pa.array(sub[:, j], mask=null), "double")
-                         for j in range(sub.shape[1])]
+                cols += [feature_array(pa.array(sub[j], mask=null), "double")
+                         for j in range(sub.shape[0])]
                 yield pa.RecordBatch.from_arrays(cols, names=names)
         return batches
