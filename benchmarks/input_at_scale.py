@@ -31,7 +31,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 from data import write_mixed_parquet  # noqa: E402
-from run import load, machine  # noqa: E402
+from run import load, machine, save  # noqa: E402
 
 
 def main(argv=None):
@@ -91,9 +91,7 @@ def main(argv=None):
         "same_selection_every_run": len({tuple(r["selected"]) for r in res["runs"]}) == 1}
     res["load_end"] = load()
     print(json.dumps(res["summary"]), flush=True)
-    if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(res, fh, indent=1)
+    save(res, args.out)
     return 0
 
 

@@ -117,6 +117,13 @@ def load():
     return round(os.getloadavg()[0], 2)
 
 
+def save(res, path):
+    """Write a benchmark's result dict as JSON to ``path`` (nothing when it is None)."""
+    if path:
+        with open(path, "w") as fh:
+            json.dump(res, fh, indent=1)
+
+
 def timed(fn, *a, **k):
     t = time.perf_counter()
     r = fn(*a, **k)

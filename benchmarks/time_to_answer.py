@@ -32,6 +32,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+from run import load, save  # noqa: E402
+
 BARE = """
 import sys, time
 from pyspark.sql import SparkSession
@@ -44,10 +46,6 @@ spark.stop()
 def spark_submit() -> str:
     exe = os.path.join(os.path.dirname(sys.executable), "spark-submit")
     return exe if os.path.exists(exe) else "spark-submit"
-
-
-def load() -> float:
-    return round(os.getloadavg()[0], 2)
 
 
 def tables(tmp: str) -> dict[str, str]:
@@ -134,9 +132,7 @@ def main(argv=None) -> int:
         res["load_end"] = load()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(res, fh, indent=1)
+    save(res, args.out)
     return 0
 
 

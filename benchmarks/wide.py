@@ -38,6 +38,7 @@ def main(argv=None) -> int:
     from pyspark.sql import SparkSession
 
     from data import make_table, write_coded_parquet
+    from run import save
     from vmi_spark.spark.arrow_source import parquet_source
     from vmi_spark.spark.select import run_selection
 
@@ -86,9 +87,7 @@ def main(argv=None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
         spark.stop()
     res["load_end"] = round(os.getloadavg()[0], 2)
-    if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(res, fh, indent=1)
+    save(res, args.out)
     return 0
 
 
