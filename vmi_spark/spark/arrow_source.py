@@ -235,11 +235,9 @@ class BatchReader:
                 "values": pa.array([stats.json().encode("utf-8")], pa.binary())})
             yield from sampler.rows()
 
-        sampled = self.frame().mapInArrow(fused, _SAMPLE_SCHEMA)
-        result = (sampled.repartition(max(1, min(len(chunks), self.slots)), "chunk")
-                  .mapInArrow(_fit_fn(chunks, num_bins, binning, None), _SPLITS_SCHEMA)
-                  .collect())
-        parts = [json.loads(r[1]) for r in result if r[0] == -2]
+        result = _fitted(self.frame().mapInArrow(fused, _SAMPLE_SCHEMA), chunks, num_bins,
+                         binning, None, self.slots)
+        parts = [json.loads(r[1]) for r in result if r[0] == _PASSED]
         self._presampled = ((tuple(guess), rows, num_bins, binning),
                             _splits_of(result, label, guess))
         return merge_stats(parts, len(features), max_categories, max_classes)
@@ -400,6 +398,8 @@ _SAMPLE_SCHEMA = "chunk int, narrow boolean, values binary"
 _SPLITS_SCHEMA = "column int, splits string"
 #: the ``chunk`` of a task's statistics in the fused pass (:meth:`BatchReader.column_stats`)
 _STATS_ROW = -1
+#: the ``column`` of those statistics after the fit (passed through); -1 is the label's
+_PASSED = -2
 
 
 def _threshold(rows: int) -> int | None:
@@ -418,7 +418,7 @@ def _fit_fn(chunks: list[list[int]], num_bins: int, binning: str, rule: LabelRul
     """A ``mapInArrow`` function from the sample rows of one or more chunks (shuffled
     together by chunk) to ``column int, splits string`` rows: each column's (split points,
     spikes), the label's as column -1. Other rows (the fused pass's statistics) pass
-    through as column -2."""
+    through as column :data:`_PASSED`."""
     lead = 1 if rule is not None else 0
 
     def fit(batches):
@@ -435,7 +435,8 @@ def _fit_fn(chunks: list[list[int]], num_bins: int, binning: str, rule: LabelRul
                 mat = np.frombuffer(blob, dtype=np.float32 if narrow else np.float64)
                 got.setdefault(k, []).append(mat.astype(np.float64).reshape(width, -1))
         if passed:
-            yield pa.RecordBatch.from_pydict({"column": pa.array([-2] * len(passed), pa.int32()),
+            yield pa.RecordBatch.from_pydict({"column": pa.array([_PASSED] * len(passed),
+                                                                 pa.int32()),
                                               "splits": pa.array(passed, pa.string())})
         for k in sorted(got):
             mat = np.concatenate(got[k], axis=1)
@@ -450,10 +451,19 @@ def _fit_fn(chunks: list[list[int]], num_bins: int, binning: str, rule: LabelRul
     return fit
 
 
+def _fitted(sampled: DataFrame, chunks: list[list[int]], num_bins: int, binning: str,
+            rule: LabelRule | None, slots: int) -> list:
+    """The rows of :func:`_fit_fn` over the sample rows ``sampled``, shuffled by chunk
+    over at most ``slots`` tasks and collected."""
+    parts = max(1, min(len(chunks), slots))
+    return (sampled.repartition(parts, "chunk")
+            .mapInArrow(_fit_fn(chunks, num_bins, binning, rule), _SPLITS_SCHEMA).collect())
+
+
 def _splits_of(result, label: str, feats: list[str]) -> dict[str, tuple[list[float], list[float]]]:
     """The fitted rows of :func:`_fit_fn` by column name (no rows at all: no split points)."""
     out = {(feats[r[0]] if r[0] >= 0 else label): tuple(json.loads(r[1]))
-           for r in result if r[0] >= -1}
+           for r in result if r[0] != _PASSED}
     for c in feats:
         out.setdefault(c, ([], []))
     return out
@@ -487,8 +497,6 @@ def _quantile_splits(reader: BatchReader, label: str, feats: list[str], num_bins
             sampler.add(rb)
         yield from sampler.rows()
 
-    sampled = reader.frame().mapInArrow(sample, _SAMPLE_SCHEMA)
-    parts = max(1, min(len(chunks), reader.slots))
-    result = (sampled.repartition(parts, "chunk")
-              .mapInArrow(_fit_fn(chunks, num_bins, binning, rule), _SPLITS_SCHEMA).collect())
+    result = _fitted(reader.frame().mapInArrow(sample, _SAMPLE_SCHEMA), chunks, num_bins,
+                     binning, rule, reader.slots)
     return _splits_of(result, label, feats)
