@@ -802,3 +802,84 @@ def test_blocks_mapped_on_threads_give_the_same_integers(method):
     assert threaded.selected == plain.selected == sel
     assert threaded.scores == plain.scores
     np.testing.assert_allclose(threaded.scores, scores, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("num_classes", [2, 3])
+def test_naive_state_folds_on_to_the_stateless_integers(monkeypatch, num_classes):
+    """A step that folds only its new features into the kept posterior (``NaiveState``)
+    gives the integers of the step that rebuilds the posterior from all of them, over a
+    selection path with a restart, a repeated block and a block that is not an extension;
+    the kept posterior is a plain per-row product of the block's tables, normalised."""
+    from vmi_spark.core import bound
+
+    rng = np.random.default_rng(num_classes)
+    n, d = 4000, 14
+    y = rng.integers(0, num_classes, n)
+    codes = ((rng.integers(0, 5, (d, n)) + (rng.random((d, n)) < 0.4) * y) % 5).astype(np.uint8)
+    path = [(0,), (0, 3), (0, 3, 7), (0, 3, 7, 1), (0, 3, 7, 1, 9), (0, 3, 7, 1, 9),
+            (2,), (2, 5), (2, 5, 11), (2, 5, 11, 4), (2, 6, 11, 4), (2, 6, 11, 4, 13)]
+    state = bound.NaiveState()
+    per_row = 0
+    for block in path:
+        ops = _naive_ops(codes, y, list(block))
+        kept = bound.naive_partials(codes, ops, state)
+        assert np.array_equal(kept, bound.naive_partials(codes, ops)), block
+        if state.block == block:  # the per-row kernel ran: its posterior is kept
+            per_row += 1
+            post = np.tile(ops.prior, (n, 1))
+            for f in block:
+                post = post * ops.cond[f][codes[f]]
+                post /= post.sum(axis=1, keepdims=True)
+            np.testing.assert_allclose(state.rows.T, post, rtol=1e-12)
+    assert per_row >= 6  # long blocks leave the pattern kernel and fold on
+    assert state.nbytes == 8 * n * num_classes
+    # the numpy loops fold on to the same integers
+    from test_kernels import _numpy_loops
+
+    _numpy_loops(monkeypatch)
+    state_np = bound.NaiveState()
+    for block in path:
+        ops = _naive_ops(codes, y, list(block))
+        assert np.array_equal(bound.naive_partials(codes, ops, state_np),
+                              bound.naive_partials(codes, ops)), block
+
+
+def test_in_memory_backend_keeps_the_naive_posterior_between_steps():
+    """The in-memory (and driver) backend keeps each block's naive posterior and gives the
+    selection of a backend that rebuilds it every step; close() forgets it."""
+    from vmi_spark.core import bound
+
+    codes, y = random_data(7, 12, 3000, 3, 5)
+    be = InMemoryBackend(codes, y, NAIVE, block_rows=700)
+    kept = select_vmi(be, NAIVE, 10, 0.0)
+    assert any(s.block for s in be.naive_states)
+    be.close()
+    assert not any(s.block for s in be.naive_states)
+
+    class Stateless(InMemoryBackend):
+        def run(self, ops):
+            self.close()
+            return super().run(ops)
+
+    rebuilt = select_vmi(Stateless(codes, y, NAIVE, block_rows=700), NAIVE, 10, 0.0)
+    assert kept.selected == rebuilt.selected and kept.scores == rebuilt.scores
+    assert bound.NaiveState().nbytes == 0
+
+
+def test_naive_state_is_rebuilt_under_other_tables():
+    """The kept posterior belongs to the tables it was computed with: the same block under
+    another conditional (an equal copy included) is recomputed, not folded on."""
+    from vmi_spark.core import bound
+    from vmi_spark.core.bound import StepOps
+
+    codes, y = random_data(3, 10, 2500, 2, 5)
+    ops = _naive_ops(codes, y, [0, 1, 2, 3, 4, 5])
+    state = bound.NaiveState()
+    bound.naive_partials(codes, ops, state)
+    assert state.block == ops.block and state.holds(ops)
+    other = ops.cond + 1e-3
+    other /= other.sum(axis=1, keepdims=True)
+    ops2 = StepOps(NAIVE, ops.prior, other, ops.candidates, ops.block + (6,))
+    assert not state.holds(ops2)
+    assert np.array_equal(bound.naive_partials(codes, ops2, state), bound.naive_partials(codes, ops2))
+    assert not state.holds(StepOps(NAIVE, ops.prior, other.copy(), ops.candidates, ops.block))

@@ -80,3 +80,30 @@ def test_wide_vectors_are_read_in_batches_of_bounded_bytes(spark, monkeypatch):
     monkeypatch.setattr(V, "VECTOR_BATCH_BYTES", 8 * 50 * 50_000)  # larger: left alone
     with reader.reading():
         assert [spark.conf.get(k, None) for k in keys] == before
+
+
+def test_vector_length_is_checked_in_batches_of_bounded_bytes(spark, monkeypatch):
+    """The aggregate that checks every vector's length runs before the length is known:
+    it reads in batches sized for UNKNOWN_WIDTH elements (256 rows at 64 MB), so that a
+    30,000-element column does not fill the heap with 4,096-row Parquet batches."""
+    from contextlib import contextmanager
+
+    from vmi_spark.spark import select
+    from vmi_spark.spark import vector_source as V
+
+    df = spark.createDataFrame([(1, Vectors.dense([0.0] * 5)), (0, Vectors.dense([1.0] * 5))],
+                               ["y", "v"])
+    key = "spark.sql.parquet.columnarReaderBatchSize"
+    seen = []
+    real = V.vector_batches
+
+    @contextmanager
+    def spy(session, width):
+        with real(session, width):
+            seen.append((width, session.conf.get(key)))
+            yield
+
+    monkeypatch.setattr(select, "vector_batches", spy)
+    assert select.vector_names(df, "v", "y") == [f"v[{i}]" for i in range(5)]
+    assert seen == [(None, "256")]
+    assert V.VECTOR_BATCH_BYTES // (8 * V.UNKNOWN_WIDTH) == 256

@@ -125,17 +125,74 @@ def naive_own(counts: np.ndarray, cond: np.ndarray) -> np.ndarray:
     return (np.where(seen, table, 0) * counts).sum(axis=(1, 2))
 
 
-def naive_partials(codes: np.ndarray, ops: StepOps) -> np.ndarray:
+@dataclass
+class NaiveState:
+    """The per-row naive-Bayes posterior of one block of rows, kept from step to step.
+
+    ``rows`` (L, n) is q(y | x_S) of every row for the features of ``block``, folded in
+    one at a time in block order as :func:`naive_posterior` does. A step whose block
+    extends ``block`` folds only the features it adds (one gather and normalisation
+    per row instead of m), with the same bits. ``tables`` are the prior and p(x | y)
+    arrays it was computed with: a step with other tables (another selection, another
+    conditional) rebuilds it. Empty while the block's rows fit the pattern kernel,
+    which needs no per-row posterior.
+    """
+
+    rows: np.ndarray | None = None
+    block: tuple[int, ...] = ()
+    tables: tuple[np.ndarray, ...] = ()
+
+    def holds(self, ops: StepOps) -> bool:
+        """Whether the kept posterior is of a prefix of ``ops.block`` under its tables."""
+        held = self.block
+        return (self.rows is not None and len(self.tables) == 2 and bool(held)
+                and self.tables[0] is ops.prior and self.tables[1] is ops.cond
+                and ops.block[:len(held)] == held)
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.rows is None else int(self.rows.nbytes)
+
+
+def naive_rows(codes: np.ndarray, ops: StepOps, state: NaiveState | None):
+    """The posterior the naive step needs: ``(ids, post)`` per pattern, or ``(None, rows)``.
+
+    Rows that fall into few patterns of the block's features get the pattern posteriors
+    (``ids`` (n,) and ``post`` (P, L)); otherwise the (L, n) posterior of every row,
+    folded on from ``state`` when its block is a prefix of ``ops.block`` and kept there.
+    """
+    cond = ops.cond
+    if state is not None and state.holds(ops):
+        assert state.rows is not None
+        rest = ops.block[len(state.block):]
+        rows = state.rows
+        if rest:
+            n = codes.shape[1]
+            rows = kernels.row_posterior(rows.T, np.arange(n, dtype=np.intp), codes, rest, cond)
+    else:
+        limit = max(1, codes.shape[1] // (PATTERN_RATIO * cond.shape[1]))
+        ids, post, rest = naive_posterior(codes, ops.block, cond, ops.prior, limit)
+        if not rest:
+            return ids, post
+        rows = kernels.row_posterior(post, ids, codes, rest, cond)
+    if state is not None:
+        state.rows, state.block, state.tables = rows, tuple(ops.block), (ops.prior, cond)
+    return None, rows
+
+
+def naive_partials(codes: np.ndarray, ops: StepOps,
+                   state: NaiveState | None = None) -> np.ndarray:
     """Fixed-point per-feature sums of the mixture term of the naive bound over one block.
 
     The naive increment of candidate i sums over rows ``log p(x_i^k | y_k) - log sum_y
     r_k(y) p(x_i^k | y)`` with r_k = q(y | x_S^k). The first term depends only on the
     counts n(x_i, y) (:func:`naive_own`); this returns minus the sum of the second,
-    each row's log rounded to 2**-32 nats. Stateless: the posterior is rebuilt from the
-    block's features (m gathers per row). While the rows fall into few patterns of x_S
-    the sum is taken over counts n(pattern, x_i) instead of rows, which gives the same
-    integers with one log per table cell. The loops run compiled when numba is
-    installed (:mod:`.kernels`), with the same integers.
+    each row's log rounded to 2**-32 nats. The posterior is rebuilt from the block's
+    features (m gathers per row), or folded on from ``state`` (:class:`NaiveState`).
+    While the rows fall into few patterns of x_S the sum is taken over counts
+    n(pattern, x_i) instead of rows, which gives the same integers with one log per
+    table cell. The loops run compiled when numba is installed (:mod:`.kernels`), with
+    the same integers.
     """
     num_features, n = codes.shape
     cond = ops.cond
@@ -144,9 +201,8 @@ def naive_partials(codes: np.ndarray, ops: StepOps) -> np.ndarray:
     cands = np.flatnonzero(ops.candidates)
     if n == 0 or len(cands) == 0:
         return out
-    limit = max(1, n // (PATTERN_RATIO * arity))
-    ids, post, rest = naive_posterior(codes, ops.block, cond, ops.prior, limit)
-    if not rest:
+    ids, post = naive_rows(codes, ops, state)
+    if ids is not None:
         num = post.shape[0]
         for i in cands:
             c = cond[i]  # (A, L)
@@ -156,8 +212,7 @@ def naive_partials(codes: np.ndarray, ops: StepOps) -> np.ndarray:
             cnt = kernels.pattern_counts(codes[i], ids, num, arity)
             out[i] = -int((cnt * fixed_log(mix)).sum())
         return out
-    rows = kernels.row_posterior(post, ids, codes, rest, cond)
-    out[cands] = -kernels.mix_log_sums(codes, cands, rows, cond)
+    out[cands] = -kernels.mix_log_sums(codes, cands, post, cond)
     return out
 
 
@@ -254,13 +309,17 @@ def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: BlockState,
     return out
 
 
-def run_block(codes: np.ndarray, y: np.ndarray, state: BlockState | None,
+def run_block(codes: np.ndarray, y: np.ndarray, state: BlockState | NaiveState | None,
               ops: StepOps) -> np.ndarray:
-    """One pass over a block of rows: the (D,) fixed-point partial sums of ``ops``."""
+    """One pass over a block of rows: the (D,) fixed-point partial sums of ``ops``.
+
+    ``state`` is the block's :class:`BlockState` (pairwise; required) or
+    :class:`NaiveState` (naive; optional, None rebuilds the posterior)."""
     if ops.method == PAIRWISE:
-        assert state is not None and ops.block
+        assert isinstance(state, BlockState) and ops.block
         return pairwise_partials(codes, y, state, ops)
-    return naive_partials(codes, ops)
+    assert state is None or isinstance(state, NaiveState)
+    return naive_partials(codes, ops, state)
 
 
 def pair_counts(codes: np.ndarray, y: np.ndarray, f: int, arity: int, num_classes: int) -> np.ndarray:

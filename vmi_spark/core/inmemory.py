@@ -15,6 +15,7 @@ from .bound import (
     MAX_BLOCK_ROWS,
     PAIRWISE,
     BlockState,
+    NaiveState,
     StepOps,
     feature_counts,
     pair_counts,
@@ -28,7 +29,9 @@ _in_turn = map
 class InMemoryBackend:
     """Rows held as (D, N) uint8 codes and (N,) class codes, split into blocks.
 
-    Implements :class:`vmi_spark.core.greedy.Backend`. ``map`` runs a step's per-block
+    Implements :class:`vmi_spark.core.greedy.Backend`. Each block keeps its per-row state
+    from step to step: the pairwise running sums, or the naive posterior (8 bytes per row
+    and class, :class:`.bound.NaiveState`). ``map`` runs a step's per-block
     function over the blocks (default: the built-in ``map``, one block after the other;
     a thread pool's ``map`` spreads them over cores, the kernels release the GIL). The
     blocks' sums are exact integers, so the order they are computed in does not matter.
@@ -48,6 +51,7 @@ class InMemoryBackend:
         self.blocks = [(np.ascontiguousarray(codes[:, s:s + block_rows]), y[s:s + block_rows])
                        for s in starts]
         self.states: list[BlockState] | None = None
+        self.naive_states = [NaiveState() for _ in self.blocks]
         self._map = map if map is not None else _in_turn
 
     def feature_counts(self) -> np.ndarray:
@@ -62,8 +66,8 @@ class InMemoryBackend:
         if ops.method == PAIRWISE and self.states is None:
             self.states = [BlockState.initial(ops.prior, c.shape[1], c.shape[0])
                            for c, _ in self.blocks]
-        states: list[BlockState | None] = (list(self.states or []) if ops.method == PAIRWISE
-                                           else [None] * len(self.blocks))
+        states: list[BlockState] | list[NaiveState] = (
+            list(self.states or []) if ops.method == PAIRWISE else self.naive_states)
         total = np.zeros(self.blocks[0][0].shape[0], dtype=np.int64)
         for part in self._map(lambda b: run_block(b[0][0], b[0][1], b[1], ops),
                               zip(self.blocks, states)):
@@ -80,5 +84,6 @@ class InMemoryBackend:
         return total
 
     def close(self) -> None:
-        """Forget the pairwise states (the codes stay: nothing else is held)."""
+        """Forget the per-row states (the codes stay: nothing else is held)."""
         self.states = None
+        self.naive_states = [NaiveState() for _ in self.blocks]

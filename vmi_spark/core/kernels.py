@@ -267,7 +267,28 @@ def _compile(numba, cache=True):
         return out
 
     @jit
-    def pair_fold(log_ratio, table, codes, cf, y, targets):
+    def pair_fold2(log_ratio, table, codes, cf, y, targets):
+        # two classes: log_ratio[i, k] += d_i[x_i, x_f, y_k] with the candidate's table of
+        # differences d_i[a, b, y] = t_i[a, b, 1 - y] - t_i[a, b, y] (the same subtraction)
+        n = codes.shape[1]
+        arity = table.shape[1]
+        key = np.empty(n, dtype=np.int64)
+        for k in range(n):
+            key[k] = np.int64(cf[k]) * 2 + y[k]
+        d = np.empty(arity * arity * 2)
+        for i in targets:
+            t_i = table[i]
+            for a in range(arity):
+                for b in range(arity):
+                    for c in range(2):
+                        d[(a * arity + b) * 2 + c] = t_i[a, b, 1 - c] - t_i[a, b, c]
+            src = log_ratio[i, :, 0]
+            a_i = codes[i]
+            for k in range(n):
+                src[k] += d[np.int64(a_i[k]) * (2 * arity) + key[k]]
+
+    @jit
+    def pair_fold_any(log_ratio, table, codes, cf, y, targets):
         n = codes.shape[1]
         others = log_ratio.shape[2]
         for i in targets:
@@ -382,23 +403,43 @@ def _compile(numba, cache=True):
 
     @jit
     def pair_counts_loop(codes, y, f, arity, num_classes):
+        # four interleaved histograms per feature, summed at the end: consecutive rows
+        # that hit the same cell do not wait for each other's increment
         num_features, n = codes.shape
-        out = np.zeros((num_features, arity, arity, num_classes), dtype=np.int64)
+        per = arity * num_classes
+        cells = arity * per
+        out = np.zeros((num_features, cells), dtype=np.int64)
         cf = codes[f]
+        key = np.empty(n, dtype=np.int64)
+        for k in range(n):
+            key[k] = np.int64(cf[k]) * num_classes + y[k]
+        h = np.zeros((4, cells), dtype=np.int64)
         for i in range(num_features):
             ci = codes[i]
+            h[:] = 0
+            k = 0
+            while k + 4 <= n:
+                h[0, np.int64(ci[k]) * per + key[k]] += 1
+                h[1, np.int64(ci[k + 1]) * per + key[k + 1]] += 1
+                h[2, np.int64(ci[k + 2]) * per + key[k + 2]] += 1
+                h[3, np.int64(ci[k + 3]) * per + key[k + 3]] += 1
+                k += 4
+            while k < n:
+                h[0, np.int64(ci[k]) * per + key[k]] += 1
+                k += 1
             oi = out[i]
-            for k in range(n):
-                oi[ci[k], cf[k], y[k]] += 1
-        return out
+            for c in range(cells):
+                oi[c] = h[0, c] + h[1, c] + h[2, c] + h[3, c]
+        return out.reshape((num_features, arity, arity, num_classes))
 
     def pair_counts(codes, y, f, arity, num_classes):
         return pair_counts_loop(codes, np.asarray(y, dtype=np.int64), int(f), int(arity),
                                 int(num_classes))
 
     def fold(log_ratio, table, codes, cf, y, targets):
-        pair_fold(log_ratio, table, codes, cf, np.asarray(y, dtype=np.int64),
-                  np.asarray(targets, dtype=np.int64))
+        loop = pair_fold2 if log_ratio.shape[2] == 1 and table.shape[3] == 2 else pair_fold_any
+        loop(log_ratio, table, codes, cf, np.asarray(y, dtype=np.int64),
+             np.asarray(targets, dtype=np.int64))
 
     def posterior(pattern_post, ids, codes, rest, cond):
         return row_posterior(np.ascontiguousarray(pattern_post), ids, codes,

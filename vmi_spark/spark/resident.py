@@ -55,6 +55,7 @@ from ..core.bound import (
     NAIVE,
     PAIRWISE,
     BlockState,
+    NaiveState,
     StepOps,
     feature_counts,
     naive_partials,
@@ -129,6 +130,7 @@ class _TaskServer:
         self.cond: np.ndarray | None = None
         self.tables: dict[int, np.ndarray] = {}
         self.states: dict[int, BlockState] = {}
+        self.naive_states: dict[int, NaiveState] = {}
         self.state_bytes = 0
 
     def handle(self, header: dict, arrays: list[np.ndarray]) -> tuple[dict, list[np.ndarray]]:
@@ -170,10 +172,11 @@ class _TaskServer:
                 if method == PAIRWISE:
                     p = pairwise_partials(codes, y, self._state(bid, codes.shape[1]), ops)
                 else:
-                    p = naive_partials(codes, ops)
+                    p = naive_partials(codes, ops, self._naive_state(bid, codes.shape[1]))
                 _split(hi, lo, p)
         except BaseException:
             self.states.clear()  # a half-updated state must not be reused
+            self.naive_states.clear()
             self.state_bytes = 0
             raise
         return hi, lo
@@ -188,6 +191,17 @@ class _TaskServer:
                 self.states[bid] = state
                 self.state_bytes += size
             # else: a state used for this step only (rebuilt from the codes every step)
+        return state
+
+    def _naive_state(self, bid: int, n: int) -> NaiveState | None:
+        """The block's naive posterior state, or None (rebuilt) when the budget is spent."""
+        state = self.naive_states.get(bid)
+        if state is None:
+            size = 8 * n * self.num_classes
+            if self.state_bytes + size > self.state_budget:
+                return None
+            state = self.naive_states[bid] = NaiveState()
+            self.state_bytes += size
         return state
 
 

@@ -50,7 +50,7 @@ from .resident import ResidentBackend, ResidentUnavailable
 from .session import is_local, parallelism, storage_memory, task_slots, unavailable_reason
 from .spark_source import SparkSource
 from .storage import Kept, batch_rows, cache_batch_rows, keep
-from .vector_source import VectorReader, vector_array
+from .vector_source import VectorReader, vector_array, vector_batches
 
 #: every selection method (the registry's names, kept here for existing imports)
 ALL_METHODS = METHOD_NAMES
@@ -199,7 +199,8 @@ def vector_names(df: DataFrame, features_col: str, label: str) -> list[str]:
     names = vector_attribute_names(fields[features_col].metadata)
     arr = vector_array(features_col)
     size = F.when(arr.isNotNull(), F.size(arr))
-    row = df.select(F.min(size), F.max(size), F.count(F.lit(1))).first()
+    with vector_batches(df.sparkSession, None if names is None else len(names)):
+        row = df.select(F.min(size), F.max(size), F.count(F.lit(1))).first()
     shortest, longest, rows = (row[0], row[1], row[2]) if row is not None else (None, None, 0)
     if names is None:
         if not rows:

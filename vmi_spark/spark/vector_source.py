@@ -16,6 +16,7 @@ the same ``xxhash64`` of the typed row (:mod:`.sparkhash`).
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -44,6 +45,31 @@ VECTOR_BATCH_BYTES = 64 << 20
 #: the batch sizes (rows) reading a vector column goes through, and their defaults
 _BATCH_CONFS = {"spark.sql.parquet.columnarReaderBatchSize": 4096,
                 "spark.sql.execution.arrow.maxRecordsPerBatch": 10000}
+
+
+#: the vector length assumed when it is not known yet (before the first look at the data)
+UNKNOWN_WIDTH = 32768
+
+
+def vector_batches(spark: Any, width: int | None) -> AbstractContextManager[None]:
+    """Run the block with batches of at most :data:`VECTOR_BATCH_BYTES` of vector elements.
+
+    Spark's Parquet reader (4,096 rows a batch) and its Arrow batches to Python (10,000
+    rows) hold a batch's vectors whole in the heap: 800 MB at 10,000 elements a vector.
+    The session's batch sizes are lowered (never raised) for the block and restored;
+    ``width`` None (the length not known yet) assumes :data:`UNKNOWN_WIDTH` elements.
+    """
+    width = UNKNOWN_WIDTH if width is None else max(1, width)
+    rows = max(64, VECTOR_BATCH_BYTES // (8 * width))
+    confs = {}
+    for conf, default in _BATCH_CONFS.items():
+        try:
+            now = int(spark.conf.get(conf, str(default)) or default)
+        except Exception:  # noqa: BLE001 - unreadable here: leave it alone
+            continue
+        if rows < now:  # smaller than the session's batches: never larger
+            confs[conf] = str(rows)
+    return session_confs(spark, confs) if confs else nullcontext()
 
 
 def vector_matrix(arr: pa.Array, width: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -85,20 +111,8 @@ class VectorReader(BatchReader):
         return self._frame
 
     def reading(self) -> AbstractContextManager[None]:
-        """Batches of at most :data:`VECTOR_BATCH_BYTES` of elements: Spark's Parquet reader
-        (4,096 rows a batch) and its Arrow batches to Python (10,000 rows) hold a batch's
-        vectors whole in the heap, 800 MB at 10,000 elements a vector."""
-        spark = self._frame.sparkSession
-        rows = max(64, VECTOR_BATCH_BYTES // (8 * max(1, len(self.names))))
-        confs = {}
-        for conf, default in _BATCH_CONFS.items():
-            try:
-                now = int(spark.conf.get(conf, str(default)) or default)
-            except Exception:  # noqa: BLE001 - unreadable here: leave it alone
-                continue
-            if rows < now:  # smaller than the session's batches: never larger
-                confs[conf] = str(rows)
-        return session_confs(spark, confs) if confs else nullcontext()
+        """:func:`vector_batches` for vectors of ``len(names)`` elements."""
+        return vector_batches(self._frame.sparkSession, len(self.names))
 
     def read(self, columns: list[str]):
         """Typed batches of ``columns``: the label (first) and the named elements."""
