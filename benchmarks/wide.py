@@ -4,7 +4,9 @@ For each D, a 20k-row table of 8-state integer columns is written once as Parque
 columns and once as one ML vector column (VectorAssembler). ``run_selection`` (vmi_naive,
 K = 10, ``execution="resident"`` so that both go through the executors) runs on each;
 its ``prepare_seconds``, phases and mean step time are recorded, with the driver's peak
-RSS. Ratios (vector / columns) are within one run; the load average is recorded.
+RSS over the whole process (``driver_rss_mb``, which includes the benchmark's own table)
+and the peak RSS of the Python driver and of the driver JVM during the run alone
+(``run_peak_rss_mb``: VmHWM reset before the run). Ratios (vector / columns) are within one run; the load average is recorded.
 
     PYSPARK_PYTHON=$PWD/.venv/bin/python .venv/bin/python benchmarks/wide.py \\
         --dims 2000 10000 --out benchmarks/results/s9_wide.json
@@ -25,6 +27,45 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def _jvm_pids() -> list[int]:
+    """The java processes started by this process (the local-mode driver JVM)."""
+    me, out = os.getpid(), []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as fh:
+                    parts = fh.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{d}/comm") as fh:
+                    name = fh.read().strip()
+            except OSError:
+                continue
+            if int(parts[1]) == me and name == "java":
+                out.append(int(d))
+    return out
+
+
+def reset_peaks(pids) -> None:
+    """Start the peak RSS (VmHWM) of ``pids`` afresh (Linux: clear_refs 5)."""
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/clear_refs", "w") as fh:
+                fh.write("5")
+        except OSError:
+            pass
+
+
+def peak_mb(pid) -> int | None:
+    """VmHWM of ``pid`` in MB (None where /proc does not tell)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024)
+    except OSError:
+        return None
+    return None
 
 
 def main(argv=None) -> int:
@@ -58,6 +99,8 @@ def main(argv=None) -> int:
             VectorAssembler(inputCols=feats, outputCol="features").transform(df).select(
                 "label", "features").write.parquet(vec)
             for kind in ("columns", "vector"):
+                procs = [os.getpid(), *_jvm_pids()]
+                reset_peaks(procs)
                 t = time.perf_counter()
                 if kind == "columns":
                     frame = spark.read.parquet(cols)
@@ -77,6 +120,8 @@ def main(argv=None) -> int:
                        "selected": run.report()["selected_indices"],
                        "driver_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF)
                                               .ru_maxrss / 1024),
+                       "run_peak_rss_mb": {"python": peak_mb(procs[0]),
+                                           "jvm": [peak_mb(p) for p in procs[1:]]},
                        "load": round(os.getloadavg()[0], 2)}
                 res["runs"].append(row)
                 print(json.dumps(row), flush=True)

@@ -218,7 +218,8 @@ class BatchReader:
             return merge_stats(parts, len(features), max_categories, max_classes)
         assert self.presample is not None and rows is not None
         num_bins, binning = self.presample
-        at = [1 + features.index(c) for c in guess]
+        position = {c: j for j, c in enumerate(features)}
+        at = [1 + position[c] for c in guess]
         chunks = _chunks(len(guess), None)
         threshold = _threshold(rows)
 

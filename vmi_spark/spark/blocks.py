@@ -22,49 +22,72 @@ BLOCK_SCHEMA = "block_id long, n int, codes binary, y binary"
 WORKER_STATE_BYTES = 2 << 30
 #: bytes of counts one task sends per count request (bulk pair counts are split to fit)
 COUNT_PASS_BYTES = 32 << 20
+#: cells a block encoder encodes at once (one byte of codes each)
+ENCODE_CELLS = 64 << 20
+
+
+def encode_batch(rb: pa.RecordBatch, plan: EncodingPlan) -> tuple[np.ndarray, np.ndarray]:
+    """(D, n) uint8 codes and (n,) uint16 class codes of one typed batch (label first)."""
+    codes = np.empty((len(plan.columns), rb.num_rows), dtype=np.uint8)
+    for j, col in enumerate(plan.columns):  # column 0 is the label
+        codes[j] = encode_column(rb.column(j + 1), col)
+    return codes, encode_label(rb.column(0), plan)
+
+
+def _slices(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
+    """The non-empty batches, cut into slices of at most ``rows`` rows (zero-copy)."""
+    for rb in batches:
+        for s in range(0, rb.num_rows, rows):
+            yield rb.slice(s, rows)
 
 
 def block_encoder(plan: EncodingPlan, block_rows: int
                   ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function from typed batches (label first, then ``plan.features``)
-    to block rows (:data:`BLOCK_SCHEMA`)."""
+    to block rows (:data:`BLOCK_SCHEMA`) of ``block_rows`` rows (the last one fewer).
+
+    Each input batch is encoded column by column in slices of up to :data:`ENCODE_CELLS`
+    cells (and at least a block), then cut into blocks: the per-column cost is paid once
+    per slice, not once per block (a block of a table of 30,000 columns holds a few
+    hundred rows). Every code depends on its own value only, so the blocks are those of
+    encoding block by block.
+    """
     def encode(batches):
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         base = (ctx.partitionId() if ctx is not None else 0) << 32
-        pending: list[pa.RecordBatch] = []
-        count = 0
         serial = 0
 
-        def flush(rb_list):
+        def block(codes, y):
             nonlocal serial
-            table = pa.Table.from_batches(rb_list).combine_chunks()
-            n = table.num_rows
-            codes = np.empty((len(plan.columns), n), dtype=np.uint8)
-            for j, col in enumerate(plan.columns):  # column 0 is the label
-                codes[j] = encode_column(table.column(j + 1).combine_chunks(), col)
-            y = encode_label(table.column(0).combine_chunks(), plan)
             out = pa.RecordBatch.from_pydict({
                 "block_id": pa.array([base + serial], pa.int64()),
-                "n": pa.array([n], pa.int32()),
-                "codes": pa.array([codes.tobytes()], pa.binary()),
-                "y": pa.array([y.tobytes()], pa.binary()),
+                "n": pa.array([codes.shape[1]], pa.int32()),
+                "codes": pa.array([np.ascontiguousarray(codes).tobytes()], pa.binary()),
+                "y": pa.array([np.ascontiguousarray(y).tobytes()], pa.binary()),
             })
             serial += 1
             return out
 
-        for rb in batches:
-            while rb.num_rows:
-                take = min(rb.num_rows, block_rows - count)
-                pending.append(rb.slice(0, take))
-                count += take
-                rb = rb.slice(take)
-                if count == block_rows:
-                    yield flush(pending)
-                    pending, count = [], 0
+        held: list[tuple[np.ndarray, np.ndarray]] = []  # encoded rows not yet in a block
+        count = 0
+        step = max(block_rows, ENCODE_CELLS // max(1, len(plan.columns)))
+        for rb in _slices(batches, step):
+            held.append(encode_batch(rb, plan))
+            count += rb.num_rows
+            if count < block_rows:
+                continue
+            codes = np.concatenate([c for c, _ in held], axis=1) if len(held) > 1 else held[0][0]
+            y = np.concatenate([v for _, v in held]) if len(held) > 1 else held[0][1]
+            full = count - count % block_rows
+            for s in range(0, full, block_rows):
+                yield block(codes[:, s:s + block_rows], y[s:s + block_rows])
+            held = [(codes[:, full:].copy(), y[full:].copy())] if full < count else []
+            count -= full
         if count:
-            yield flush(pending)
+            codes = np.concatenate([c for c, _ in held], axis=1)
+            yield block(codes, np.concatenate([v for _, v in held]))
 
     return encode
 

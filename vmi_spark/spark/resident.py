@@ -6,8 +6,8 @@ partition's blocks into its Python worker, connects back to the driver over TCP 
 then serves the greedy loop's requests (count tables, one step's partial sums) from
 the blocks it holds, until the driver says stop. A greedy step therefore costs one
 round trip (well under a millisecond on loopback) instead of one Spark job (about
-0.2 s of scheduling even for a tiny input), and the pairwise per-row state simply
-stays in the task that owns the rows.
+0.2 s of scheduling even for a tiny input), and the per-row state (the pairwise sums,
+the naive posterior) simply stays in the task that owns the rows.
 
 The driver runs the greedy loop exactly as with :class:`.backend.SparkBackend`: it
 sends each task what the step needs (the tables once, then per step the block, the
@@ -19,7 +19,7 @@ in-memory core.
 Failures: if a task or its executor dies, Spark retries the whole barrier stage; the
 new tasks re-read their partitions (recomputed from the cache's lineage if lost) and
 connect again, and the driver re-sends the request that was in flight, with the
-tables the new tasks have not seen. The pairwise state of a new task is rebuilt from
+tables the new tasks have not seen. The per-row state of a new task is rebuilt from
 its codes on the first step it serves.
 
 Messages are JSON headers and raw arrays (:mod:`.wire`); nothing is unpickled, and a
@@ -117,7 +117,7 @@ def _split(total_hi: np.ndarray, total_lo: np.ndarray, p: np.ndarray) -> None:
 
 
 class _TaskServer:
-    """What one resident task holds and computes: its blocks, tables and pairwise state."""
+    """What one resident task holds and computes: its blocks, tables and per-row state."""
 
     def __init__(self, blocks: list, num_features: int, arity: int, num_classes: int,
                  state_budget: int):
