@@ -4,7 +4,7 @@ For each D, a 20k-row table of 8-state integer columns is written once as Parque
 columns and once as one ML vector column (VectorAssembler). ``run_selection`` (vmi_naive,
 K = 10, ``execution="resident"`` so that both go through the executors) runs on each;
 its ``prepare_seconds``, phases and mean step time are recorded, with the driver's peak
-RSS over the whole process (``driver_rss_mb``, which includes the benchmark's own table)
+RSS over the whole process (``driver_rss_mb``; the tables are made in a child process)
 and the peak RSS of the Python driver and of the driver JVM during the run alone
 (``run_peak_rss_mb``: VmHWM reset before the run). Ratios (vector / columns) are within one run; the load average is recorded.
 
@@ -19,6 +19,7 @@ import json
 import os
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +28,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+WRITE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from data import make_table, write_coded_parquet
+rows, d = int(sys.argv[2]), int(sys.argv[3])
+codes, y = make_table(rows, d, seed=d)
+write_coded_parquet(sys.argv[4], codes, y, row_group=4096)
+"""
 
 
 def _jvm_pids() -> list[int]:
@@ -78,7 +89,6 @@ def main(argv=None) -> int:
     from pyspark.ml.feature import VectorAssembler
     from pyspark.sql import SparkSession
 
-    from data import make_table, write_coded_parquet
     from run import save
     from vmi_spark.spark.arrow_source import parquet_source
     from vmi_spark.spark.select import run_selection
@@ -89,10 +99,10 @@ def main(argv=None) -> int:
     res = {"rows": args.rows, "load_start": round(os.getloadavg()[0], 2), "runs": []}
     try:
         for d in args.dims:
-            codes, y = make_table(args.rows, d, seed=d)
             cols = os.path.join(tmp, f"cols{d}.parquet")
-            write_coded_parquet(cols, codes, y, row_group=4096)
-            del codes
+            # in a child process: the driver's RSS is then the job's, not the table's
+            subprocess.run([sys.executable, "-c", WRITE, HERE, str(args.rows), str(d), cols],
+                           check=True)
             df = spark.read.parquet(cols)
             feats = [c for c in df.columns if c != "label"]
             vec = os.path.join(tmp, f"vec{d}.parquet")

@@ -883,3 +883,23 @@ def test_naive_state_is_rebuilt_under_other_tables():
     assert not state.holds(ops2)
     assert np.array_equal(bound.naive_partials(codes, ops2, state), bound.naive_partials(codes, ops2))
     assert not state.holds(StepOps(NAIVE, ops.prior, other.copy(), ops.candidates, ops.block))
+
+
+@pytest.mark.parametrize("chunk_cells", [1, 37, 1 << 20])
+def test_pattern_kernel_in_candidate_chunks_gives_the_per_row_integers(monkeypatch, chunk_cells):
+    """The pattern kernel scores candidates a chunk of table cells at a time (one candidate
+    per chunk at the smallest): the integers of the per-row kernel, for a wide block of a
+    few hundred rows as a 30,000-column table's blocks are."""
+    from vmi_spark.core import bound
+
+    rng = np.random.default_rng(chunk_cells)
+    n, d = 300, 400
+    y = rng.integers(0, 2, n)
+    codes = ((rng.integers(0, 8, (d, n)) + (rng.random((d, n)) < 0.4) * y) % 8).astype(np.uint8)
+    ops = _naive_ops(codes, y, [5])
+    monkeypatch.setattr(bound, "PATTERN_CHUNK_CELLS", chunk_cells)
+    patterns = bound.naive_partials(codes, ops)
+    monkeypatch.setattr(bound, "PATTERN_RATIO", 10**12)  # per-row kernel forced
+    rows = bound.naive_partials(codes, ops)
+    assert np.array_equal(rows, patterns)
+    assert (patterns[ops.candidates] != 0).all() and (patterns[~ops.candidates] == 0).all()

@@ -53,8 +53,12 @@ def test_compiled_loops_equal_numpy_loops(num_classes, n):
     cands = np.array([0, 3, 5, 6, 7, 8])
     got = kernels.mix_log_sums(codes, cands, post, cond)
     assert np.array_equal(got, kernels.mix_log_sums_np(codes, cands, post_np, cond))
-    assert np.array_equal(kernels.pattern_counts(codes[3], ids, 6, 5),
-                          kernels.pattern_counts_np(codes[3], ids, 6, 5))
+    got = kernels.pattern_counts(codes, cands, ids, 6, 5)
+    assert got.shape == (len(cands), 5, 6)
+    assert np.array_equal(got, kernels.pattern_counts_np(codes, cands, ids, 6, 5))
+    for j, i in enumerate(cands):  # a plain count per (x_i, pattern)
+        assert got[j].tolist() == [[int(((codes[i] == a) & (ids == p)).sum()) for p in range(6)]
+                                   for a in range(5)]
 
 
 def test_mix_log_sums_is_the_rounded_log_mixture():
@@ -144,12 +148,12 @@ def test_a_loop_numba_cannot_compile_falls_back_to_numpy(monkeypatch):
     monkeypatch.setattr(kernels, "BACKEND", "numba")
     call = kernels._guarded(broken, kernels.pattern_counts_np)
     ids = np.array([0, 1, 1, 0], dtype=np.intp)
-    codes_i = np.array([2, 0, 2, 2], dtype=np.uint8)
+    codes = np.array([[2, 0, 2, 2]], dtype=np.uint8)
     with pytest.warns(RuntimeWarning, match="numpy loops"):
-        got = call(codes_i, ids, 2, 3)
-    assert got.tolist() == [[0, 1], [0, 0], [2, 1]]
+        got = call(codes, [0], ids, 2, 3)
+    assert got.tolist() == [[[0, 1], [0, 0], [2, 1]]]
     assert kernels.BACKEND == "numpy"
-    assert call(codes_i, ids, 2, 3).tolist() == got.tolist()  # no second warning needed
+    assert call(codes, [0], ids, 2, 3).tolist() == got.tolist()  # no second warning needed
 
 
 def _plain_pair_state(table, codes, fs, y):

@@ -59,8 +59,12 @@ class StepOps:
     label: str = ""
 
 
-#: the pattern kernel is used while (patterns x states) <= rows / PATTERN_RATIO
-PATTERN_RATIO = 2
+#: the pattern kernel is used while (patterns x states) <= rows / PATTERN_RATIO: a table
+#: cell costs a numpy log (about 25 ns), a row of the compiled per-row kernel about 1 ns
+#: (the numpy per-row loops about 25 ns); the choice never changes an integer
+PATTERN_RATIO = 32 if kernels.BACKEND == "numba" else 2
+#: (candidate, x_i, pattern) cells the pattern kernel's mixture holds at once
+PATTERN_CHUNK_CELLS = 1 << 20
 #: pairwise scores per (pattern, x_i, y) cell while the cells are at most rows / PAIR_CELL_RATIO
 #: (a cell costs L-1 exps and a log, a row a count)
 PAIR_CELL_RATIO = 2
@@ -203,16 +207,33 @@ def naive_partials(codes: np.ndarray, ops: StepOps,
         return out
     ids, post = naive_rows(codes, ops, state)
     if ids is not None:
-        num = post.shape[0]
-        for i in cands:
-            c = cond[i]  # (A, L)
-            mix = post[None, :, 0] * c[:, None, 0]
-            for k in range(1, num_classes):
-                mix += post[None, :, k] * c[:, None, k]
-            cnt = kernels.pattern_counts(codes[i], ids, num, arity)
-            out[i] = -int((cnt * fixed_log(mix)).sum())
+        out[cands] = -pattern_log_sums(codes, cands, ids, post, cond)
         return out
     out[cands] = -kernels.mix_log_sums(codes, cands, post, cond)
+    return out
+
+
+def pattern_log_sums(codes: np.ndarray, cands: np.ndarray, ids: np.ndarray, post: np.ndarray,
+                     cond: np.ndarray) -> np.ndarray:
+    """Per candidate i: sum over (x_i = a, pattern p) of n(a, p) rint(2**32 log max(
+    sum_y post[p, y] p(a | y), TINY)), the pattern kernel's mixture term.
+
+    Candidates are taken :data:`PATTERN_CHUNK_CELLS` table cells at a time, so that a
+    block of a few hundred rows of a wide table costs a few array operations, not a few
+    per candidate. The same products, sums and logs as one candidate at a time.
+    """
+    num, num_classes = post.shape
+    arity = cond.shape[1]
+    out = np.zeros(len(cands), dtype=np.int64)
+    step = max(1, PATTERN_CHUNK_CELLS // (arity * num))
+    for s in range(0, len(cands), step):
+        part = cands[s:s + step]
+        c = cond[part]  # (C, A, L)
+        mix = post[None, None, :, 0] * c[:, :, None, 0]  # (C, A, P)
+        for k in range(1, num_classes):
+            mix += post[None, None, :, k] * c[:, :, None, k]
+        cnt = kernels.pattern_counts(codes, part, ids, num, arity)
+        out[s:s + len(part)] = (cnt * fixed_log(mix)).sum(axis=(1, 2))
     return out
 
 

@@ -95,10 +95,13 @@ def mix_log_sums_np(codes, cands, post, cond):
     return out
 
 
-def pattern_counts_np(codes_i, ids, num, arity):
-    """(arity, num) int64 counts of rows per (x_i = a, pattern)."""
-    key = codes_i.astype(np.intp) * num + ids
-    return np.bincount(key, minlength=arity * num).reshape(arity, num)
+def pattern_counts_np(codes, cands, ids, num, arity):
+    """(C, arity, num) int64 counts of rows per (candidate i, x_i = a, pattern)."""
+    cands = np.asarray(cands, dtype=np.intp)
+    per = arity * num
+    key = (np.arange(len(cands), dtype=np.intp)[:, None] * per
+           + codes[cands].astype(np.intp) * num + np.asarray(ids, dtype=np.intp)[None, :])
+    return np.bincount(key.ravel(), minlength=len(cands) * per).reshape(len(cands), arity, num)
 
 
 def other_classes(y, num_classes):
@@ -253,10 +256,13 @@ def _compile(numba, cache=True):
             out[j] = t
 
     @jit
-    def pattern_counts(codes_i, ids, num, arity):
-        out = np.zeros((arity, num), dtype=np.int64)
-        for k in range(ids.shape[0]):
-            out[codes_i[k], ids[k]] += 1
+    def pattern_counts(codes, cands, ids, num, arity):
+        out = np.zeros((cands.shape[0], arity, num), dtype=np.int64)
+        for j in range(cands.shape[0]):
+            a = codes[cands[j]]
+            o = out[j]
+            for k in range(ids.shape[0]):
+                o[a[k], ids[k]] += 1
         return out
 
     def mix_log_sums(codes, cands, post, cond):
@@ -445,8 +451,9 @@ def _compile(numba, cache=True):
         return row_posterior(np.ascontiguousarray(pattern_post), ids, codes,
                              np.asarray(rest, dtype=np.int64), cond)
 
-    def counts(codes_i, ids, num, arity):
-        return pattern_counts(codes_i, ids, int(num), int(arity))
+    def counts(codes, cands, ids, num, arity):
+        return pattern_counts(codes, np.asarray(cands, dtype=np.int64),
+                              np.asarray(ids, dtype=np.int64), int(num), int(arity))
 
     return posterior, mix_log_sums, counts, fold, pair_scores, pair_cell_scores, pair_counts
 

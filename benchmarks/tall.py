@@ -1,0 +1,146 @@
+"""Tall tables (issue 21, target 4): N rows x 100 features through spark-submit's defaults.
+
+For each N (default 1.25M, 2.5M and 5M rows; 100 features of 8 states, 2 classes,
+:func:`data.make_table`, one Parquet file), ``spark-submit --master local[2]
+jobs/select_features.py`` runs vmi_naive with K = 10 and **no memory settings** (the
+default 1g driver). Recorded per run: exit status, wall time, the job's
+``phase_seconds`` and step times from ``selection.json``, the peak RSS of every process
+of the job (the driver JVM and the Python driver, polled from /proc every 0.2 s), and the
+1-minute load. The summary gives the log-log slopes in N of the prepare and step time.
+
+    PYSPARK_PYTHON=$PWD/.venv/bin/python .venv/bin/python benchmarks/tall.py \\
+        --out benchmarks/results/s11_tall.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import numpy as np  # noqa: E402
+from run import load, save  # noqa: E402
+from time_to_answer import spark_submit  # noqa: E402
+
+
+def _tree(root: int) -> dict[int, str]:
+    """pid -> command name of ``root`` and all its descendants."""
+    parent, name = {}, {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as fh:
+                    text = fh.read()
+            except OSError:
+                continue
+            pid = int(d)
+            name[pid] = text[text.index("(") + 1:text.rindex(")")]
+            parent[pid] = int(text.rsplit(")", 1)[1].split()[1])
+    out, todo = {}, [root]
+    while todo:
+        p = todo.pop()
+        if p in name:
+            out[p] = name[p]
+            todo.extend(c for c, q in parent.items() if q == p)
+    return out
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class PeakRss(threading.Thread):
+    """Polls the process tree of ``pid``: the peak RSS per command name (MB)."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.peaks, self.done = pid, {}, threading.Event()
+
+    def run(self):
+        while not self.done.is_set():
+            for p, name in _tree(self.pid).items():
+                self.peaks[name] = max(self.peaks.get(name, 0.0), _rss_mb(p))
+            time.sleep(0.2)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=float, nargs="+", default=[1.25e6, 2.5e6, 5e6])
+    ap.add_argument("--features", type=int, default=100)
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    from data import make_table, write_coded_parquet
+
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PYTHONPATH=ROOT)
+    tmp = tempfile.mkdtemp(prefix="tall-")
+    res: dict = {"features": args.features, "k": args.k, "load_start": load(), "runs": []}
+    try:
+        for n in (int(r) for r in args.rows):
+            path = os.path.join(tmp, f"t{n}.parquet")
+            codes, y = make_table(n, args.features)
+            write_coded_parquet(path, codes, y)
+            del codes, y
+            out = os.path.join(tmp, "out")
+            shutil.rmtree(out, ignore_errors=True)
+            cmd = [spark_submit(), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+                   os.path.join(ROOT, "jobs", "select_features.py"), "--input", path,
+                   "--label", "label", "--output", out, "--num-features", str(args.k),
+                   "--quiet"]
+            before = load()
+            t = time.perf_counter()
+            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
+            watch = PeakRss(proc.pid)
+            watch.start()
+            log, _ = proc.communicate(timeout=1800)
+            wall = time.perf_counter() - t
+            watch.done.set()
+            watch.join()
+            row = {"rows": n, "rc": proc.returncode, "wall": round(wall, 2), "load": before,
+                   "peak_rss_mb": {k: round(v) for k, v in watch.peaks.items() if v > 50}}
+            if proc.returncode == 0:
+                rep = json.load(open(os.path.join(out, "selection.json")))
+                steps = rep.get("step_seconds") or []
+                row.update(execution=rep["execution"], prepare=round(rep["prepare_seconds"], 2),
+                           phases={k: round(v, 2) for k, v in rep["phase_seconds"].items()},
+                           step_mean=round(float(np.mean(steps)), 3) if steps else None,
+                           selected=rep["selected"], warnings=rep.get("warnings", []))
+            else:
+                row["log_tail"] = log[-2000:]
+            res["runs"].append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "log_tail"}), flush=True)
+        ok = [r for r in res["runs"] if r["rc"] == 0]
+        if len(ok) >= 2:
+            ns = np.log([r["rows"] for r in ok])
+            res["slopes"] = {
+                key: round(float(np.polyfit(ns, np.log([r[key] for r in ok]), 1)[0]), 2)
+                for key in ("wall", "prepare", "step_mean")}
+            print("slopes in N", json.dumps(res["slopes"]), flush=True)
+        res["load_end"] = load()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    save(res, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
