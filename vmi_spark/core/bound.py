@@ -200,7 +200,6 @@ def naive_partials(codes: np.ndarray, ops: StepOps,
     """
     num_features, n = codes.shape
     cond = ops.cond
-    arity, num_classes = cond.shape[1], cond.shape[2]
     out = np.zeros(num_features, dtype=np.int64)
     cands = np.flatnonzero(ops.candidates)
     if n == 0 or len(cands) == 0:
