@@ -6,7 +6,9 @@ jobs/select_features.py`` runs vmi_naive with K = 10 and **no memory settings** 
 default 1g driver). Recorded per run: exit status, wall time, the job's
 ``phase_seconds`` and step times from ``selection.json``, the peak RSS of every process
 of the job (the driver JVM and the Python driver, polled from /proc every 0.2 s), and the
-1-minute load. The summary gives the log-log slopes in N of the prepare and step time.
+1-minute load, and the peak size of the job's ``spark.local.dir`` (where the encoded rows
+are cached when they go to disk; divided by N x D it is the cached bytes per cell). The
+summary gives the log-log slopes in N of the prepare and step time.
 
     PYSPARK_PYTHON=$PWD/.venv/bin/python .venv/bin/python benchmarks/tall.py \\
         --out benchmarks/results/s11_tall.json
@@ -66,17 +68,33 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
-class PeakRss(threading.Thread):
-    """Polls the process tree of ``pid``: the peak RSS per command name (MB)."""
+def _dir_bytes(root: str) -> int:
+    total = 0
+    for d, _, files in os.walk(root):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(d, f))
+            except OSError:
+                pass
+    return total
 
-    def __init__(self, pid: int):
+
+class PeakRss(threading.Thread):
+    """Polls the process tree of ``pid``: the peak RSS per command name (MB), and the
+    peak size of ``local_dir`` (Spark's block manager files: cached blocks on disk and
+    shuffle files)."""
+
+    def __init__(self, pid: int, local_dir: str | None = None):
         super().__init__(daemon=True)
         self.pid, self.peaks, self.done = pid, {}, threading.Event()
+        self.local_dir, self.disk_peak = local_dir, 0
 
     def run(self):
         while not self.done.is_set():
             for p, name in _tree(self.pid).items():
                 self.peaks[name] = max(self.peaks.get(name, 0.0), _rss_mb(p))
+            if self.local_dir:
+                self.disk_peak = max(self.disk_peak, _dir_bytes(self.local_dir))
             time.sleep(0.2)
 
 
@@ -101,7 +119,11 @@ def main(argv=None) -> int:
             del codes, y
             out = os.path.join(tmp, "out")
             shutil.rmtree(out, ignore_errors=True)
+            local_dir = os.path.join(tmp, "local")
+            shutil.rmtree(local_dir, ignore_errors=True)
+            os.makedirs(local_dir)
             cmd = [spark_submit(), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+                   "--conf", f"spark.local.dir={local_dir}",
                    os.path.join(ROOT, "jobs", "select_features.py"), "--input", path,
                    "--label", "label", "--output", out, "--num-features", str(args.k),
                    "--quiet"]
@@ -109,14 +131,16 @@ def main(argv=None) -> int:
             t = time.perf_counter()
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True)
-            watch = PeakRss(proc.pid)
+            watch = PeakRss(proc.pid, local_dir)
             watch.start()
             log, _ = proc.communicate(timeout=1800)
             wall = time.perf_counter() - t
             watch.done.set()
             watch.join()
             row = {"rows": n, "rc": proc.returncode, "wall": round(wall, 2), "load": before,
-                   "peak_rss_mb": {k: round(v) for k, v in watch.peaks.items() if v > 50}}
+                   "peak_rss_mb": {k: round(v) for k, v in watch.peaks.items() if v > 50},
+                   "local_dir_peak_bytes": watch.disk_peak,
+                   "local_dir_bytes_per_cell": round(watch.disk_peak / (n * args.features), 3)}
             if proc.returncode == 0:
                 rep = json.load(open(os.path.join(out, "selection.json")))
                 steps = rep.get("step_seconds") or []
