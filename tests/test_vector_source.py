@@ -12,7 +12,8 @@ import pytest
 from pyspark.ml.linalg import Vectors
 
 from vmi_spark.core import encoding
-from vmi_spark.spark.vector_source import vector_matrix
+from vmi_spark.errors import InputError
+from vmi_spark.spark.vector_source import VectorLengthError, vector_matrix
 
 
 def test_vector_matrix_hand_made():
@@ -23,6 +24,17 @@ def test_vector_matrix_hand_made():
     assert np.isnan(mat[1]).all()
     mat, null = vector_matrix(pa.array([[1.0, 2.0]], pa.list_(pa.float64())), 2)
     assert null is None and mat.tolist() == [[1.0, 2.0]]
+
+
+@pytest.mark.parametrize("rows, width, found", [
+    ([[1.0, 2.0], [3.0]], 2, 1),  # one short vector
+    ([[1.0, 2.0, 3.0], None, [4.0, 5.0, 6.0]], 2, 3),  # all longer (the total is no proof)
+    ([[1.0, 2.0, 3.0], [4.0]], 2, 1),  # 4 values in 2 rows of 2: the lengths, not the sum
+])
+def test_vector_matrix_rejects_vectors_of_another_length(rows, width, found):
+    arr = pa.array(rows, pa.list_(pa.float64()))
+    with pytest.raises(VectorLengthError, match=f"a vector of {found} elements where {width}"):
+        vector_matrix(arr, width)
 
 
 def _vector_frame(spark, n=1200, seed=0):
@@ -107,3 +119,63 @@ def test_vector_length_is_checked_in_batches_of_bounded_bytes(spark, monkeypatch
     assert select.vector_names(df, "v", "y") == [f"v[{i}]" for i in range(5)]
     assert seen == [(None, "256")]
     assert V.VECTOR_BATCH_BYTES // (8 * V.UNKNOWN_WIDTH) == 256
+
+
+def _labelled_vectors(spark, widths, names):
+    """A frame whose vector column carries ML attribute metadata naming ``names`` (what
+    VectorAssembler writes) over vectors of the given ``widths``, row by row."""
+    from pyspark.ml.linalg import VectorUDT
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    rng = np.random.default_rng(3)
+    rows = [(int(i % 2), Vectors.dense(rng.integers(0, 3, w).astype(float).tolist()))
+            for i, w in enumerate(widths)]
+    schema = T.StructType([T.StructField("y", T.IntegerType()), T.StructField("v", VectorUDT())])
+    meta = {"ml_attr": {"num_attrs": len(names),
+                        "attrs": {"numeric": [{"idx": i, "name": n} for i, n in enumerate(names)]}}}
+    df = spark.createDataFrame(rows, schema)
+    return df.select("y", F.col("v").alias("v", metadata=meta)).repartition(2)
+
+
+def test_named_vectors_are_not_aggregated_before_the_passes(spark, monkeypatch):
+    """With ML attribute names the length aggregate is left out of the set-up (the
+    statistics pass checks every vector as it reads it); without names it still runs."""
+    from vmi_spark.spark import select
+
+    names = ["a", "b", "c"]
+    df = _labelled_vectors(spark, [3] * 40, names)
+    calls = []
+    real = select.vector_batches
+
+    def spy(session, width):
+        calls.append(width)
+        return real(session, width)
+
+    monkeypatch.setattr(select, "vector_batches", spy)
+    assert select.vector_names(df, "v", "y", check=False) == names
+    assert calls == []
+    assert select.vector_names(df, "v", "y") == names  # the full check, when asked
+    assert calls == [3]
+    calls.clear()
+    got = select.run_selection(df, "y", features_col="v", num_features=2, execution="passes")
+    assert calls == [] and len(got.selection.selected) == 2
+
+
+@pytest.mark.driver_auto  # the driver execution reads the rows itself
+@pytest.mark.parametrize("execution", ["driver", "passes", "resident"])
+def test_named_vectors_of_another_length_fail_in_the_passes_with_the_full_message(
+        spark, execution):
+    """A vector shorter or longer than its ML attributes say, met by the statistics pass
+    in a Python worker (passes, resident) or by the driver reading the rows (driver), ends
+    in the one-line InputError of the full check: the shortest and longest lengths."""
+    from vmi_spark.spark import select
+
+    widths = [3] * 30 + [2] + [3] * 30 + [5] + [3] * 10
+    df = _labelled_vectors(spark, widths, ["a", "b", "c"])
+    with pytest.raises(InputError) as info:
+        select.run_selection(df, "y", features_col="v", num_features=2, execution=execution)
+    msg = str(info.value)
+    assert msg == ("featuresCol 'v' holds vectors of 2 to 5 elements; every row must have "
+                   "the same length (3)"), msg
+    assert "\n" not in msg

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
@@ -50,7 +50,7 @@ from .resident import ResidentBackend, ResidentUnavailable
 from .session import is_local, parallelism, storage_memory, task_slots, unavailable_reason
 from .spark_source import SparkSource
 from .storage import Kept, batch_rows, cache_batch_rows, keep
-from .vector_source import VectorReader, vector_array, vector_batches
+from .vector_source import LENGTH_MARK, VectorReader, vector_array, vector_batches
 
 #: every selection method (the registry's names, kept here for existing imports)
 ALL_METHODS = METHOD_NAMES
@@ -179,11 +179,18 @@ def column_report(c: ColumnPlan, binning: str) -> dict[str, Any]:
     return out
 
 
-def vector_names(df: DataFrame, features_col: str, label: str) -> list[str]:
+def vector_names(df: DataFrame, features_col: str, label: str, *,
+                 check: bool = True) -> list[str]:
     """The element names of vector column ``features_col`` (from ML metadata, else
     ``features[i]``), after checking it is a vector column whose vectors all have that
-    many elements (one cheap aggregate; a null vector is missing values) and that the
-    label exists with a usable type and is not one of the names."""
+    many elements (one aggregate over the vectors; a null vector is missing values) and
+    that the label exists with a usable type and is not one of the names.
+
+    With ``check`` False and names in the ML metadata (what ``VectorAssembler`` writes)
+    the aggregate is left out: the passes check the lengths as they read the rows
+    (:class:`.vector_source.VectorLengthError`, :func:`vector_lengths_checked`). It cost
+    a read of every vector, 3 s of a 20k x 2,000 selection's 9 s.
+    """
     fields = {f.name: f for f in df.schema.fields}
     if features_col not in fields:
         raise InputError(f"features column '{features_col}' not found in the input")
@@ -197,11 +204,14 @@ def vector_names(df: DataFrame, features_col: str, label: str) -> list[str]:
     if not (is_numeric(ldt) or isinstance(ldt, (T.StringType, T.BooleanType))):
         raise InputError(f"label column '{label}' has unsupported type {ldt.simpleString()}")
     names = vector_attribute_names(fields[features_col].metadata)
-    arr = vector_array(features_col)
-    size = F.when(arr.isNotNull(), F.size(arr))
-    with vector_batches(df.sparkSession, None if names is None else len(names)):
-        row = df.select(F.min(size), F.max(size), F.count(F.lit(1))).first()
-    shortest, longest, rows = (row[0], row[1], row[2]) if row is not None else (None, None, 0)
+    shortest = longest = None
+    rows = 1
+    if check or names is None:
+        arr = vector_array(features_col)
+        size = F.when(arr.isNotNull(), F.size(arr))
+        with vector_batches(df.sparkSession, None if names is None else len(names)):
+            row = df.select(F.min(size), F.max(size), F.count(F.lit(1))).first()
+        shortest, longest, rows = (row[0], row[1], row[2]) if row is not None else (None, None, 0)
     if names is None:
         if not rows:
             raise InputError("the input has no rows")
@@ -214,6 +224,22 @@ def vector_names(df: DataFrame, features_col: str, label: str) -> list[str]:
     if not names:
         raise InputError(f"featuresCol '{features_col}' holds empty vectors")
     return names
+
+
+@contextmanager
+def vector_lengths_checked(df: DataFrame, features_col: str | None,
+                           label: str) -> Iterator[None]:
+    """Run the block; a vector of another length met by it (:class:`.vector_source.
+    VectorLengthError`, raised in the driver or in a Python worker and carried in the
+    failed job's text) becomes the one-line :class:`InputError` of :func:`vector_names`'s
+    full check, which names the shortest and longest vectors."""
+    try:
+        yield
+    except Exception as exc:
+        if features_col is None or LENGTH_MARK not in str(exc):
+            raise
+        vector_names(df, features_col, label)  # raises the InputError
+        raise
 
 
 def expand_vector(df: DataFrame, features_col: str, label: str) -> tuple[DataFrame, list[str]]:
@@ -425,14 +451,16 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         if estimator == "kde":  # the KDE grid is computed over the expanded columns
             df, features = expand_vector(df, features_col, label)
         else:  # the workers cut the vectors (vector_source): no projection of D columns
-            features = vector_names(df, features_col, label)
+            features = vector_names(df, features_col, label, check=False)
             vector = VectorReader(df, label, features_col, features, slots)
             schema = vector_schema(df, label, features)
     feature_names: list[str] = (resolve_columns(df, label, features) if vector is None
                                 else list(features or []))
     features = feature_names
-    driver = _driver_rows(df, label, features, source if features_col is None else None,
-                          execution, estimator, vector)
+    vector_col = features_col if vector is not None else None
+    with vector_lengths_checked(df, vector_col, label):
+        driver = _driver_rows(df, label, features, source if features_col is None else None,
+                              execution, estimator, vector)
     # resident tasks all run at once: at most one partition per task slot
     why_not = ("not asked for" if execution == "passes" or driver is not None
                else unavailable_reason(df.sparkSession))
@@ -452,7 +480,7 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         reader = SparkSource(df)
     # the passes over the rows type the values in the Python workers (see spark_source.packed)
     reading = reader.reading if isinstance(reader, BatchReader) else nullcontext
-    with reading():
+    with vector_lengths_checked(df, vector_col, label), reading():
         plan, skip_cols = build_plan(schema, label, features, num_bins, max_categories,
                                      max_classes, handle_invalid, _TimedSource(reader, phases),
                                      binning, label_type, label_bins)

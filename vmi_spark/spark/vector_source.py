@@ -72,12 +72,28 @@ def vector_batches(spark: Any, width: int | None) -> AbstractContextManager[None
     return session_confs(spark, confs) if confs else nullcontext()
 
 
+#: how the message of :class:`VectorLengthError` starts (found in a failed Spark job's text)
+LENGTH_MARK = "vmi_spark: a vector of "
+
+
+class VectorLengthError(ValueError):
+    """A vector whose length is not the others' (met where the rows are read: the driver
+    or a Python worker). :func:`vmi_spark.spark.select.vector_lengths_checked` turns it
+    into the :class:`~vmi_spark.errors.InputError` of the full check."""
+
+
 def vector_matrix(arr: pa.Array, width: int) -> tuple[np.ndarray, np.ndarray | None]:
     """(n, width) float64 values of an array<double> column and the null-vector mask (None
-    when no vector is null); a null vector's row is NaN."""
+    when no vector is null); a null vector's row is NaN. A vector of another length than
+    ``width`` raises :class:`VectorLengthError`."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     n = len(arr)
+    span = pc.min_max(pc.list_value_length(arr))
+    shortest, longest = span["min"].as_py(), span["max"].as_py()
+    if shortest is not None and not shortest == longest == width:
+        raise VectorLengthError(f"{LENGTH_MARK}{longest if shortest == width else shortest} "
+                                f"elements where {width} were expected")
     flat = pc.list_flatten(arr).to_numpy(zero_copy_only=False).astype(np.float64)
     if arr.null_count == 0:
         return flat.reshape(n, width), None
@@ -91,8 +107,9 @@ class VectorReader(BatchReader):
     """The label and the elements of a vector column as typed batches (a
     :class:`vmi_spark.spark.plan.RowSource` through :class:`.arrow_source.BatchReader`).
 
-    ``names`` are the element names (``features``), all vectors have ``len(names)``
-    elements (checked by :func:`vmi_spark.spark.select.vector_names`).
+    ``names`` are the element names (``features``); every batch read checks that its
+    vectors have ``len(names)`` elements (:func:`vector_matrix`), so the statistics pass,
+    which reads every row, checks them all without a pass of its own.
     """
 
     def __init__(self, df: DataFrame, label: str, features_col: str, names: list[str],
