@@ -37,6 +37,56 @@ def test_vector_matrix_rejects_vectors_of_another_length(rows, width, found):
         vector_matrix(arr, width)
 
 
+def test_joined_batches_keep_the_rows_in_order():
+    from vmi_spark.spark.vector_source import joined
+
+    def batch(lo, hi):
+        return pa.RecordBatch.from_pydict({
+            "y": pa.array(np.arange(lo, hi, dtype=np.float64)),
+            "v": pa.array([[float(i), -float(i)] for i in range(lo, hi)],
+                          pa.list_(pa.float64()))})
+
+    cuts = [0, 3, 3, 5, 12, 13, 20]  # an empty batch, small ones, one above `rows`
+    parts = [batch(a, b) for a, b in zip(cuts, cuts[1:])]
+    out = list(joined(iter(parts), 4))
+    assert [rb.num_rows for rb in out] == [5, 7, 8]
+    assert sum((rb.column(0).to_pylist() for rb in out), []) == list(range(20))
+    assert sum((rb.column(1).to_pylist() for rb in out), []) == [
+        [float(i), -float(i)] for i in range(20)]
+    assert out[1] is parts[3]  # a batch of `rows` or more passes as it is
+    assert [rb.num_rows for rb in joined(iter(parts), 100)] == [20]
+
+
+def test_vector_reader_cuts_joined_batches_as_it_cuts_single_ones(monkeypatch):
+    """The typed columns do not depend on how the JVM's batches were joined."""
+    from vmi_spark.spark import vector_source as V
+
+    rng = np.random.default_rng(5)
+    rows = [[float(x) for x in rng.integers(0, 4, 3)] for _ in range(50)]
+    rows[7] = None
+    arr = pa.array(rows, pa.list_(pa.float64()))
+    label = pa.array(rng.integers(0, 2, 50).astype(np.float64))
+    parts = [pa.RecordBatch.from_arrays([label.slice(s, 6), arr.slice(s, 6)], ["_label", "_v"])
+             for s in range(0, 50, 6)]
+    reader = V.VectorReader.__new__(V.VectorReader)
+    reader.names = ["a", "b", "c"]
+    reader.kinds = {"y": "double", "a": "double", "b": "double", "c": "double"}
+    reader._pos = {"a": 0, "b": 1, "c": 2}
+    cols = ["y", "c", "a"]
+
+    def table(join_cells):
+        monkeypatch.setattr(V, "VECTOR_JOIN_CELLS", join_cells)
+        got = list(reader.read(cols)(iter(parts)))
+        return [rb.num_rows for rb in got], pa.Table.from_batches(got)
+
+    sizes_one, one = table(1)
+    sizes_all, everything = table(3 * 1000)
+    assert sizes_one == [6] * 8 + [2] and sizes_all == [50]
+    assert one.equals(everything)
+    assert one.column(1).to_pylist()[7] is None  # the null vector: missing in every element
+    assert one.column(2).to_pylist()[:3] == [r[0] for r in rows[:3]]
+
+
 def _vector_frame(spark, n=1200, seed=0):
     rng = np.random.default_rng(seed)
     y = rng.integers(0, 3, n)

@@ -15,6 +15,7 @@ the same ``xxhash64`` of the typed row (:mod:`.sparkhash`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -49,6 +50,12 @@ _BATCH_CONFS = {"spark.sql.parquet.columnarReaderBatchSize": 4096,
 
 #: the vector length assumed when it is not known yet (before the first look at the data)
 UNKNOWN_WIDTH = 32768
+#: rows and vector elements the Python workers cut into columns at a time: consecutive
+#: batches from the JVM (at most VECTOR_BATCH_BYTES each) are joined up to the fewer rows
+#: of the two (per value, reading and the statistics cost least from about 1,000 to 2,000
+#: rows; larger batches cost more again)
+VECTOR_JOIN_ROWS = 2048
+VECTOR_JOIN_CELLS = 32 << 20
 
 
 def vector_batches(spark: Any, width: int | None) -> AbstractContextManager[None]:
@@ -103,13 +110,45 @@ def vector_matrix(arr: pa.Array, width: int) -> tuple[np.ndarray, np.ndarray | N
     return mat, null
 
 
+def joined(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
+    """The non-empty ``batches`` joined, in order, into batches of at least ``rows`` rows
+    (the last one may have fewer); a batch of ``rows`` or more passes as it is.
+
+    The passes pay a cost per column for every batch they read (the statistics about 12
+    microseconds a column), and a batch from the JVM holds at most
+    :data:`VECTOR_BATCH_BYTES` of elements: 279 rows at 30,000 elements.
+    """
+    group: list[pa.RecordBatch] = []
+    count = 0
+    for rb in batches:
+        if rb.num_rows == 0:
+            continue
+        group.append(rb)
+        count += rb.num_rows
+        if count >= rows:
+            yield _concat(group)
+            group, count = [], 0
+    if group:
+        yield _concat(group)
+
+
+def _concat(group: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(group) == 1:
+        return group[0]
+    table = pa.Table.from_batches(group).combine_chunks()
+    return pa.RecordBatch.from_arrays([c.chunk(0) for c in table.columns],
+                                      names=table.column_names)
+
+
 class VectorReader(BatchReader):
     """The label and the elements of a vector column as typed batches (a
     :class:`vmi_spark.spark.plan.RowSource` through :class:`.arrow_source.BatchReader`).
 
     ``names`` are the element names (``features``); every batch read checks that its
     vectors have ``len(names)`` elements (:func:`vector_matrix`), so the statistics pass,
-    which reads every row, checks them all without a pass of its own.
+    which reads every row, checks them all without a pass of its own. Consecutive batches
+    are :func:`joined` up to :data:`VECTOR_JOIN_ROWS` rows or :data:`VECTOR_JOIN_CELLS`
+    elements before they are cut.
     """
 
     def __init__(self, df: DataFrame, label: str, features_col: str, names: list[str],
@@ -139,7 +178,7 @@ class VectorReader(BatchReader):
         names = [f"_c{j}" for j in range(len(columns))]
 
         def batches(it):
-            for rb in it:
+            for rb in joined(it, max(1, min(VECTOR_JOIN_ROWS, VECTOR_JOIN_CELLS // width))):
                 mat, null = vector_matrix(rb.column(1), width)
                 # the elements as contiguous columns (one gather), passed on as read: the
                 # passes read float64 values as doubles themselves (feature_array)
