@@ -1,0 +1,269 @@
+"""Peers (issue 21, target 6): the same table, the same run, every selector a user could pick.
+
+One table of ``--rows`` x ``--features`` discrete features (8 states, 2 classes,
+:func:`data.make_table`) is written once in each peer's input format, then each selector
+picks ``--k`` features in its own process (stopped after ``--limit`` seconds; its time is
+then a lower bound and ``finished`` is false), ``--reps`` times, alternating:
+
+* ``vmi_cpp``: the paper authors' C++ VMI_naive (``VMI_naive.cpp`` of
+  https://github.com/BiuBiuBiLL/InfoFeatureSelection), built here with ``g++ -O3 -std=c++11`` after
+  its size constants (``Nsamples``, ``Nfeatures``, ``Nclasses``, ``selected_features``)
+  and ``file_name`` are set for the table (the code sizes its arrays at compile time; the
+  build is timed apart). Input: its own tab-separated text. One thread.
+* ``mrmrs`` (Rust and Polars; ANOVA F relevance, FCQ), ``mrmr_selection`` (pandas,
+  ``mrmr_classif``: F-statistic relevance and correlation redundancy, not mutual
+  information), ``pymrmr`` (Peng's C++ mRMR, MIQ), ``skfeature_jmi`` and
+  ``skfeature_mrmr`` (scikit-feature, Python): CSV input, run in ``--peer-python`` (a
+  separate venv: they are benchmark-only dependencies, ``benchmarks/requirements-peers.txt``).
+* ``ours_inmemory_vmi_naive`` and ``ours_inmemory_mrmr``: ``vmi_spark.VMIFeatureSelector``
+  (the Spark-free core, numba kernels) on the same CSV, in this venv.
+* ``ours_job``: ``spark-submit jobs/select_features.py`` on the Parquet file (local[2],
+  default memory, ``--execution auto``).
+
+For each run: ``wall`` (process start to exit, input read included), ``select`` (the
+selection call alone, timed inside the process; the whole run for the C++ code and the
+job, whose reading cannot be timed apart from outside), the selected features, and **ns
+per cell per core** = ``select`` x cores / (rows x features x k), with cores = 1 for the
+single-threaded peers and our in-memory selector (one thread), the machine's cores for
+``mrmrs`` (Polars' thread pool) and 2 for the job (local[2]; the driver execution runs
+blocks on two threads). Agreement with our
+``vmi_naive`` (in memory): the length of the common prefix and the size of the common set.
+The 1-minute load is recorded with every run.
+
+    python3 -m venv /tmp/peers-venv && /tmp/peers-venv/bin/pip install -r benchmarks/requirements-peers.txt
+    /tmp/peers-venv/bin/pip install --no-build-isolation pymrmr   # needs Cython, numpy, wheel first
+    git clone https://github.com/BiuBiuBiLL/InfoFeatureSelection /tmp/vmi-authors
+    PYSPARK_PYTHON=$PWD/.venv/bin/python .venv/bin/python benchmarks/peers.py \\
+        --rows 20000 --features 200 --peer-python /tmp/peers-venv/bin/python \\
+        --vmi-cpp-src /tmp/vmi-authors/VMI_naive.cpp --out benchmarks/results/s12_peers_20k.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+from run import load, save  # noqa: E402
+from time_to_answer import spark_submit  # noqa: E402
+
+#: each peer: a script run as ``python -c SCRIPT CSV K`` printing one JSON line
+#: {"select": seconds, "selected": [feature indices]}; the CSV has f0..f{D-1} and label
+PEER_SCRIPTS = {
+    "mrmrs": """
+import sys, time, json, polars as pl, mrmrs
+df = pl.read_csv(sys.argv[1]); k = int(sys.argv[2])
+X, y = df.drop("label"), df["label"]
+t = time.perf_counter(); out = mrmrs.mrmr(X, y, k, "classification")
+print(json.dumps({"select": time.perf_counter() - t, "selected": [int(f.name[1:]) for f in out]}))
+""",
+    "mrmr_selection": """
+import sys, time, json, pandas as pd
+from mrmr import mrmr_classif
+df = pd.read_csv(sys.argv[1]); k = int(sys.argv[2])
+X, y = df.drop(columns="label"), df["label"]
+t = time.perf_counter(); out = mrmr_classif(X=X, y=y, K=k, show_progress=False)
+print(json.dumps({"select": time.perf_counter() - t, "selected": [int(c[1:]) for c in out]}))
+""",
+    "pymrmr": """
+import sys, time, json, pandas as pd, pymrmr
+df = pd.read_csv(sys.argv[1]); k = int(sys.argv[2])
+df = df[["label"] + [c for c in df.columns if c != "label"]]
+t = time.perf_counter(); out = pymrmr.mRMR(df, "MIQ", k)
+print(json.dumps({"select": time.perf_counter() - t, "selected": [int(c[1:]) for c in out]}))
+""",
+    "skfeature_jmi": """
+import sys, time, json, pandas as pd
+from skfeature.function.information_theoretical_based import JMI
+df = pd.read_csv(sys.argv[1]); k = int(sys.argv[2])
+X, y = df.drop(columns="label").to_numpy(), df["label"].to_numpy()
+t = time.perf_counter(); out = JMI.jmi(X, y, mode="index", n_selected_features=k)
+print(json.dumps({"select": time.perf_counter() - t, "selected": [int(i) for i in out]}))
+""",
+    "skfeature_mrmr": """
+import sys, time, json, pandas as pd
+from skfeature.function.information_theoretical_based import MRMR
+df = pd.read_csv(sys.argv[1]); k = int(sys.argv[2])
+X, y = df.drop(columns="label").to_numpy(), df["label"].to_numpy()
+t = time.perf_counter(); out = MRMR.mrmr(X, y, mode="index", n_selected_features=k)
+print(json.dumps({"select": time.perf_counter() - t, "selected": [int(i) for i in out]}))
+""",
+}
+
+OURS_INMEMORY = """
+import sys, time, json, pandas as pd
+from vmi_spark.sklearn import VMIFeatureSelector
+df = pd.read_csv(sys.argv[1]); k = int(sys.argv[2]); method = sys.argv[3]
+X, y = df.drop(columns="label").to_numpy(), df["label"].to_numpy()
+t = time.perf_counter()
+sel = VMIFeatureSelector(n_features_to_select=k, method=method).fit(X, y)
+print(json.dumps({"select": time.perf_counter() - t,
+                  "selected": [int(i) for i in sel.selected_features_]}))
+"""
+
+
+def write_inputs(tmp: str, rows: int, features: int) -> dict[str, str]:
+    """The table as Parquet (ours), CSV (the Python peers) and the C++ code's text files."""
+    import numpy as np
+    import pandas as pd
+    from data import make_table, write_coded_parquet
+
+    codes, y = make_table(rows, features)
+    paths = {"parquet": os.path.join(tmp, "t.parquet"), "csv": os.path.join(tmp, "t.csv"),
+             "txt": os.path.join(tmp, "t")}
+    write_coded_parquet(paths["parquet"], codes, y)
+    frame = pd.DataFrame(codes.T.astype(np.int64), columns=[f"f{j}" for j in range(features)])
+    frame["label"] = y.astype(np.int64)
+    frame.to_csv(paths["csv"], index=False)
+    np.savetxt(paths["txt"] + ".txt", codes.T, fmt="%d", delimiter="\t")
+    np.savetxt(paths["txt"] + "_labels.txt", y, fmt="%d")
+    return paths
+
+
+def build_cpp(src: str, tmp: str, rows: int, features: int, classes: int, k: int,
+              stem: str) -> tuple[str, float]:
+    """``VMI_naive.cpp`` with its size constants and input file set, built with -O3."""
+    text = open(src).read()
+    for name, value in (("Nsamples", rows), ("Nfeatures", features), ("Nclasses", classes),
+                        ("selected_features", k)):
+        text, n = re.subn(rf"(int const {name}\s*=\s*)\d+", rf"\g<1>{value}", text)
+        if n != 1:
+            raise RuntimeError(f"cannot set {name} in {src}")
+    text, n = re.subn(r'(string const file_name\s*=\s*)"[^"]*"', rf'\g<1>"{stem}"', text)
+    if n != 1:
+        raise RuntimeError(f"cannot set file_name in {src}")
+    cpp = os.path.join(tmp, "VMI_naive.cpp")
+    with open(cpp, "w") as fh:
+        fh.write(text)
+    exe = os.path.join(tmp, "vmi_naive")
+    t = time.perf_counter()
+    # C++11: the code's global `data` is ambiguous with C++17's std::data (`using namespace std`)
+    subprocess.run(["g++", "-O3", "-std=c++11", "-o", exe, cpp], check=True)
+    return exe, time.perf_counter() - t
+
+
+def timed(cmd: list[str], limit: float, env: dict | None = None, cwd: str | None = None):
+    """(wall seconds, finished, stdout) of ``cmd``, killed after ``limit`` seconds."""
+    t = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, env=env,
+                              cwd=cwd)
+    except subprocess.TimeoutExpired:
+        return time.perf_counter() - t, False, ""
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[:3]} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return wall, True, proc.stdout
+
+
+def cpp_selected(stdout: str) -> list[int]:
+    """The feature indices the C++ code prints on its last line."""
+    return [int(t) for t in stdout.strip().splitlines()[-1].split()]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=20_000)
+    ap.add_argument("--features", type=int, default=200)
+    ap.add_argument("--k", type=int, default=20)
+    ap.add_argument("--limit", type=float, default=300.0, help="seconds per run")
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--peer-python", default=None, help="the peers' venv python")
+    ap.add_argument("--vmi-cpp-src", default=None, help="VMI_naive.cpp of the authors")
+    ap.add_argument("--skip", nargs="*", default=[], help="peers to leave out")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    n, d, k = args.rows, args.features, args.k
+    cells = n * d * k
+    tmp = tempfile.mkdtemp(prefix="peers-")
+    res: dict = {"rows": n, "features": d, "k": k, "limit": args.limit,
+                 "load_start": load(), "runs": []}
+    try:
+        paths = write_inputs(tmp, n, d)
+        runners = {}
+        if args.vmi_cpp_src:
+            exe, build = build_cpp(args.vmi_cpp_src, tmp, n, d, 2, k, paths["txt"])
+            res["vmi_cpp_build_seconds"] = round(build, 2)
+            runners["vmi_cpp"] = ([exe], 1, "cpp")
+        if args.peer_python:
+            for name, script in PEER_SCRIPTS.items():
+                # mrmrs computes in Polars' thread pool (every core); the others in one thread
+                cores = (os.cpu_count() or 1) if name == "mrmrs" else 1
+                runners[name] = ([args.peer_python, "-c", script, paths["csv"], str(k)], cores,
+                                 "json")
+        for method in ("vmi_naive", "mrmr"):
+            runners[f"ours_inmemory_{method}"] = (
+                [sys.executable, "-c", OURS_INMEMORY, paths["csv"], str(k), method], 1, "json")
+        out_dir = os.path.join(tmp, "out")
+        runners["ours_job"] = ([spark_submit(), "--master", "local[2]", "--conf",
+                                "spark.ui.enabled=false",
+                                os.path.join(ROOT, "jobs", "select_features.py"), "--input",
+                                paths["parquet"], "--label", "label", "--output", out_dir,
+                                "--num-features", str(k), "--quiet"], 2, "job")
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+                   PYTHONPATH=ROOT)
+        for rep in range(args.reps):
+            for name, (cmd, cores, kind) in runners.items():
+                if name in args.skip:
+                    continue
+                shutil.rmtree(out_dir, ignore_errors=True)
+                before = load()
+                wall, done, stdout = timed(cmd, args.limit, env=env)
+                row = {"peer": name, "rep": rep, "wall": round(wall, 2), "finished": done,
+                       "cores": cores, "load": before}
+                if done:
+                    if kind == "json":
+                        got = json.loads(stdout.strip().splitlines()[-1])
+                        row.update(select=round(got["select"], 3), selected=got["selected"])
+                    elif kind == "cpp":
+                        row.update(select=round(wall, 3), selected=cpp_selected(stdout))
+                    else:
+                        rep_json = json.load(open(os.path.join(out_dir, "selection.json")))
+                        row.update(select=round(wall, 3),
+                                   selected=[int(s[1:]) for s in rep_json["selected"]],
+                                   execution=rep_json["execution"],
+                                   prepare=round(rep_json["prepare_seconds"], 3))
+                    row["ns_per_cell_core"] = round(row["select"] * cores / cells * 1e9, 2)
+                res["runs"].append(row)
+                print(json.dumps({k_: v for k_, v in row.items() if k_ != "selected"}), flush=True)
+        ref = next((r["selected"] for r in res["runs"]
+                    if r["peer"] == "ours_inmemory_vmi_naive" and r.get("selected")), None)
+        if ref is not None:
+            for r in res["runs"]:
+                sel = r.get("selected")
+                if sel:
+                    prefix = next((i for i, (a, b) in enumerate(zip(sel, ref)) if a != b),
+                                  min(len(sel), len(ref)))
+                    r["agree_with_ours_vmi_naive"] = {"prefix": prefix,
+                                                      "common": len(set(sel) & set(ref))}
+        res["load_end"] = load()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    summary = {}
+    for r in res["runs"]:
+        s = summary.setdefault(r["peer"], {"wall": [], "select": [], "ns_per_cell_core": [],
+                                           "finished": True})
+        s["wall"].append(r["wall"])
+        s["finished"] &= r["finished"]
+        if r["finished"]:
+            s["select"].append(r["select"])
+            s["ns_per_cell_core"].append(r["ns_per_cell_core"])
+        s["agree"] = r.get("agree_with_ours_vmi_naive")
+    res["summary"] = summary
+    print(json.dumps(summary), flush=True)
+    save(res, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
