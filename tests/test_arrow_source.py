@@ -84,7 +84,7 @@ def test_same_plan_selection_and_scores_as_spark(spark, files, monkeypatch, hand
     assert source is not None and len(source.files) == 3 and len(source.units) == 10
     kw = dict(method="vmi_pairwise", num_features=4, num_bins=6, handle_invalid=handle_invalid)
     with pytest.warns(UserWarning):  # null labels dropped (and rows skipped)
-        ref = run_selection(df, "label", **kw)
+        ref = run_selection(df, "label", reader="spark", **kw)
     with pytest.warns(UserWarning):
         fast = run_selection(df, "label", source=source, **kw)
     assert fast.plan.to_json() == ref.plan.to_json()
@@ -107,7 +107,7 @@ def test_sample_keeps_the_rows_spark_keeps(spark, files, monkeypatch):
     source = parquet_source(df, df.columns)
     full = run_selection(df, "label", num_features=1, num_bins=7, source=source)
     monkeypatch.setattr(encoding, "SAMPLE_ROWS", 1200)
-    spark_sample = run_selection(df, "label", num_features=1, num_bins=7)
+    spark_sample = run_selection(df, "label", num_features=1, num_bins=7, reader="spark")
     arrow_sample = run_selection(df, "label", num_features=1, num_bins=7, source=source)
     edges = {r: {c.name: c.splits for c in x.plan.columns if c.kind == "bins"}
              for r, x in (("full", full), ("spark", spark_sample), ("arrow", arrow_sample))}
@@ -125,6 +125,42 @@ def test_not_a_plain_parquet_scan_uses_spark(spark, tmp_path):
                    str(tmp_path / "d.parquet"))
     dec = spark.read.parquet(str(tmp_path / "d.parquet"))
     assert parquet_source(dec, ["y", "x"]) is None  # decimals: Spark's cast, not pyarrow's
+
+
+def test_only_a_scan_or_a_projection_of_its_columns_is_read_with_pyarrow(spark, files):
+    """Whatever changes the rows or values of the files (a filter, a sample, a limit, a
+    computed or renamed column, a cache) keeps the Spark reader; a projection does not."""
+    df = spark.read.parquet(str(files))
+    assert parquet_source(df.select("label", "a", "c"), ["label", "a", "c"]) is not None
+    assert parquet_source(df.drop("e"), ["label", "a"]) is not None
+    changed = {"filter": df.where(F.col("b") > 0), "sample": df.sample(0.5, seed=1),
+               "limit": df.limit(100), "computed": df.withColumn("a", F.col("a") + 1),
+               "renamed": df.select("label", F.col("e").alias("a")),
+               "distinct": df.dropDuplicates(), "union": df.unionByName(df),
+               "cached": df.select("label", "a").cache()}
+    for what, frame in changed.items():
+        assert parquet_source(frame, ["label", "a"]) is None, what
+    changed["cached"].unpersist()
+
+
+@pytest.mark.parametrize("how", ["projection", "filter"])
+def test_a_frame_of_the_files_selects_what_the_spark_reader_selects(spark, files, how):
+    """``run_selection`` without ``source`` reads a projection of the files with pyarrow
+    and a filtered frame with Spark, which then sees only the rows the filter keeps."""
+    df = spark.read.parquet(str(files))
+    frame = (df.select("label", "e", "a", "c") if how == "projection"
+             else df.where(F.col("b") > 0))
+    kw = dict(method="vmi_naive", num_features=3, features=["e", "a", "c"])
+    with pytest.warns(UserWarning):
+        auto = run_selection(frame, "label", **kw).report()
+    with pytest.warns(UserWarning):
+        ref = run_selection(frame, "label", reader="spark", **kw).report()
+    assert auto["reader"] == ("pyarrow" if how == "projection" else "spark")
+    assert ref["reader"] == "spark"
+    kept = frame.where(F.col("label").isNotNull()).count()
+    assert auto["num_rows"] == ref["num_rows"] == kept
+    for key in ("selected", "scores", "columns"):
+        assert auto[key] == ref[key]
 
 
 def test_job_reads_parquet_with_pyarrow_and_matches_spark_reader(spark, files, tmp_path, capsys):
@@ -165,7 +201,7 @@ def test_evenly_split_row_groups_are_cached_without_a_shuffle(spark, files, monk
         fast = select.run_selection(df, "label", source=source, **kw)
     assert calls == []  # the balanced path
     with pytest.warns(UserWarning):
-        ref = select.run_selection(df, "label", **kw)
+        ref = select.run_selection(df, "label", reader="spark", **kw)
     assert calls == [1]  # the Spark reader: encoded, then spread by the shuffle
     assert fast.selection.selected == ref.selection.selected
     assert fast.selection.scores == ref.selection.scores
@@ -180,7 +216,7 @@ def test_blocks_larger_than_the_cache_share_go_to_disk(spark, files, monkeypatch
 
     assert storage_memory(spark) > 0
     df = spark.read.parquet(str(files))
-    kw = dict(method="vmi_naive", num_features=3, execution="resident")
+    kw = dict(method="vmi_naive", num_features=3, execution="resident", reader="spark")
     with pytest.warns(UserWarning):
         ref = select.run_selection(df, "label", **kw)
     assert not any("cached on disk" in w for w in ref.warnings)
@@ -234,7 +270,7 @@ def test_statistics_pass_places_the_bin_edges_spark_places(spark, labelled_files
     path_df = spark.read.parquet(str(labelled_files))
     kw = dict(method="vmi_naive", num_features=3, num_bins=7, max_categories=8,
               features=columns)
-    ref = run_selection(path_df, "y", **kw)  # the Spark reader
+    ref = run_selection(path_df, "y", reader="spark", **kw)
     calls = []
     real = arrow_source._quantile_splits
     monkeypatch.setattr(arrow_source, "_quantile_splits",

@@ -121,7 +121,7 @@ def test_spark_codes_and_selects_like_the_in_memory_selector(spark, tmp_path, bi
         for frame_df in (df, df.coalesce(1)):
             run = run_selection(frame_df if source is None else df, "y", features=names,
                                 method="vmi_pairwise", num_features=3, binning=binning,
-                                source=source)
+                                source=source, reader="spark")
             reports.append(run.report())
     for rep in reports:
         assert rep["selected_indices"] == list(sk.selected_features_)

@@ -68,9 +68,11 @@ def test_driver_selects_as_the_executors_do(spark, mixed_parquet, method):
     if method in ("vmi_naive", "vmi_pairwise", "cmim"):
         frames += [(parquet, None), (_decimal_frame(spark), None)]
     for df, source in frames:
-        ref = run_selection(df, "y", method=method, num_features=4, execution="passes").report()
+        ref = run_selection(df, "y", method=method, num_features=4, execution="passes",
+                            reader="spark").report()
         assert ref["execution"] == "passes"
-        run = run_selection(df, "y", method=method, num_features=4, source=source)
+        run = run_selection(df, "y", method=method, num_features=4, source=source,
+                            reader="spark")
         rep = run.report()
         assert rep["execution"] == "driver" and rep["storage"] == "driver"
         _same(rep, ref)
@@ -83,7 +85,7 @@ def test_driver_with_skip_and_a_continuous_label(spark, mixed_parquet):
     for kwargs in ({"handle_invalid": "skip"}, {"label": "noise"},
                    {"label": "noise", "binning": "mdlp"}):
         label = kwargs.pop("label", "y")
-        args = dict(method="vmi_pairwise", num_features=3, **kwargs)
+        args = dict(method="vmi_pairwise", num_features=3, reader="spark", **kwargs)
         ref = run_selection(df, label, execution="passes", **args).report()
         rep = run_selection(df, label, execution="driver", **args).report()
         _same(rep, ref)

@@ -131,7 +131,7 @@ def test_spark_codes_a_continuous_label_like_the_in_memory_selector(spark, tmp_p
         for frame_df in (df, df.coalesce(1)):
             run = run_selection(frame_df if source is None else df, "target",
                                 features=names, method="vmi_pairwise", num_features=3,
-                                binning="mdlp", source=source)
+                                binning="mdlp", source=source, reader="spark")
             rep = run.report()
             assert rep["label_type"] == "continuous"
             assert rep["label_binning"]["edges"] == list(sk.label_binning_.edges)
@@ -191,7 +191,8 @@ def test_a_sampled_continuous_label_is_the_same_in_both_readers(spark, tmp_path,
         amount=rng.normal(size=n), y=y)).repartition(2).write.parquet(path)
     df = spark.read.parquet(path)
     for feats in (["c0", "c1"], ["c0", "c1", "amount"]):
-        plans = [run_selection(df, "y", features=feats, num_features=1, source=src).plan
+        plans = [run_selection(df, "y", features=feats, num_features=1, source=src,
+                               reader="spark").plan
                  for src in (None, parquet_source(df, ["y", *feats]))]
         assert plans[0].label_edges == plans[1].label_edges
         assert plans[0].columns == plans[1].columns

@@ -178,7 +178,7 @@ def test_native_columns_select_what_typed_columns_select(spark, native_files, mo
         if reader == "parquet":
             assert source is not None
         return run_selection(df, "label", method="vmi_pairwise", num_features=5, num_bins=20,
-                             max_categories=8, source=source)
+                             max_categories=8, source=source, reader="spark")
 
     native = run()
     with monkeypatch.context() as m:  # every column typed to float64 first, as before

@@ -329,18 +329,12 @@ def _select(args: argparse.Namespace, spark, df, claimed) -> dict[str, Any]:
         label, k = args.label, args.num_features
     features = [c.strip() for c in args.features.split(",")] if args.features else None
     names = features if features is not None else [c for c in df.columns if c != label]
-    source = None
-    if (not demo and args.input and (args.format or "parquet") == "parquet"
-            and args.reader == "auto" and not args.read_option
-            and set([label, *names]) <= set(df.columns)):
-        from .spark.arrow_source import parquet_source
-
-        source = parquet_source(df, [label, *names])
-        log.debug("reading %s with %s", args.input,
-                  "pyarrow in the Python workers" if source is not None else "Spark")
+    # Spark's reader where asked for, or where read options may change what is read;
+    # else run_selection reads a plain Parquet scan (--input or a table) with pyarrow
+    reader = "spark" if demo or args.reader == "spark" or args.read_option else "auto"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = run_selection(df, label, source=source, features=features, method=args.method, num_features=k,
+        result = run_selection(df, label, reader=reader, features=features, method=args.method, num_features=k,
                                restart_tolerance=args.restart_tolerance, num_bins=args.num_bins,
                                binning=args.binning, label_type=args.label_type,
                                label_bins=args.label_bins,
@@ -357,7 +351,8 @@ def _select(args: argparse.Namespace, spark, df, claimed) -> dict[str, Any]:
     report = result.report()
     report["input"] = "demo: synthetic tree model" if demo else (args.input or args.table)
     report["format"] = None if demo else (args.format or (None if args.table else "parquet"))
-    report["reader"] = None if demo else ("pyarrow" if source is not None else "spark")
+    if demo:
+        report["reader"] = None
     report["read_options"] = dict(args.read_option)
     if demo:
         print_summary(report)

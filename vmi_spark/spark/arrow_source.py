@@ -81,14 +81,54 @@ def _open(uri: str):
     return pq.ParquetFile(fs.open_input_file(path))
 
 
+_PROJECT = "org.apache.spark.sql.catalyst.plans.logical.Project"
+_RELATION = "org.apache.spark.sql.execution.datasources.LogicalRelation"
+_FS_RELATION = "org.apache.spark.sql.execution.datasources.HadoopFsRelation"
+_PARQUET = "org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat"
+_FILE_INDEX = "org.apache.spark.sql.execution.datasources.InMemoryFileIndex"
+
+
+def plain_parquet_scan(df: DataFrame) -> bool:
+    """Whether ``df``'s rows are exactly those of the Parquet files it scans.
+
+    True when ``df``'s optimized logical plan is a scan of Parquet files listed in
+    memory (``spark.read.parquet(...)``, a non-partitioned Parquet table), or a
+    projection of some of its columns (``select``, ``drop``): no filter, sample, limit,
+    join, computed or renamed column, cache, and not a Delta table (its own file
+    format, which may delete rows without rewriting the files). False where the plan
+    cannot be seen (Spark Connect), so the caller then uses Spark's reader.
+    """
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        return False
+    try:
+        node = jdf.queryExecution().optimizedPlan()
+        if node.getClass().getName() == _PROJECT:
+            # a column kept as it is keeps its attribute; a computed or renamed one is new
+            if not node.outputSet().subsetOf(node.child().outputSet()):
+                return False
+            node = node.child()
+        if node.getClass().getName() != _RELATION or node.isStreaming():
+            return False
+        rel = node.relation()
+        return (rel.getClass().getName() == _FS_RELATION
+                and rel.fileFormat().getClass().getName() == _PARQUET
+                and rel.location().getClass().getName() == _FILE_INDEX)
+    except Exception as exc:  # py4j: a plan of another shape than expected
+        log.debug("Parquet fast path off: %s", str(exc).splitlines()[0] if str(exc) else exc)
+        return False
+
+
 def parquet_source(df: DataFrame, columns: list[str]) -> ParquetSource | None:
     """A :class:`ParquetSource` for ``df`` if it is a plain scan of Parquet files that
     pyarrow can read with the same column types, else None (use the Spark reader).
 
-    ``df`` must be exactly what ``spark.read.parquet(path)`` returned: a filter or a
-    projection on it would not be seen here. The job calls this only for ``--input``
-    with format parquet.
+    ``df`` is what ``spark.read.parquet(path)`` returned, or a projection of its columns
+    (:func:`plain_parquet_scan`); any other frame gives None.
     """
+    if not plain_parquet_scan(df):
+        log.debug("Parquet fast path off: not a plain scan of Parquet files")
+        return None
     fields = {f.name: f.dataType for f in df.schema.fields}
     try:
         files = tuple(sorted(df.inputFiles()))

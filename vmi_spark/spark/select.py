@@ -33,7 +33,7 @@ from ..params import (
     selection_size,
     validate,
 )
-from .arrow_source import BatchReader, ParquetReader, ParquetSource
+from .arrow_source import BatchReader, ParquetReader, ParquetSource, parquet_source
 from .backend import SparkBackend
 from .driver import (
     DRIVER_CELLS,
@@ -120,6 +120,7 @@ class SelectionRun:
     execution: str = "passes"
     storage: str = "cache"
     phases: dict[str, float] = field(default_factory=dict)
+    reader: str = "spark"
 
     def report(self) -> dict[str, Any]:
         return {
@@ -135,6 +136,7 @@ class SelectionRun:
                if self.plan.label_type == "continuous" else {}),
             "execution": self.execution,
             "storage": self.storage,
+            "reader": self.reader,
             "prepare_seconds": self.prepare_seconds,
             "phase_seconds": dict(self.phases),
             "total_seconds": self.total_seconds,
@@ -394,6 +396,7 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                   checkpoint_dir: str | None = None,
                   estimator: str = "histogram",
                   source: ParquetSource | None = None,
+                  reader: str = "auto",
                   execution: str = "auto",
                   block_storage: str = "auto",
                   staging_dir: str | None = None,
@@ -408,8 +411,12 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     ``source`` (from :func:`vmi_spark.spark.arrow_source.parquet_source`) names the
     Parquet files ``df`` is a plain scan of: the passes that read every row then read
     the files with pyarrow in the Python workers, which is several times faster for
-    wide tables and gives the same result. It is ignored with ``features_col`` or the
-    ``kde`` estimator.
+    wide tables and gives the same result. Without it, ``reader="auto"`` finds them
+    itself when ``df`` is ``spark.read.parquet(...)`` or a projection of its columns
+    (:func:`vmi_spark.spark.arrow_source.plain_parquet_scan`); ``reader="spark"``
+    always reads with Spark. Both are ignored with ``features_col`` or the ``kde``
+    estimator. ``report()["reader"]`` says which read the rows: ``"pyarrow"`` or
+    ``"spark"``.
 
     ``execution`` says how the greedy steps run: ``"resident"`` keeps the blocks in
     long-running barrier tasks that the driver talks to directly (one round trip per
@@ -438,7 +445,8 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                         "binning": binning, "max_categories": max_categories, "max_classes": max_classes,
                         "label_type": label_type, "label_bins": label_bins,
                         "handle_invalid": handle_invalid, "estimator": estimator,
-                        "execution": execution, "report_candidates": report_candidates,
+                        "execution": execution, "reader": reader,
+                        "report_candidates": report_candidates,
                         "block_storage": block_storage, "staging_dir": staging_dir,
                         "selection_mode": selection_mode,
                         "selection_threshold": selection_threshold})
@@ -457,6 +465,8 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     feature_names: list[str] = (resolve_columns(df, label, features) if vector is None
                                 else list(features or []))
     features = feature_names
+    if source is None and reader == "auto" and features_col is None and estimator == "histogram":
+        source = parquet_source(df, [label, *features])
     vector_col = features_col if vector is not None else None
     with vector_lengths_checked(df, vector_col, label):
         driver = _driver_rows(df, label, features, source if features_col is None else None,
@@ -467,22 +477,22 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     if execution == "resident" and why_not is not None:
         raise InputError(f"resident execution is not available: {why_not}")
     parts = slots if why_not is not None else task_slots(df.sparkSession)
-    reader: RowSource
+    rows: RowSource
     if driver is not None:
-        reader = driver
+        rows = driver
     elif vector is not None:
-        reader = vector
+        rows = vector
     elif source is not None and estimator == "histogram":
         # the statistics pass samples the rows for the bin edges too, where it can
-        reader = ParquetReader(df.sparkSession, source, slots,
+        rows = ParquetReader(df.sparkSession, source, slots,
                                presample=None if label_type == "continuous" else (num_bins, binning))
     else:
-        reader = SparkSource(df)
+        rows = SparkSource(df)
     # the passes over the rows type the values in the Python workers (see spark_source.packed)
-    reading = reader.reading if isinstance(reader, BatchReader) else nullcontext
+    reading = rows.reading if isinstance(rows, BatchReader) else nullcontext
     with vector_lengths_checked(df, vector_col, label), reading():
         plan, skip_cols = build_plan(schema, label, features, num_bins, max_categories,
-                                     max_classes, handle_invalid, _TimedSource(reader, phases),
+                                     max_classes, handle_invalid, _TimedSource(rows, phases),
                                      binning, label_type, label_bins)
     if estimator == "kde":
         plan = grid_plan(SparkSource(df).kept(label, skip_cols), plan)
@@ -533,14 +543,14 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                                notes)
         # a cached batch of a few blocks, not of a whole partition (see cache_batch_rows)
         with batch_rows(df.sparkSession, cache_batch_rows(block_rows * (d + 2))), reading():
-            if isinstance(reader, BatchReader) and reader.balanced(parts):
+            if isinstance(rows, BatchReader) and rows.balanced(parts):
                 # row groups split evenly over the task slots: encoded straight into the
                 # cache, no range shuffle (one job instead of two)
-                encoded = reader.encode_blocks(plan, block_rows, skip_cols, partitions=parts)
+                encoded = rows.encode_blocks(plan, block_rows, skip_cols, partitions=parts)
                 phases.lap("plan")
                 kept = keep(encoded, level, block_storage, staging_dir)
             else:
-                encoded = reader.encode_blocks(plan, block_rows, skip_cols)  # (driver: codes)
+                encoded = rows.encode_blocks(plan, block_rows, skip_cols)  # (driver: codes)
                 phases.lap("plan")
                 kept = _keep_blocks(encoded, parts, level, block_storage, staging_dir)
         phases.lap("encode")
@@ -599,4 +609,6 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         notes.append(f"the encoded rows were kept by {_STORAGE_WORDS[how]} (the session "
                      "cannot cache DataFrames)")
     return SelectionRun(plan, selection, params, time.perf_counter() - t0, t_prep, notes,
-                        backend.execution, how, dict(phases))
+                        backend.execution, how, dict(phases),
+                        "pyarrow" if source is not None and features_col is None
+                        and estimator == "histogram" else "spark")
