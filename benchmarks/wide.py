@@ -6,7 +6,9 @@ K = 10, ``execution="resident"`` so that both go through the executors) runs on 
 its ``prepare_seconds``, phases and mean step time are recorded, with the driver's peak
 RSS over the whole process (``driver_rss_mb``; the tables are made in a child process)
 and the peak RSS of the Python driver and of the driver JVM during the run alone
-(``run_peak_rss_mb``: VmHWM reset before the run). Ratios (vector / columns) are within one run; the load average is recorded.
+(``run_peak_rss_mb``: VmHWM reset before the run). Ratios (to columns) are within one run;
+the load average is recorded. ``--kinds`` adds the same columns as a DataFrame without
+``source`` (``frame``) and the vector column read by Spark (``vector_spark``).
 
     PYSPARK_PYTHON=$PWD/.venv/bin/python .venv/bin/python benchmarks/wide.py \\
         --dims 2000 10000 --out benchmarks/results/s9_wide.json
@@ -84,6 +86,12 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=20_000)
     ap.add_argument("--dims", type=int, nargs="+", default=[2000, 10000])
     ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--kinds", nargs="+", default=["columns", "vector"],
+                    choices=["columns", "vector", "frame", "vector_spark"],
+                    help="columns: the Parquet files given as source=; frame: the same "
+                         "DataFrame without source (run_selection finds the files itself); "
+                         "vector: the vector column of a Parquet scan (read by pyarrow); "
+                         "vector_spark: the same read by Spark (reader='spark')")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     from pyspark.ml.feature import VectorAssembler
@@ -108,7 +116,7 @@ def main(argv=None) -> int:
             vec = os.path.join(tmp, f"vec{d}.parquet")
             VectorAssembler(inputCols=feats, outputCol="features").transform(df).select(
                 "label", "features").write.parquet(vec)
-            for kind in ("columns", "vector"):
+            for kind in args.kinds:
                 procs = [os.getpid(), *_jvm_pids()]
                 reset_peaks(procs)
                 t = time.perf_counter()
@@ -117,13 +125,20 @@ def main(argv=None) -> int:
                     run = run_selection(frame, "label", num_features=args.k,
                                         source=parquet_source(frame, frame.columns),
                                         execution="resident")
+                elif kind == "frame":
+                    frame = spark.read.parquet(cols)
+                    run = run_selection(frame, "label", num_features=args.k,
+                                        features=[c for c in frame.columns if c != "label"],
+                                        execution="resident")
                 else:
                     frame = spark.read.parquet(vec)
                     run = run_selection(frame, "label", features_col="features",
-                                        num_features=args.k, execution="resident")
+                                        num_features=args.k, execution="resident",
+                                        reader="spark" if kind == "vector_spark" else "auto")
                 wall = time.perf_counter() - t
                 steps = run.selection.step_seconds
-                row = {"d": d, "kind": kind, "wall": round(wall, 2),
+                row = {"d": d, "kind": kind, "reader": run.report()["reader"],
+                       "wall": round(wall, 2),
                        "prepare": round(run.prepare_seconds, 2),
                        "phases": {k: round(v, 2) for k, v in run.phases.items()},
                        "step_mean": round(sum(steps) / len(steps), 4),
@@ -135,9 +150,12 @@ def main(argv=None) -> int:
                        "load": round(os.getloadavg()[0], 2)}
                 res["runs"].append(row)
                 print(json.dumps(row), flush=True)
-            a, b = res["runs"][-2], res["runs"][-1]
-            print(f"D={d}: vector/columns prepare {b['prepare'] / a['prepare']:.2f}, "
-                  f"same selection {a['selected'] == b['selected']}", flush=True)
+            mine = {r["kind"]: r for r in res["runs"] if r["d"] == d}
+            if "columns" in mine:
+                a = mine["columns"]
+                for kind, b in mine.items():
+                    print(f"D={d}: {kind}/columns prepare {b['prepare'] / a['prepare']:.2f}, "
+                          f"same selection {a['selected'] == b['selected']}", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         spark.stop()

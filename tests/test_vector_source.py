@@ -13,7 +13,7 @@ from pyspark.ml.linalg import Vectors
 
 from vmi_spark.core import encoding
 from vmi_spark.errors import InputError
-from vmi_spark.spark.vector_source import VectorLengthError, vector_matrix
+from vmi_spark.spark.vector_source import VectorLengthError, vector_matrix, vector_struct_matrix
 
 
 def test_vector_matrix_hand_made():
@@ -35,6 +35,59 @@ def test_vector_matrix_rejects_vectors_of_another_length(rows, width, found):
     arr = pa.array(rows, pa.list_(pa.float64()))
     with pytest.raises(VectorLengthError, match=f"a vector of {found} elements where {width}"):
         vector_matrix(arr, width)
+
+
+def _stored(vectors):
+    """ML vectors as Spark stores them in Parquet (VectorUDT's struct), built by hand:
+    ``("d", values)``, ``("s", size, indices, values)`` or None."""
+    from vmi_spark.spark.arrow_source import VECTOR_FIELDS
+
+    rows = [None if v is None else
+            {"type": 1, "size": None, "indices": None, "values": v[1]} if v[0] == "d" else
+            {"type": 0, "size": v[1], "indices": v[2], "values": v[3]} for v in vectors]
+    return pa.array(rows, pa.struct([pa.field(n, t) for n, t in VECTOR_FIELDS]))
+
+
+def _densified(vectors, width):
+    """The slow way: one row at a time, as ``vector_to_array`` densifies."""
+    out = np.full((len(vectors), width), np.nan)
+    for r, v in enumerate(vectors):
+        if v is None:
+            continue
+        if v[0] == "d":
+            out[r] = v[1]
+        else:
+            out[r] = 0.0
+            for i, x in zip(v[2], v[3]):
+                out[r, i] = x
+    return out
+
+
+def test_stored_vectors_densify_as_vector_to_array_does():
+    vectors = [("d", [1.0, -0.0, 2.5, np.nan]), ("s", 4, [0, 3], [7.0, -1.0]), None,
+               ("s", 4, [], []), ("d", [0.0, 0.0, 0.0, 9.0]), ("s", 4, [2], [np.nan])]
+    arr = _stored(vectors)
+    for lo, hi in ((0, 6), (1, 5), (4, 5), (2, 3)):  # slices: offsets into shared buffers
+        mat, null = vector_struct_matrix(arr.slice(lo, hi - lo), 4)
+        want = _densified(vectors[lo:hi], 4)
+        np.testing.assert_array_equal(mat, want)
+        assert np.array_equal(np.signbit(mat), np.signbit(want))  # -0.0 stays -0.0
+        assert (null is None) == (not any(v is None for v in vectors[lo:hi]))
+        if null is not None:
+            assert null.tolist() == [v is None for v in vectors[lo:hi]]
+    dense = [("d", [float(i), float(-i)]) for i in range(5)]
+    mat, null = vector_struct_matrix(_stored(dense).slice(1, 3), 2)
+    assert null is None and mat.tolist() == [[1.0, -1.0], [2.0, -2.0], [3.0, -3.0]]
+
+
+@pytest.mark.parametrize("vectors, found", [
+    ([("d", [1.0, 2.0]), ("d", [3.0])], 1),
+    ([("s", 2, [0], [1.0]), ("s", 5, [4], [1.0])], 5),
+    ([None, ("d", [1.0, 2.0, 3.0])], 3),
+])
+def test_stored_vectors_of_another_length_are_rejected(vectors, found):
+    with pytest.raises(VectorLengthError, match=f"a vector of {found} elements where 2"):
+        vector_struct_matrix(_stored(vectors), 2)
 
 
 def test_joined_batches_keep_the_rows_in_order():
@@ -123,6 +176,36 @@ def test_vector_reader_plans_and_selects_as_the_expanded_columns(spark, monkeypa
     kinds = [c.kind for c in ref.plan.columns]
     assert "bins" in kinds and "category" in kinds
     assert all(c.missing for c in ref.plan.columns)  # the null vectors
+
+
+@pytest.mark.parametrize("sample_rows", [None, 500])
+def test_vector_parquet_is_read_with_pyarrow_and_selects_as_spark(spark, tmp_path,
+                                                                   monkeypatch, sample_rows):
+    """A vector column of a Parquet scan (dense, sparse and null vectors) is read by
+    pyarrow in the workers: the plan, selection and scores of Spark's reading of it."""
+    from vmi_spark.spark import select
+
+    if sample_rows is not None:
+        monkeypatch.setattr(encoding, "SAMPLE_ROWS", sample_rows)
+    path = str(tmp_path / "vectors.parquet")
+    _vector_frame(spark).repartition(3).write.parquet(path)
+    df = spark.read.parquet(path)
+    kw = dict(method="vmi_pairwise", num_features=4, num_bins=5, max_categories=4,
+              features_col="v", execution="passes")
+    ref = select.run_selection(df, "y", reader="spark", **kw)
+    calls = []
+    real = select.ParquetVectorReader.read
+    monkeypatch.setattr(select.ParquetVectorReader, "read",
+                        lambda self, cols: calls.append(1) or real(self, cols))
+    got = select.run_selection(df, "y", **kw)
+    assert got.report()["reader"] == "pyarrow" and ref.report()["reader"] == "spark"
+    assert calls  # the passes went through the Parquet vector reader
+    assert got.plan.to_json() == ref.plan.to_json()
+    assert got.selection.selected == ref.selection.selected
+    assert got.selection.scores == ref.selection.scores
+    assert all(c.missing for c in got.plan.columns)  # the null vectors
+    filtered = df.where("y != 'lo'")  # not a plain scan: Spark reads it
+    assert select.run_selection(filtered, "y", **kw).report()["reader"] == "spark"
 
 
 def test_wide_vectors_are_read_in_batches_of_bounded_bytes(spark, monkeypatch):
@@ -215,7 +298,7 @@ def test_named_vectors_are_not_aggregated_before_the_passes(spark, monkeypatch):
 @pytest.mark.driver_auto  # the driver execution reads the rows itself
 @pytest.mark.parametrize("execution", ["driver", "passes", "resident"])
 def test_named_vectors_of_another_length_fail_in_the_passes_with_the_full_message(
-        spark, execution):
+        spark, tmp_path, execution):
     """A vector shorter or longer than its ML attributes say, met by the statistics pass
     in a Python worker (passes, resident) or by the driver reading the rows (driver), ends
     in the one-line InputError of the full check: the shortest and longest lengths."""
@@ -223,9 +306,13 @@ def test_named_vectors_of_another_length_fail_in_the_passes_with_the_full_messag
 
     widths = [3] * 30 + [2] + [3] * 30 + [5] + [3] * 10
     df = _labelled_vectors(spark, widths, ["a", "b", "c"])
-    with pytest.raises(InputError) as info:
-        select.run_selection(df, "y", features_col="v", num_features=2, execution=execution)
-    msg = str(info.value)
-    assert msg == ("featuresCol 'v' holds vectors of 2 to 5 elements; every row must have "
-                   "the same length (3)"), msg
-    assert "\n" not in msg
+    path = str(tmp_path / "vectors.parquet")
+    df.write.parquet(path)  # the ML attributes are kept in the file's Spark schema
+    for frame in (df, spark.read.parquet(path)):  # read by Spark, by pyarrow
+        with pytest.raises(InputError) as info:
+            select.run_selection(frame, "y", features_col="v", num_features=2,
+                                 execution=execution)
+        msg = str(info.value)
+        assert msg == ("featuresCol 'v' holds vectors of 2 to 5 elements; every row must "
+                       "have the same length (3)"), msg
+        assert "\n" not in msg

@@ -26,6 +26,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -60,13 +61,42 @@ _ARROW_TYPES: dict[type, tuple[pa.DataType, ...]] = {
 }
 
 
+#: how Spark stores an ML vector (VectorUDT's sqlType) and pyarrow reads it back
+VECTOR_FIELDS = (("type", pa.int8()), ("size", pa.int32()), ("indices", pa.list_(pa.int32())),
+                 ("values", pa.list_(pa.float64())))
+
+
+def is_vector_struct(t: pa.DataType) -> bool:
+    """Whether ``t`` is the struct Spark writes an ML vector as (:data:`VECTOR_FIELDS`;
+    nullability and the lists' element names aside)."""
+    if not pa.types.is_struct(t) or t.num_fields != len(VECTOR_FIELDS):
+        return False
+    for k, (name, want) in enumerate(VECTOR_FIELDS):
+        got = t.field(k)
+        if got.name != name:
+            return False
+        if pa.types.is_list(want):
+            if not (pa.types.is_list(got.type) and got.type.value_type == want.value_type):
+                return False
+        elif got.type != want:
+            return False
+    return True
+
+
+def _is_vector(dt: T.DataType) -> bool:
+    """Whether ``dt`` is Spark ML's vector type."""
+    from pyspark.ml.linalg import VectorUDT
+
+    return isinstance(dt, VectorUDT)
+
+
 @dataclass(frozen=True)
 class ParquetSource:
     """The Parquet files behind a DataFrame, in units of row groups."""
 
     files: tuple[str, ...]
     units: tuple[tuple[int, int, int], ...]  # (file index, row group, rows)
-    kinds: dict[str, str]  # column -> "double" | "string" (the typed frame's types)
+    kinds: dict[str, str]  # column -> "double" | "string" (the typed frame's types) | "vector"
 
     @property
     def num_rows(self) -> int:
@@ -145,6 +175,8 @@ def parquet_source(df: DataFrame, columns: list[str]) -> ParquetSource | None:
             for c in columns:
                 want = _ARROW_TYPES.get(type(fields[c]))
                 idx = schema.get_field_index(c)
+                if idx >= 0 and _is_vector(fields[c]) and is_vector_struct(schema.field(idx).type):
+                    continue
                 if want is None or idx < 0 or schema.field(idx).type not in want:
                     log.debug("Parquet fast path off: column '%s' of %s is not read as %s", c,
                               uri, fields[c].simpleString())
@@ -156,17 +188,16 @@ def parquet_source(df: DataFrame, columns: list[str]) -> ParquetSource | None:
     except Exception as exc:  # a file system pyarrow cannot open, an unreadable footer
         log.debug("Parquet fast path off: %s", str(exc).splitlines()[0] if str(exc) else exc)
         return None
-    kinds = {c: "string" if isinstance(fields[c], T.StringType) else "double" for c in columns}
+    kinds = {c: "string" if isinstance(fields[c], T.StringType)
+             else "vector" if _is_vector(fields[c]) else "double" for c in columns}
     return ParquetSource(files, tuple(u for u in units if u[2] > 0), kinds)
 
 
-def read_fn(source: ParquetSource, columns: list[str]):
-    """Executor side: the typed record batches ``[columns...]`` of a task's row groups
-    (the first column typed, the others as :func:`~.rows.feature_array` passes them on)."""
-    kinds = [source.kinds[c] for c in columns]
-    files = source.files
-
-    units = source.units
+def row_group_batches(source: ParquetSource, columns: list[str], batch_rows: int = BATCH_ROWS):
+    """Executor side: the record batches ``[columns...]`` (in that order, as stored) of
+    the row groups whose unit numbers a task's input batches hold, at most ``batch_rows``
+    rows each."""
+    files, units = source.files, source.units
 
     def batches(unit_batches):
         pf, current = None, -1
@@ -178,16 +209,29 @@ def read_fn(source: ParquetSource, columns: list[str]):
                         if pf is not None:
                             pf.close()
                         pf, current = _open(files[f]), f
-                    for rb in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[g],
+                    for rb in pf.iter_batches(batch_size=batch_rows, row_groups=[g],
                                               columns=columns, use_threads=False):
                         idx = {name: k for k, name in enumerate(rb.schema.names)}
-                        yield pa.RecordBatch.from_arrays(
-                            [(feature_array if j else typed_array)(rb.column(idx[c]), k)
-                             for j, (c, k) in enumerate(zip(columns, kinds))],
-                            names=[f"_c{j}" for j in range(len(columns))])
+                        yield pa.RecordBatch.from_arrays([rb.column(idx[c]) for c in columns],
+                                                         names=columns)
         finally:
             if pf is not None:
                 pf.close()
+    return batches
+
+
+def read_fn(source: ParquetSource, columns: list[str]):
+    """Executor side: the typed record batches ``[columns...]`` of a task's row groups
+    (the first column typed, the others as :func:`~.rows.feature_array` passes them on)."""
+    kinds = [source.kinds[c] for c in columns]
+    raw = row_group_batches(source, columns)
+    names = [f"_c{j}" for j in range(len(columns))]
+
+    def batches(unit_batches):
+        for rb in raw(unit_batches):
+            yield pa.RecordBatch.from_arrays(
+                [(feature_array if j else typed_array)(rb.column(j), k)
+                 for j, k in enumerate(kinds)], names=names)
     return batches
 
 
@@ -335,14 +379,15 @@ class BatchReader:
         return nullcontext()
 
 
-class ParquetReader(BatchReader):
-    """The passes over the files of a :class:`ParquetSource`, read by pyarrow in the workers."""
+class RowGroups:
+    """What a reader of a :class:`ParquetSource`'s row groups knows without reading them:
+    the rows (footers), the tasks (:func:`_units_frame`), whether they are balanced, and
+    a first batch read in the driver. Mixed into a :class:`BatchReader` whose ``read``
+    maps the unit frame's batches."""
 
-    def __init__(self, spark, source: ParquetSource, slots: int,
-                 presample: tuple[int, str] | None = None):
-        self.spark, self.source, self.slots = spark, source, slots
-        self.kinds = source.kinds
-        self.presample = presample
+    spark: Any
+    source: ParquetSource
+    slots: int
 
     def known_rows(self) -> int | None:
         """The rows in the Parquet footers."""
@@ -353,7 +398,7 @@ class ParquetReader(BatchReader):
         if not self.source.units:
             return None
         units = pa.RecordBatch.from_pydict({"unit": pa.array([0], pa.int64())})
-        batches = read_fn(self.source, columns)(iter([units]))
+        batches = self.read(columns)(iter([units]))  # type: ignore[attr-defined]
         try:
             return next(batches, None)
         finally:
@@ -361,9 +406,6 @@ class ParquetReader(BatchReader):
 
     def frame(self, partitions: int | None = None) -> DataFrame:
         return _units_frame(self.spark, self.source, self.slots, partitions)
-
-    def read(self, columns: list[str]):
-        return read_fn(self.source, columns)
 
     def balanced(self, parts: int) -> bool:
         """Whether ``parts`` tasks of contiguous row groups hold about the same rows (each
@@ -375,6 +417,19 @@ class ParquetReader(BatchReader):
         sums = [sum(rows[a:b]) for a, b in zip(bounds, bounds[1:])]
         mean = sum(sums) / parts
         return all(abs(s_ - mean) <= 0.1 * mean for s_ in sums)
+
+
+class ParquetReader(RowGroups, BatchReader):
+    """The passes over the files of a :class:`ParquetSource`, read by pyarrow in the workers."""
+
+    def __init__(self, spark, source: ParquetSource, slots: int,
+                 presample: tuple[int, str] | None = None):
+        self.spark, self.source, self.slots = spark, source, slots
+        self.kinds = source.kinds
+        self.presample = presample
+
+    def read(self, columns: list[str]):
+        return read_fn(self.source, columns)
 
 
 class _Sampler:

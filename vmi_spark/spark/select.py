@@ -50,7 +50,13 @@ from .resident import ResidentBackend, ResidentUnavailable
 from .session import is_local, parallelism, storage_memory, task_slots, unavailable_reason
 from .spark_source import SparkSource
 from .storage import Kept, batch_rows, cache_batch_rows, keep
-from .vector_source import LENGTH_MARK, VectorReader, vector_array, vector_batches
+from .vector_source import (
+    LENGTH_MARK,
+    ParquetVectorReader,
+    VectorReader,
+    vector_array,
+    vector_batches,
+)
 
 #: every selection method (the registry's names, kept here for existing imports)
 ALL_METHODS = METHOD_NAMES
@@ -413,10 +419,12 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     the files with pyarrow in the Python workers, which is several times faster for
     wide tables and gives the same result. Without it, ``reader="auto"`` finds them
     itself when ``df`` is ``spark.read.parquet(...)`` or a projection of its columns
-    (:func:`vmi_spark.spark.arrow_source.plain_parquet_scan`); ``reader="spark"``
-    always reads with Spark. Both are ignored with ``features_col`` or the ``kde``
-    estimator. ``report()["reader"]`` says which read the rows: ``"pyarrow"`` or
-    ``"spark"``.
+    (:func:`vmi_spark.spark.arrow_source.plain_parquet_scan`), also for a vector
+    ``features_col`` (its stored struct is cut in the workers:
+    :class:`vmi_spark.spark.vector_source.ParquetVectorReader`); ``reader="spark"``
+    reads with Spark. ``source`` is ignored with ``features_col``, and both with the
+    ``kde`` estimator. ``report()["reader"]`` says which read the rows: ``"pyarrow"``
+    or ``"spark"``.
 
     ``execution`` says how the greedy steps run: ``"resident"`` keeps the blocks in
     long-running barrier tasks that the driver talks to directly (one round trip per
@@ -465,7 +473,8 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     feature_names: list[str] = (resolve_columns(df, label, features) if vector is None
                                 else list(features or []))
     features = feature_names
-    if source is None and reader == "auto" and features_col is None and estimator == "histogram":
+    auto = reader == "auto" and estimator == "histogram"
+    if source is None and auto and features_col is None:
         source = parquet_source(df, [label, *features])
     vector_col = features_col if vector is not None else None
     with vector_lengths_checked(df, vector_col, label):
@@ -482,12 +491,21 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         rows = driver
     elif vector is not None:
         rows = vector
+        files = parquet_source(df, [label, str(features_col)]) if auto else None
+        if files is not None:  # the vectors' Parquet struct, read by pyarrow in the workers
+            rows = ParquetVectorReader(df, label, str(features_col), features, slots, files,
+                                       presample=None if label_type == "continuous"
+                                       else (num_bins, binning))
     elif source is not None and estimator == "histogram":
         # the statistics pass samples the rows for the bin edges too, where it can
         rows = ParquetReader(df.sparkSession, source, slots,
                                presample=None if label_type == "continuous" else (num_bins, binning))
     else:
         rows = SparkSource(df)
+    # the driver reads a Parquet source with pyarrow too (parquet_rows), a vector with Spark
+    read_by = ("pyarrow" if isinstance(rows, (ParquetReader, ParquetVectorReader))
+               or (driver is not None and source is not None and features_col is None)
+               else "spark")
     # the passes over the rows type the values in the Python workers (see spark_source.packed)
     reading = rows.reading if isinstance(rows, BatchReader) else nullcontext
     with vector_lengths_checked(df, vector_col, label), reading():
@@ -610,5 +628,4 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                      "cannot cache DataFrames)")
     return SelectionRun(plan, selection, params, time.perf_counter() - t0, t_prep, notes,
                         backend.execution, how, dict(phases),
-                        "pyarrow" if source is not None and features_col is None
-                        and estimator == "histogram" else "spark")
+                        read_by)

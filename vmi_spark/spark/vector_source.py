@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .arrow_source import BatchReader
+from .arrow_source import BatchReader, ParquetSource, RowGroups, row_group_batches
 from .plan import quote
 from .rows import feature_array, typed_array
 from .storage import session_confs
@@ -110,6 +110,46 @@ def vector_matrix(arr: pa.Array, width: int) -> tuple[np.ndarray, np.ndarray | N
     return mat, null
 
 
+def vector_struct_matrix(arr: pa.Array, width: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`vector_matrix` of ML vectors as Spark stores them (read from Parquet by
+    pyarrow: :data:`~.arrow_source.VECTOR_FIELDS`): a dense vector (``type`` 1) is its
+    ``values``, a sparse one (``type`` 0) is zero but at ``indices``, as
+    ``vector_to_array`` gives them. The length is ``values``' or ``size``."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    n = len(arr)
+    null = None if arr.null_count == 0 else ~arr.is_valid().to_numpy(zero_copy_only=False)
+    kind = arr.field("type").to_numpy(zero_copy_only=False)
+    values = arr.field("values")
+    dense = kind == 1 if null is None else (kind == 1) & ~null
+    sparse = kind == 0 if null is None else (kind == 0) & ~null
+    voff = values.offsets.to_numpy()
+    lengths = np.diff(voff)
+    size = arr.field("size").fill_null(-1).to_numpy(zero_copy_only=False)
+    wrong = (dense & (lengths != width)) | (sparse & (size != width))
+    if wrong.any():
+        r = int(np.flatnonzero(wrong)[0])
+        raise VectorLengthError(f"{LENGTH_MARK}{lengths[r] if dense[r] else size[r]} "
+                                f"elements where {width} were expected")
+    flat = values.values.to_numpy(zero_copy_only=False)
+    if dense.all() and voff[-1] - voff[0] == n * width:  # the usual case: one reshape
+        return flat[voff[0]:voff[-1]].astype(np.float64).reshape(n, width), None
+    mat = np.zeros((n, width))
+    if null is not None:
+        mat[null] = np.nan
+    for d in np.flatnonzero(dense):
+        mat[d] = flat[voff[d]:voff[d + 1]]
+    indices = arr.field("indices")
+    ioff, at = indices.offsets.to_numpy(), indices.values.to_numpy(zero_copy_only=False)
+    for q in np.flatnonzero(sparse):
+        i = at[ioff[q]:ioff[q + 1]]
+        if len(i) != lengths[q] or (len(i) and (i.min() < 0 or i.max() >= width)):
+            raise ValueError(f"vmi_spark: a malformed sparse vector ({len(i)} indices, "
+                             f"{lengths[q]} values, size {width})")
+        mat[q, i] = flat[voff[q]:voff[q + 1]]
+    return mat, null
+
+
 def joined(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
     """The non-empty ``batches`` joined, in order, into batches of at least ``rows`` rows
     (the last one may have fewer); a batch of ``rows`` or more passes as it is.
@@ -151,6 +191,9 @@ class VectorReader(BatchReader):
     elements before they are cut.
     """
 
+    #: the vector batches come as ``vector_to_array`` gives them (an array of doubles)
+    _matrix = staticmethod(vector_matrix)
+
     def __init__(self, df: DataFrame, label: str, features_col: str, names: list[str],
                  slots: int):
         ldt = next(f.dataType for f in df.schema.fields if f.name == label)
@@ -162,6 +205,7 @@ class VectorReader(BatchReader):
         self.kinds = {label: "string" if isinstance(ldt, T.StringType) else "double",
                       **dict.fromkeys(names, "double")}
         self._pos = {n: i for i, n in enumerate(names)}
+        self.label, self.features_col = label, features_col
 
     def frame(self, partitions: int | None = None) -> DataFrame:
         return self._frame
@@ -176,10 +220,12 @@ class VectorReader(BatchReader):
         idx = np.array([self._pos[c] for c in columns[1:]], dtype=np.int64)
         width = len(self.names)
         names = [f"_c{j}" for j in range(len(columns))]
+        rows = max(1, min(VECTOR_JOIN_ROWS, VECTOR_JOIN_CELLS // width))
+        raw, matrix = self._batches(rows), self._matrix
 
         def batches(it):
-            for rb in joined(it, max(1, min(VECTOR_JOIN_ROWS, VECTOR_JOIN_CELLS // width))):
-                mat, null = vector_matrix(rb.column(1), width)
+            for rb in joined(raw(it), rows):
+                mat, null = matrix(rb.column(1), width)
                 # the elements as contiguous columns (one gather), passed on as read: the
                 # passes read float64 values as doubles themselves (feature_array)
                 sub = mat.T[idx] if len(idx) else np.empty((0, rb.num_rows))
@@ -188,3 +234,30 @@ class VectorReader(BatchReader):
                          for j in range(sub.shape[0])]
                 yield pa.RecordBatch.from_arrays(cols, names=names)
         return batches
+
+    def _batches(self, rows: int):
+        """The batches of the label and the vector from the frame's batches: as they are."""
+        return lambda it: it
+
+
+class ParquetVectorReader(RowGroups, VectorReader):
+    """A vector column of a plain Parquet scan (:func:`~.arrow_source.parquet_source` with
+    the label and the vector column), read by pyarrow in the workers: each task reads the
+    label and the vectors' struct of its row groups and cuts them as :class:`VectorReader`
+    cuts ``vector_to_array``'s arrays (:func:`vector_struct_matrix`). The values never
+    cross the JVM, which hands a wide vector to Python at about 8 bytes and a few
+    nanoseconds per element per pass."""
+
+    _matrix = staticmethod(vector_struct_matrix)
+
+    def __init__(self, df: DataFrame, label: str, features_col: str, names: list[str],
+                 slots: int, source: ParquetSource, presample: tuple[int, str] | None = None):
+        super().__init__(df, label, features_col, names, slots)
+        self.spark, self.source, self.presample = df.sparkSession, source, presample
+
+    def reading(self) -> AbstractContextManager[None]:
+        """Nothing to set: the JVM does not read the vectors."""
+        return nullcontext()
+
+    def _batches(self, rows: int):
+        return row_group_batches(self.source, [self.label, self.features_col], rows)
