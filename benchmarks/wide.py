@@ -150,12 +150,19 @@ def main(argv=None) -> int:
                        "load": round(os.getloadavg()[0], 2)}
                 res["runs"].append(row)
                 print(json.dumps(row), flush=True)
-            mine = {r["kind"]: r for r in res["runs"] if r["d"] == d}
-            if "columns" in mine:
-                a = mine["columns"]
-                for kind, b in mine.items():
-                    print(f"D={d}: {kind}/columns prepare {b['prepare'] / a['prepare']:.2f}, "
-                          f"same selection {a['selected'] == b['selected']}", flush=True)
+            # a kind may run more than once (--kinds frame vector columns vector): the first
+            # run after the table is written is slower; compare the fastest of each kind
+            best: dict = {}
+            for r in res["runs"]:
+                if r["d"] == d and (r["kind"] not in best or r["prepare"] < best[r["kind"]]["prepare"]):
+                    best[r["kind"]] = r
+            base = min((r for k, r in best.items() if k in ("columns", "frame")),
+                       key=lambda r: r["prepare"], default=None)
+            for kind, b in best.items():
+                if base is not None:
+                    print(f"D={d}: {kind} / Parquet columns (fastest) prepare "
+                          f"{b['prepare'] / base['prepare']:.2f}, same selection "
+                          f"{base['selected'] == b['selected']}", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         spark.stop()

@@ -13,7 +13,12 @@ from pyspark.ml.linalg import Vectors
 
 from vmi_spark.core import encoding
 from vmi_spark.errors import InputError
-from vmi_spark.spark.vector_source import VectorLengthError, vector_matrix, vector_struct_matrix
+from vmi_spark.spark.vector_source import (
+    VectorLengthError,
+    element_columns,
+    vector_matrix,
+    vector_struct_matrix,
+)
 
 
 def test_vector_matrix_hand_made():
@@ -90,6 +95,26 @@ def test_stored_vectors_of_another_length_are_rejected(vectors, found):
         vector_struct_matrix(_stored(vectors), 2)
 
 
+def test_element_columns_are_one_byte_where_every_value_is_a_small_integer():
+    mat = np.array([[1.0, 0.5, -0.0, 127.0, 128.0, np.nan, -128.0],
+                    [2.0, 1.0, 3.0, -3.0, 1.0, 1.0, 0.0]])
+    idx = np.arange(7)
+    cols = element_columns(mat, idx, None)
+    assert [str(c.type) for c in cols] == ["int8", "double", "int8", "int8", "double",
+                                           "double", "int8"]
+    for j, c in enumerate(cols):  # the same doubles (NaN where NaN), column by column
+        np.testing.assert_array_equal(c.to_numpy(zero_copy_only=False).astype(float) + 0.0,
+                                      mat[:, j] + 0.0)
+    sub = element_columns(mat, np.array([5, 0, 1]), None)  # a subset, in its order
+    assert [str(c.type) for c in sub] == ["double", "int8", "double"]
+    assert sub[1].to_pylist() == [1, 2] and sub[2].to_pylist() == [0.5, 1.0]
+    null = np.array([False, True])
+    masked = element_columns(np.where(null[:, None], np.nan, mat), idx, null)
+    assert all(str(c.type) == "double" and c.null_count == 1 for c in masked)
+    assert masked[0].to_pylist() == [1.0, None]
+    assert element_columns(mat, np.array([], dtype=np.int64), None) == []
+
+
 def test_joined_batches_keep_the_rows_in_order():
     from vmi_spark.spark.vector_source import joined
 
@@ -130,7 +155,10 @@ def test_vector_reader_cuts_joined_batches_as_it_cuts_single_ones(monkeypatch):
     def table(join_cells):
         monkeypatch.setattr(V, "VECTOR_JOIN_CELLS", join_cells)
         got = list(reader.read(cols)(iter(parts)))
-        return [rb.num_rows for rb in got], pa.Table.from_batches(got)
+        # a batch without a null vector holds these small integers as int8: as doubles
+        doubles = [pa.RecordBatch.from_arrays([c.cast(pa.float64()) for c in rb.columns],
+                                              names=rb.schema.names) for rb in got]
+        return [rb.num_rows for rb in got], pa.Table.from_batches(doubles)
 
     sizes_one, one = table(1)
     sizes_all, everything = table(3 * 1000)
@@ -206,6 +234,41 @@ def test_vector_parquet_is_read_with_pyarrow_and_selects_as_spark(spark, tmp_pat
     assert all(c.missing for c in got.plan.columns)  # the null vectors
     filtered = df.where("y != 'lo'")  # not a plain scan: Spark reads it
     assert select.run_selection(filtered, "y", **kw).report()["reader"] == "spark"
+
+
+@pytest.mark.parametrize("reader", ["auto", "spark"])
+def test_small_integer_elements_select_as_the_expanded_columns(spark, tmp_path, monkeypatch,
+                                                               reader):
+    """Elements read as one-byte columns in some batches and as doubles in others (a NaN,
+    a 0.5 or a 300 in one batch only; -0.0 among the codes): the plan, sample, selection
+    and scores of the expanded columns read by Spark."""
+    from vmi_spark.spark import select
+    from vmi_spark.spark import vector_source as V
+
+    monkeypatch.setattr(encoding, "SAMPLE_ROWS", 700)
+    monkeypatch.setattr(V, "VECTOR_JOIN_ROWS", 128)  # many batches per task
+    rng = np.random.default_rng(4)
+    n = 1500
+    y = rng.integers(0, 2, n)
+    codes = rng.integers(0, 5, (n, 6)).astype(float)
+    codes[:, 0] += 3 * y
+    codes[:, 1] = np.where(y == 1, -0.0, codes[:, 1])
+    codes[:, 2] = rng.integers(-60, 60, n) + 20 * y  # many values: binned
+    codes[100, 3], codes[900, 4], codes[1400, 5] = np.nan, 0.5, 300.0
+    rows = [(int(y[i]), Vectors.dense(codes[i].tolist())) for i in range(n)]
+    path = str(tmp_path / "codes.parquet")
+    spark.createDataFrame(rows, ["y", "v"]).repartition(2).write.parquet(path)
+    df = spark.read.parquet(path)
+    expanded, names = select.expand_vector(df, "v", "y")
+    kw = dict(method="vmi_pairwise", num_features=4, num_bins=6, max_categories=8)
+    ref = select.run_selection(expanded, "y", features=names, reader="spark", **kw)
+    got = select.run_selection(df, "y", features_col="v", reader=reader, **kw)
+    assert got.report()["reader"] == ("pyarrow" if reader == "auto" else "spark")
+    assert got.plan.to_json() == ref.plan.to_json()
+    assert got.selection.selected == ref.selection.selected
+    assert got.selection.scores == ref.selection.scores
+    kinds = [c.kind for c in ref.plan.columns]
+    assert kinds[2] == "bins" and kinds[0] == "category"
 
 
 def test_wide_vectors_are_read_in_batches_of_bounded_bytes(spark, monkeypatch):

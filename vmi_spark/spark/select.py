@@ -212,18 +212,15 @@ def vector_names(df: DataFrame, features_col: str, label: str, *,
     if not (is_numeric(ldt) or isinstance(ldt, (T.StringType, T.BooleanType))):
         raise InputError(f"label column '{label}' has unsupported type {ldt.simpleString()}")
     names = vector_attribute_names(fields[features_col].metadata)
-    shortest = longest = None
-    rows = 1
-    if check or names is None:
-        arr = vector_array(features_col)
-        size = F.when(arr.isNotNull(), F.size(arr))
-        with vector_batches(df.sparkSession, None if names is None else len(names)):
-            row = df.select(F.min(size), F.max(size), F.count(F.lit(1))).first()
-        shortest, longest, rows = (row[0], row[1], row[2]) if row is not None else (None, None, 0)
     if names is None:
+        shortest, longest, rows = _vector_lengths(df, features_col, None)
         if not rows:
             raise InputError("the input has no rows")
         names = [f"{features_col}[{i}]" for i in range(int(longest or 0))]
+    elif check:
+        shortest, longest, _ = _vector_lengths(df, features_col, len(names))
+    else:
+        shortest = None  # the passes check the lengths
     if shortest is not None and not shortest == longest == len(names):
         raise InputError(f"featuresCol '{features_col}' holds vectors of {shortest} to {longest} "
                          f"elements; every row must have the same length ({len(names)})")
@@ -232,6 +229,17 @@ def vector_names(df: DataFrame, features_col: str, label: str, *,
     if not names:
         raise InputError(f"featuresCol '{features_col}' holds empty vectors")
     return names
+
+
+def _vector_lengths(df: DataFrame, features_col: str,
+                    width: int | None) -> tuple[int | None, int | None, int]:
+    """The shortest and longest vectors of ``features_col`` (None without a non-null
+    vector) and the rows: one aggregate, in batches sized for ``width`` elements."""
+    arr = vector_array(features_col)
+    size = F.when(arr.isNotNull(), F.size(arr))
+    with vector_batches(df.sparkSession, width):
+        row = df.select(F.min(size), F.max(size), F.count(F.lit(1))).first()
+    return (row[0], row[1], row[2]) if row is not None else (None, None, 0)
 
 
 @contextmanager

@@ -133,7 +133,7 @@ def vector_struct_matrix(arr: pa.Array, width: int) -> tuple[np.ndarray, np.ndar
                                 f"elements where {width} were expected")
     flat = values.values.to_numpy(zero_copy_only=False)
     if dense.all() and voff[-1] - voff[0] == n * width:  # the usual case: one reshape
-        return flat[voff[0]:voff[-1]].astype(np.float64).reshape(n, width), None
+        return flat[voff[0]:voff[-1]].reshape(n, width), None  # float64 already
     mat = np.zeros((n, width))
     if null is not None:
         mat[null] = np.nan
@@ -148,6 +148,36 @@ def vector_struct_matrix(arr: pa.Array, width: int) -> tuple[np.ndarray, np.ndar
                              f"{lengths[q]} values, size {width})")
         mat[q, i] = flat[voff[q]:voff[q + 1]]
     return mat, null
+
+
+def element_columns(mat: np.ndarray, idx: np.ndarray, null: np.ndarray | None) -> list[pa.Array]:
+    """Columns ``idx`` of the (rows, width) matrix ``mat`` of one batch (``null``: the null
+    vectors' rows), each a contiguous Arrow array of the same doubles: ``int8`` where every
+    value of the column in this batch is an integer in [-128, 127] (coded features; -0.0
+    is 0 there, as the passes read it), else ``float64``. The passes read both as the same
+    doubles (:func:`~.rows.feature_array`'s native types), and one-byte columns cost the
+    statistics and the encoder less than doubles. A batch with a null vector stays float64."""
+    n, width = mat.shape
+    if not len(idx):
+        return []
+    sel = mat if len(idx) == width and (idx == np.arange(width)).all() else mat[:, idx]
+    if null is None:
+        with np.errstate(invalid="ignore"):  # NaN and large values: not exact, not used
+            small = sel.astype(np.int8)
+        exact = (small == sel).all(axis=0)
+    else:
+        small, exact = None, np.zeros(len(idx), dtype=bool)
+    out: list[pa.Array] = [pa.array([])] * len(idx)
+    if small is not None and exact.any():
+        rows8 = np.ascontiguousarray(small.T)
+        for j in np.flatnonzero(exact):
+            out[j] = pa.array(rows8[j])
+    rest = np.flatnonzero(~exact)
+    if len(rest):
+        wide = np.ascontiguousarray((sel if len(rest) == len(idx) else sel[:, rest]).T)
+        for k, j in enumerate(rest):
+            out[j] = feature_array(pa.array(wide[k], mask=null), "double")
+    return out
 
 
 def joined(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
@@ -226,12 +256,7 @@ class VectorReader(BatchReader):
         def batches(it):
             for rb in joined(raw(it), rows):
                 mat, null = matrix(rb.column(1), width)
-                # the elements as contiguous columns (one gather), passed on as read: the
-                # passes read float64 values as doubles themselves (feature_array)
-                sub = mat.T[idx] if len(idx) else np.empty((0, rb.num_rows))
-                cols = [typed_array(rb.column(0), label_kind)]
-                cols += [feature_array(pa.array(sub[j], mask=null), "double")
-                         for j in range(sub.shape[0])]
+                cols = [typed_array(rb.column(0), label_kind), *element_columns(mat, idx, null)]
                 yield pa.RecordBatch.from_arrays(cols, names=names)
         return batches
 
