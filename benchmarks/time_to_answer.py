@@ -5,7 +5,9 @@ For each table, alternating in one run, ``REPS`` times each:
 * ``bare``: ``spark-submit`` of a script that reads the Parquet file and counts it;
 * ``job``: ``spark-submit jobs/select_features.py`` (vmi_naive, K = 20, ``--execution auto``);
 * ``job_resident``: the same job with ``--execution resident`` (the distributed path that
-  ``auto`` used before the driver execution).
+  ``auto`` used before the driver execution);
+* ``job_baseline`` (with ``--baseline DIR``): ``job`` with the code of another checkout
+  (e.g. ``git worktree add DIR <commit>``), for an A/B of a change in one run.
 
 Wall time is measured around the subprocess; the job's ``phase_seconds`` come from its
 ``selection.json``. The 1-minute load average is recorded with every run. Tables:
@@ -79,7 +81,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--kinds", nargs="+", default=["bare", "job", "job_resident"],
+                    choices=["bare", "job", "job_resident", "job_baseline"])
+    ap.add_argument("--baseline", default=None,
+                    help="a checkout whose code job_baseline runs (added to --kinds)")
     args = ap.parse_args(argv)
+    kinds = list(args.kinds)
+    if args.baseline and "job_baseline" not in kinds:
+        kinds.append("job_baseline")
+    if "job_baseline" in kinds and not args.baseline:
+        ap.error("job_baseline needs --baseline DIR")
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                PYTHONPATH=ROOT)
     tmp = tempfile.mkdtemp(prefix="tta-")
@@ -91,18 +102,19 @@ def main(argv=None) -> int:
         base = [spark_submit(), "--master", "local[2]", "--conf", "spark.ui.enabled=false"]
         for name, path in tables(tmp).items():
             for rep in range(args.reps):
-                for kind in ("bare", "job", "job_resident"):
+                for kind in kinds:
                     out = os.path.join(tmp, f"out-{kind}")
                     shutil.rmtree(out, ignore_errors=True)
                     if kind == "bare":
                         cmd = [*base, bare, path]
                     else:
-                        cmd = [*base, os.path.join(ROOT, "jobs", "select_features.py"),
+                        code = args.baseline if kind == "job_baseline" else ROOT
+                        cmd = [*base, os.path.join(code, "jobs", "select_features.py"),
                                "--input", path, "--label", "label", "--output", out,
                                "--num-features", "20", "--quiet", "--execution",
-                               "auto" if kind == "job" else "resident"]
+                               "resident" if kind == "job_resident" else "auto"]
                     before = load()
-                    wall = run(cmd, env)
+                    wall = run(cmd, dict(env, PYTHONPATH=code) if kind != "bare" else env)
                     row = {"table": name, "rep": rep, "kind": kind, "wall": round(wall, 2),
                            "load": before}
                     if kind != "bare":
@@ -119,14 +131,16 @@ def main(argv=None) -> int:
         for name in {r["table"] for r in res["runs"]}:
             med = {k: statistics.median(r["wall"] for r in res["runs"]
                                         if r["table"] == name and r["kind"] == k)
-                   for k in ("bare", "job", "job_resident")}
+                   for k in kinds}
             prep = statistics.median(r["prepare"] for r in res["runs"]
                                      if r["table"] == name and r["kind"] == "job")
             same = len({tuple(r["selected"]) for r in res["runs"]
                          if r["table"] == name and r["kind"] != "bare"}) == 1
-            summary[name] = {"median_wall": med, "job_over_bare": round(med["job"] / med["bare"], 2),
-                             "resident_over_bare": round(med["job_resident"] / med["bare"], 2),
-                             "job_prepare_median": prep, "same_selection_every_run": same}
+            summary[name] = {"median_wall": med, "job_prepare_median": prep,
+                             "same_selection_every_run": same}
+            if "bare" in med:
+                summary[name].update({f"{k}_over_bare": round(med[k] / med["bare"], 2)
+                                      for k in kinds if k != "bare"})
             print(name, json.dumps(summary[name]), flush=True)
         res["summary"] = summary
         res["load_end"] = load()
