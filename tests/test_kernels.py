@@ -271,3 +271,51 @@ def test_pair_counts_against_a_plain_loop():
     assert np.array_equal(kernels.pair_counts(codes, y, 2, 3, 2), expected)
     assert np.array_equal(kernels.pair_counts_np(codes, y, 2, 3, 2), expected)
     assert np.array_equal(bound.pair_counts_many(codes, y, [2, 0], 3, 2)[0], expected)
+
+
+# Every compiled loop on two and three classes: the naive and pairwise bounds (per-row and
+# pattern kernels, per-row and per-cell pairwise scores) and the classic criteria's pair
+# counts. Prints what it selected, so that two processes can be compared.
+_EVERY_LOOP = """
+import json
+import numpy as np
+from vmi_spark.core.criteria import select_classic
+from vmi_spark.core.greedy import select_vmi
+from vmi_spark.core.inmemory import InMemoryBackend
+out = []
+for num_classes in (2, 3):
+    rng = np.random.default_rng(num_classes)
+    n, d = 30_000, 12
+    y = rng.integers(0, num_classes, n)
+    codes = ((rng.integers(0, 6, (d, n)) + (rng.random((d, n)) < 0.5) * y) % 6).astype(np.uint8)
+    for method in ("vmi_naive", "vmi_pairwise"):
+        b = InMemoryBackend(codes, y, method, arity=6, num_classes=num_classes)
+        out.append(list(select_vmi(b, method, 8).selected))
+    b = InMemoryBackend(codes, y, "jmi", arity=6, num_classes=num_classes)
+    out.append(list(select_classic(b, "jmi", 4).selected))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.system  # two fresh processes that compile and then load every loop
+@numba_only
+def test_a_second_process_loads_every_compiled_loop_from_the_cache(tmp_path):
+    # numba keys a cached function by its closure's pickled bytes; a loop that closed over
+    # another compiled function (a dispatcher pickles with an id of its process) missed
+    # the cache in every process: compiled again and written again, one file per process
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), NUMBA_DEBUG_CACHE="1")
+    env.pop("VMI_SPARK_KERNELS", None)
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", _EVERY_LOOP], env=env, capture_output=True,
+                             text=True, check=True, timeout=900)
+        lines = out.stdout.splitlines()
+        saved = [line for line in lines if line.startswith("[cache] data saved")]
+        return lines[-1], saved, sorted(p.name for p in tmp_path.rglob("*.nbc"))
+
+    first, saved_first, files_first = run()
+    second, saved_second, files_second = run()
+    assert saved_first and files_first  # the first process compiled the loops and cached them
+    assert saved_second == [], saved_second  # the second loaded every one of them
+    assert files_second == files_first
+    assert second == first  # and selected the same

@@ -192,9 +192,21 @@ def pair_counts_np(codes, y, f, arity, num_classes):
 # ----------------------------------------------------------------------------- numba
 
 
+#: the scalar exp, log and rint that the compiled loops call (explog.compile_scalar), set by
+#: :func:`_compile`. Module globals, not closure variables of ``_compile``: numba keys a
+#: cached function by the pickled bytes of its closure, and a dispatcher pickles with an id
+#: of its own process, so loops that closed over these missed numba's cache in every
+#: process, were compiled again (0.5-0.7 s each, in the driver and in every Python worker)
+#: and added a file to the cache each time. numba does not notice an edit of explog.py in
+#: a cached loop (only of this file); tests/test_kernels.py compares the compiled loops
+#: with the numpy ones, which call explog directly, on every run.
+_exp1 = _log1 = _fix = None
+
+
 def _compile(numba, cache=True):
+    global _exp1, _log1, _fix
     jit = numba.njit(cache=cache, nogil=True, error_model="numpy")
-    exp1, log1, fix = explog.compile_scalar(numba)
+    _exp1, _log1, _fix = explog.compile_scalar(numba)
 
     @jit
     def row_posterior(pattern_post, ids, codes, rest, cond):
@@ -234,7 +246,7 @@ def _compile(numba, cache=True):
                 m = p0[k] * c0[v]
                 m += p1[k] * c1[v]
                 m = m if m > TINY else TINY
-                t += fix(log1(m) * SCALE)
+                t += _fix(_log1(m) * SCALE)
             out[j] = t
 
     @jit
@@ -252,7 +264,7 @@ def _compile(numba, cache=True):
                 for y in range(1, num_classes):
                     m += post[y, k] * c[v, y]
                 m = m if m > TINY else TINY
-                t += fix(log1(m) * SCALE)
+                t += _fix(_log1(m) * SCALE)
             out[j] = t
 
     @jit
@@ -315,9 +327,9 @@ def _compile(numba, cache=True):
             src = log_ratio[cands[j]]
             t = 0
             for k in range(n):
-                v = own[k] + other[k] * exp1(src[k] / m)
+                v = own[k] + other[k] * _exp1(src[k] / m)
                 v = v if v > TINY else TINY
-                t += fix(-log1(v) * SCALE)
+                t += _fix(-_log1(v) * SCALE)
             out[j] = t
 
     @jit
@@ -329,9 +341,9 @@ def _compile(numba, cache=True):
             for k in range(n):
                 v = own[k]
                 for c in range(others):
-                    v += other[k, c] * exp1(src[k, c] / m)
+                    v += other[k, c] * _exp1(src[k, c] / m)
                 v = v if v > TINY else TINY
-                t += fix(-log1(v) * SCALE)
+                t += _fix(-_log1(v) * SCALE)
             out[j] = t
 
     def pair_scores(log_ratio, post, y, cands, m):
@@ -375,9 +387,9 @@ def _compile(numba, cache=True):
                 if n != 0:
                     v = own[cell]
                     for c in range(others):
-                        v += other[cell, c] * exp1(lj[cell, c])
+                        v += other[cell, c] * _exp1(lj[cell, c])
                     v = v if v > TINY else TINY
-                    t += n * fix(-log1(v) * SCALE)
+                    t += n * _fix(-_log1(v) * SCALE)
             out[j] = t
 
     def pair_cell_scores(log_ratio, post, codes, ids, y, cands, m, arity, num):
