@@ -6,8 +6,9 @@ For each table, alternating in one run, ``REPS`` times each:
 * ``job``: ``spark-submit jobs/select_features.py`` (vmi_naive, K = 20, ``--execution auto``);
 * ``job_resident``: the same job with ``--execution resident`` (the distributed path that
   ``auto`` used before the driver execution);
-* ``job_baseline`` (with ``--baseline DIR``): ``job`` with the code of another checkout
-  (e.g. ``git worktree add DIR <commit>``), for an A/B of a change in one run.
+* ``job_baseline``, ``job_resident_baseline`` (with ``--baseline DIR``): ``job`` and
+  ``job_resident`` with the code of another checkout (e.g. ``git worktree add DIR
+  <commit>``), for an A/B of a change in one run.
 
 Wall time is measured around the subprocess; the job's ``phase_seconds`` come from its
 ``selection.json``. The 1-minute load average is recorded with every run. Tables:
@@ -82,15 +83,16 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", default=None)
     ap.add_argument("--kinds", nargs="+", default=["bare", "job", "job_resident"],
-                    choices=["bare", "job", "job_resident", "job_baseline"])
+                    choices=["bare", "job", "job_resident", "job_baseline",
+                             "job_resident_baseline"])
     ap.add_argument("--baseline", default=None,
                     help="a checkout whose code job_baseline runs (added to --kinds)")
     args = ap.parse_args(argv)
     kinds = list(args.kinds)
-    if args.baseline and "job_baseline" not in kinds:
+    if args.baseline and not any(k.endswith("_baseline") for k in kinds):
         kinds.append("job_baseline")
-    if "job_baseline" in kinds and not args.baseline:
-        ap.error("job_baseline needs --baseline DIR")
+    if any(k.endswith("_baseline") for k in kinds) and not args.baseline:
+        ap.error("the *_baseline kinds need --baseline DIR")
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                PYTHONPATH=ROOT)
     tmp = tempfile.mkdtemp(prefix="tta-")
@@ -108,11 +110,11 @@ def main(argv=None) -> int:
                     if kind == "bare":
                         cmd = [*base, bare, path]
                     else:
-                        code = args.baseline if kind == "job_baseline" else ROOT
+                        code = args.baseline if kind.endswith("_baseline") else ROOT
                         cmd = [*base, os.path.join(code, "jobs", "select_features.py"),
                                "--input", path, "--label", "label", "--output", out,
                                "--num-features", "20", "--quiet", "--execution",
-                               "resident" if kind == "job_resident" else "auto"]
+                               "resident" if "resident" in kind else "auto"]
                     before = load()
                     wall = run(cmd, dict(env, PYTHONPATH=code) if kind != "bare" else env)
                     row = {"table": name, "rep": rep, "kind": kind, "wall": round(wall, 2),
