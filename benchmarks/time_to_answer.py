@@ -78,20 +78,25 @@ def run(cmd: list[str], env: dict) -> float:
     return wall
 
 
+#: each kind of run that starts the job: (runs another checkout's code, --execution)
+JOB_KINDS = {"job": (False, "auto"), "job_resident": (False, "resident"),
+             "job_baseline": (True, "auto"), "job_resident_baseline": (True, "resident")}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", default=None)
     ap.add_argument("--kinds", nargs="+", default=["bare", "job", "job_resident"],
-                    choices=["bare", "job", "job_resident", "job_baseline",
-                             "job_resident_baseline"])
+                    choices=["bare", *JOB_KINDS])
     ap.add_argument("--baseline", default=None,
                     help="a checkout whose code job_baseline runs (added to --kinds)")
     args = ap.parse_args(argv)
     kinds = list(args.kinds)
-    if args.baseline and not any(k.endswith("_baseline") for k in kinds):
+    baseline_kinds = [k for k in kinds if k != "bare" and JOB_KINDS[k][0]]
+    if args.baseline and not baseline_kinds:
         kinds.append("job_baseline")
-    if any(k.endswith("_baseline") for k in kinds) and not args.baseline:
+    if baseline_kinds and not args.baseline:
         ap.error("the *_baseline kinds need --baseline DIR")
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                PYTHONPATH=ROOT)
@@ -110,11 +115,11 @@ def main(argv=None) -> int:
                     if kind == "bare":
                         cmd = [*base, bare, path]
                     else:
-                        code = args.baseline if kind.endswith("_baseline") else ROOT
+                        other, execution = JOB_KINDS[kind]
+                        code = args.baseline if other else ROOT
                         cmd = [*base, os.path.join(code, "jobs", "select_features.py"),
                                "--input", path, "--label", "label", "--output", out,
-                               "--num-features", "20", "--quiet", "--execution",
-                               "resident" if "resident" in kind else "auto"]
+                               "--num-features", "20", "--quiet", "--execution", execution]
                     before = load()
                     wall = run(cmd, dict(env, PYTHONPATH=code) if kind != "bare" else env)
                     row = {"table": name, "rep": rep, "kind": kind, "wall": round(wall, 2),
@@ -134,8 +139,9 @@ def main(argv=None) -> int:
             med = {k: statistics.median(r["wall"] for r in res["runs"]
                                         if r["table"] == name and r["kind"] == k)
                    for k in kinds}
-            prep = statistics.median(r["prepare"] for r in res["runs"]
-                                     if r["table"] == name and r["kind"] == "job")
+            preps = [r["prepare"] for r in res["runs"]
+                     if r["table"] == name and r["kind"] == "job"]
+            prep = statistics.median(preps) if preps else None
             same = len({tuple(r["selected"]) for r in res["runs"]
                          if r["table"] == name and r["kind"] != "bare"}) == 1
             summary[name] = {"median_wall": med, "job_prepare_median": prep,
