@@ -45,3 +45,29 @@ def random_discrete(seed: int, n: int = 240, d: int = 8, states: int = 3, classe
     df = pd.DataFrame(cols)
     df["y"] = y
     return df
+
+
+GATED_JOB = Path(__file__).parent / "gated_job.py"
+
+
+def gate_env(env: dict, gate: Path, step: int) -> dict:
+    """``env`` for a spark-submit of :data:`GATED_JOB` that pauses after ``step`` steps."""
+    gate.mkdir(parents=True, exist_ok=True)
+    return dict(env, VMI_TEST_GATE=str(gate), VMI_TEST_GATE_STEP=str(step))
+
+
+def wait_until_paused(proc, gate: Path, timeout: float = 300) -> bool:
+    """True once the gated job has paused; False if it ended or ``timeout`` passed first."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (gate / "paused").exists():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def resume(gate: Path) -> None:
+    """Let the paused gated job go on."""
+    (gate / "resume").write_text("")

@@ -7,13 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from helpers import random_discrete
+from helpers import GATED_JOB, gate_env, random_discrete, wait_until_paused
 from vmi_spark.checkpoint import FILE_NAME
 from vmi_spark.errors import InputError
 from vmi_spark.spark.select import run_selection
@@ -92,28 +91,24 @@ def test_kill_9_of_spark_submit_then_rerun_resumes(spark, tmp_path):
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                PYTHONPATH=str(ROOT))
     ckpt, out = tmp_path / "ck", tmp_path / "out"
-    cmd = [str(spark_submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-           str(ROOT / "jobs" / "select_features.py"), "--input", str(data), "--label", "y",
-           "--method", "vmi_pairwise", "--num-features", "12", "--output", str(out),
-           "--checkpoint-dir", str(ckpt), "--quiet",
-           "--execution", "resident"]  # steps slow enough to be caught (auto: the driver)
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    args = ["--input", str(data), "--label", "y",
+            "--method", "vmi_pairwise", "--num-features", "12", "--output", str(out),
+            "--checkpoint-dir", str(ckpt), "--quiet",
+            "--execution", "resident"]  # the path with the most state (auto: the driver)
+    submit = [str(spark_submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false"]
+    cmd = [*submit, str(ROOT / "jobs" / "select_features.py"), *args]
+    gate = tmp_path / "gate"  # the gated job pauses after the checkpoint of step 2
+    proc = subprocess.Popen([*submit, str(GATED_JOB), *args], env=gate_env(env, gate, 2),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    done_before = 0
     try:
-        deadline = time.time() + 400
-        while time.time() < deadline and proc.poll() is None:
-            f = ckpt / FILE_NAME
-            if f.exists():
-                done_before = len(json.loads(f.read_text())["selected"])
-                if done_before >= 2:
-                    break
-            time.sleep(0.05)
+        paused = wait_until_paused(proc, gate, timeout=400)
+        done_before = len(json.loads((ckpt / FILE_NAME).read_text())["selected"]) if paused else 0
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # the driver and its Python child, no cleanup
         proc.wait()
-    assert 2 <= done_before < 12, "the run was not caught mid-selection"
+    assert paused and done_before == 2, "the run was not caught mid-selection"
     assert not (out / "selection.json").exists()  # nothing written by the killed run
     rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
     assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]

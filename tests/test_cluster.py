@@ -12,13 +12,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from helpers import GATED_JOB, gate_env, resume, wait_until_paused
 from vmi_spark.testing.cluster import SparkCluster, find_spark_class
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +50,8 @@ def cluster():
 
 
 def _submit_cmd(master: str, table: Path, out: Path, method: str, k: int = 4,
-                execution: str = "auto") -> tuple[list, dict]:
+                execution: str = "auto", job: Path = ROOT / "jobs" / "select_features.py"
+                ) -> tuple[list, dict]:
     """spark-submit of the job; the cluster runs ask for ``resident`` (``auto`` would select
     these small tables in the driver), the local ones take ``auto``'s choice."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
@@ -60,7 +61,7 @@ def _submit_cmd(master: str, table: Path, out: Path, method: str, k: int = 4,
            "--conf", "spark.sql.shuffle.partitions=4",
            # executors are started by the workers, not by spark-submit: give them the repo
            "--conf", f"spark.executorEnv.PYTHONPATH={ROOT}",
-           str(ROOT / "jobs" / "select_features.py"), "--input", str(table), "--label", "y",
+           str(job), "--input", str(table), "--label", "y",
            "--num-features", str(k), "--method", method, "--output", str(out), "--quiet",
            "--execution", execution]
     return cmd, env
@@ -118,29 +119,22 @@ def test_losing_a_worker_mid_selection_gives_the_same_report(wide_table, tmp_pat
     with SparkCluster(num_workers=2, cores=1, memory="1g", scripts_dir=ROOT / "docker",
                       timeout=150) as c:
         cmd, env = _submit_cmd(c.master_url, wide_table, tmp_path / "cluster", method, k,
-                               execution="resident")
-        probe = tmp_path / "ck"
-        cmd += ["--checkpoint-dir", str(probe)]  # only used to see how far the run is
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
-        steps = 0
-        deadline = time.time() + 300
-        while proc.poll() is None and time.time() < deadline:
-            f = probe / "vmi_checkpoint.json"
-            if f.exists():
-                try:
-                    steps = len(json.loads(f.read_text())["selected"])
-                except ValueError:
-                    steps = 0
-                if steps >= 2:
-                    break
-            time.sleep(0.05)
-        assert proc.poll() is None and 2 <= steps < k, "the run was not caught mid-selection"
+                               execution="resident", job=GATED_JOB)
+        cmd += ["--checkpoint-dir", str(tmp_path / "ck")]  # the gate is after a checkpoint
+        gate = tmp_path / "gate"
+        proc = subprocess.Popen(cmd, env=gate_env(env, gate, 2), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        paused = wait_until_paused(proc, gate)
+        if not paused:
+            proc.kill()
+        assert paused, "the run did not pause after step 2: " + proc.communicate()[0][-4000:]
         c.kill_worker(2)
+        resume(gate)
         out, _ = proc.communicate(timeout=600)
         assert proc.returncode == 0, out[-6000:]
         assert c.master_state()["aliveworkers"] == 1
     remote = json.loads((tmp_path / "cluster" / "selection.json").read_text())
+    assert any("resident tasks were lost" in w for w in remote["warnings"]), remote["warnings"]
     cmd, env = _submit_cmd("local[2]", wide_table, tmp_path / "local", method, k)
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]

@@ -14,14 +14,22 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import codes_of, lung, lung_frame, random_discrete
+from helpers import (
+    GATED_JOB,
+    codes_of,
+    gate_env,
+    lung,
+    lung_frame,
+    random_discrete,
+    resume,
+    wait_until_paused,
+)
 from vmi_spark.core.criteria import select_classic
 from vmi_spark.core.greedy import select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
@@ -317,31 +325,26 @@ def test_killed_python_workers_are_restarted_with_the_same_answer(tmp_path):
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                PYTHONPATH=str(ROOT))
 
-    def cmd(out, master, *extra):
+    def cmd(out, master, *extra, job=ROOT / "jobs" / "select_features.py"):
         # local[2,4]: up to 4 task failures, so the barrier stage can be retried
         return [str(submit), "--master", master, "--conf", "spark.ui.enabled=false",
-                str(ROOT / "jobs" / "select_features.py"), "--input", str(table), "--label",
+                str(job), "--input", str(table), "--label",
                 "y", "--method", "vmi_pairwise", "--num-features", "20", "--output", str(out),
                 *extra]
 
-    probe = tmp_path / "ck"
-    # --execution resident: auto would select this small table in the driver
-    proc = subprocess.Popen(cmd(tmp_path / "a", "local[2,4]", "--checkpoint-dir", str(probe),
-                                "--execution", "resident"),
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    gate = tmp_path / "gate"
+    # --execution resident: auto would select this small table in the driver; the gated
+    # job pauses after the checkpoint of step 2 until the workers are killed
+    proc = subprocess.Popen(cmd(tmp_path / "a", "local[2,4]", "--checkpoint-dir",
+                                str(tmp_path / "ck"), "--execution", "resident", job=GATED_JOB),
+                            env=gate_env(env, gate, 2), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
     killed: list[int] = []
-    deadline = time.time() + 300
-    while proc.poll() is None and time.time() < deadline and not killed:
-        f = probe / "vmi_checkpoint.json"
-        try:
-            steps = len(json.loads(f.read_text())["selected"]) if f.exists() else 0
-        except ValueError:
-            steps = 0
-        if steps >= 2:
-            killed = _python_workers(proc.pid)
-            for pid in killed:
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.02)
+    if wait_until_paused(proc, gate):
+        killed = _python_workers(proc.pid)
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+    resume(gate)
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out[-6000:]
     assert killed, "the run was not caught mid-selection"
