@@ -399,6 +399,23 @@ def _saving(ckpt: Checkpoint, on_step: Callable[[Selection], None] | None):
     return save_then_call
 
 
+def _row_source(df: DataFrame, label: str, features: list[str], vector: VectorReader | None,
+                source: ParquetSource | None, slots: int, presample: tuple[int, str] | None,
+                files: ParquetSource | None, histogram: bool) -> RowSource:
+    """What the passes on the executors read the rows with: the vectors' Parquet struct
+    read by pyarrow (``files``) or by Spark (``vector``); the Parquet ``source``'s columns
+    read by pyarrow (the statistics pass samples the rows for the bin edges too, where it
+    can: ``presample``); or Spark's rows of ``df``."""
+    if vector is not None:
+        if files is None:
+            return vector
+        return ParquetVectorReader(df, label, vector.features_col, features, slots, files,
+                                   presample=presample)
+    if source is not None and histogram:
+        return ParquetReader(df.sparkSession, source, slots, presample=presample)
+    return SparkSource(df)
+
+
 def run_selection(df: DataFrame, label: str, *, features: list[str] | None = None,
                   features_col: str | None = None, method: str = "vmi_naive",
                   num_features: int = 50, restart_tolerance: float = 0.0, num_bins: int = 10,
@@ -485,41 +502,33 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     if source is None and auto and features_col is None:
         source = parquet_source(df, [label, *features])
     vector_col = features_col if vector is not None else None
+    # a vector of another length, met by any read of the rows, is the one-line InputError
     with vector_lengths_checked(df, vector_col, label):
         driver = _driver_rows(df, label, features, source if features_col is None else None,
                               execution, estimator, vector)
-    # resident tasks all run at once: at most one partition per task slot
-    why_not = ("not asked for" if execution == "passes" or driver is not None
-               else unavailable_reason(df.sparkSession))
-    if execution == "resident" and why_not is not None:
-        raise InputError(f"resident execution is not available: {why_not}")
-    parts = slots if why_not is not None else task_slots(df.sparkSession)
-    rows: RowSource
-    if driver is not None:
-        rows = driver
-    elif vector is not None:
-        rows = vector
-        files = parquet_source(df, [label, str(features_col)]) if auto else None
-        if files is not None:  # the vectors' Parquet struct, read by pyarrow in the workers
-            rows = ParquetVectorReader(df, label, str(features_col), features, slots, files,
-                                       presample=None if label_type == "continuous"
-                                       else (num_bins, binning))
-    elif source is not None and estimator == "histogram":
-        # the statistics pass samples the rows for the bin edges too, where it can
-        rows = ParquetReader(df.sparkSession, source, slots,
-                               presample=None if label_type == "continuous" else (num_bins, binning))
-    else:
-        rows = SparkSource(df)
-    # the driver reads a Parquet source with pyarrow too (parquet_rows), a vector with Spark
-    read_by = ("pyarrow" if isinstance(rows, (ParquetReader, ParquetVectorReader))
-               or (driver is not None and source is not None and features_col is None)
-               else "spark")
-    # the passes over the rows type the values in the Python workers (see spark_source.packed)
-    reading = rows.reading if isinstance(rows, BatchReader) else nullcontext
-    with vector_lengths_checked(df, vector_col, label), reading():
-        plan, skip_cols = build_plan(schema, label, features, num_bins, max_categories,
-                                     max_classes, handle_invalid, _TimedSource(rows, phases),
-                                     binning, label_type, label_bins)
+        # resident tasks all run at once: at most one partition per task slot
+        why_not = ("not asked for" if execution == "passes" or driver is not None
+                   else unavailable_reason(df.sparkSession))
+        if execution == "resident" and why_not is not None:
+            raise InputError(f"resident execution is not available: {why_not}")
+        parts = slots if why_not is not None else task_slots(df.sparkSession)
+        rows: RowSource = driver if driver is not None else _row_source(
+            df, label, features, vector, source, slots,
+            presample=None if label_type == "continuous" else (num_bins, binning),
+            files=(parquet_source(df, [label, str(features_col)])
+                   if vector is not None and auto else None),
+            histogram=estimator == "histogram")
+        # the driver reads a Parquet source with pyarrow too (parquet_rows), a vector with Spark
+        read_by = ("pyarrow" if isinstance(rows, (ParquetReader, ParquetVectorReader))
+                   or (driver is not None and source is not None and features_col is None)
+                   else "spark")
+        # the passes over the rows type the values in the Python workers (spark_source.packed)
+        reading = rows.reading if isinstance(rows, BatchReader) else nullcontext
+        with reading():
+            plan, skip_cols = build_plan(schema, label, features, num_bins, max_categories,
+                                         max_classes, handle_invalid,
+                                         _TimedSource(rows, phases), binning, label_type,
+                                         label_bins)
     if estimator == "kde":
         plan = grid_plan(SparkSource(df).kept(label, skip_cols), plan)
     notes: list[str] = []
