@@ -92,6 +92,8 @@ def main(argv=None) -> int:
                          "DataFrame without source (run_selection finds the files itself); "
                          "vector: the vector column of a Parquet scan (read by pyarrow); "
                          "vector_spark: the same read by Spark (reader='spark')")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run the kinds this many times per D (in turn, for the spread)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     from pyspark.ml.feature import VectorAssembler
@@ -114,9 +116,10 @@ def main(argv=None) -> int:
             df = spark.read.parquet(cols)
             feats = [c for c in df.columns if c != "label"]
             vec = os.path.join(tmp, f"vec{d}.parquet")
-            VectorAssembler(inputCols=feats, outputCol="features").transform(df).select(
-                "label", "features").write.parquet(vec)
-            for kind in args.kinds:
+            if any(k.startswith("vector") for k in args.kinds):
+                VectorAssembler(inputCols=feats, outputCol="features").transform(df).select(
+                    "label", "features").write.parquet(vec)
+            for kind in [k for _ in range(args.repeat) for k in args.kinds]:
                 procs = [os.getpid(), *_jvm_pids()]
                 reset_peaks(procs)
                 t = time.perf_counter()

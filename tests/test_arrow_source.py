@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -18,7 +19,7 @@ from pyspark.sql import functions as F
 from vmi_spark.core import encoding
 from vmi_spark.job import main
 from vmi_spark.spark import sparkhash
-from vmi_spark.spark.arrow_source import parquet_source
+from vmi_spark.spark.arrow_source import ParquetSource, parquet_source, row_group_batches
 from vmi_spark.spark.select import run_selection
 
 
@@ -71,6 +72,84 @@ def files(tmp_path_factory):
             "e": pa.array(e), "flag": pa.array(rng.random(n) < 0.3 + 0.2 * (y == 2))})
         pq.write_table(table, str(base / f"part-{f}.parquet"), row_group_size=600)
     return base
+
+
+@pytest.mark.parametrize("batch_rows", [250, 600, 16384])
+def test_row_group_batches_are_the_files_rows_in_the_asked_order(files, batch_rows):
+    """Whole row groups (``read_row_group``, groups of at most ``batch_rows`` rows) and
+    row groups read batch by batch give the rows pyarrow's own reader gives, in the order
+    of the units and with the columns in the order asked for (not as stored)."""
+    paths = sorted(str(f) for f in files.glob("*.parquet"))
+    units = tuple((i, g, pq.ParquetFile(f).metadata.row_group(g).num_rows)
+                  for i, f in enumerate(paths) for g in range(pq.ParquetFile(f).num_row_groups))
+    columns = ["e", "label", "c", "a"]
+    source = ParquetSource(tuple("file://" + f for f in paths), units,
+                           dict.fromkeys(columns, "double"))
+    # a task's units: the second half, then the first (the order asked for is kept)
+    order = list(range(len(units) // 2, len(units))) + list(range(len(units) // 2))
+    asked = pa.RecordBatch.from_pydict({"id": pa.array(order, pa.int64())})
+    got = list(row_group_batches(source, columns, batch_rows)(iter([asked])))
+    assert all(rb.schema.names == columns and rb.num_rows <= batch_rows for rb in got)
+    groups = [pq.ParquetFile(paths[units[u][0]]).read_row_group(units[u][1]) for u in order]
+    want = pa.concat_tables(groups).select(columns)
+    got_table = pa.Table.from_batches(got)
+    assert got_table.schema == want.schema
+    # NaN is not equal to itself in Table.equals: compare the frames (NaN matches NaN)
+    pd.testing.assert_frame_equal(got_table.to_pandas(), want.to_pandas(), check_exact=True)
+    assert len(got) == sum(-(-units[u][2] // batch_rows) for u in order)
+
+
+def _rows_of(units) -> list[tuple[int, int, int]]:
+    """Every row of ``units`` as (file, row group, row in the group), slowly."""
+    out = []
+    for u in units:
+        first = u[3] if len(u) > 3 else 0
+        out += [(u[0], u[1], first + r) for r in range(u[2])]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_evened_units_are_equal_runs_of_the_same_rows(seed):
+    """ParquetSource.evened against a row-by-row split: the units of each of ``parts``
+    runs (spark.range's contiguous ranges) hold the rows ``total * p // parts`` to
+    ``total * (p + 1) // parts`` in order; padding units are empty."""
+    rng = np.random.default_rng(seed)
+    units = tuple((int(f), int(g), int(rng.integers(0, 50)))
+                  for f in range(int(rng.integers(1, 4)))
+                  for g in range(int(rng.integers(1, 5))))
+    units = tuple(u for u in units if u[2] > 0) or ((0, 0, 7),)
+    parts = int(rng.integers(1, 7))
+    source = ParquetSource(("a", "b", "c"), units, {})
+    even = source.evened(parts)
+    assert even.num_rows == source.num_rows
+    rows = _rows_of(units)
+    n = len(even.units)
+    assert n % parts == 0
+    for p in range(parts):  # spark.range(0, n, 1, parts): ids [p * n // parts, ...)
+        run = even.units[p * n // parts:(p + 1) * n // parts]
+        total = len(rows)
+        assert _rows_of(run) == rows[total * p // parts:total * (p + 1) // parts]
+    assert _rows_of(even.evened(parts).units) == rows  # pieces can be evened again
+
+
+@pytest.mark.parametrize("batch_rows", [250, 16384])
+def test_pieces_of_row_groups_read_their_own_rows(files, batch_rows):
+    """The evened units read back (whole groups and pieces, by read_row_group or batch
+    by batch) are the files' rows in order, each task's share exactly once."""
+    paths = sorted(str(f) for f in files.glob("*.parquet"))
+    units = tuple((i, g, pq.ParquetFile(f).metadata.row_group(g).num_rows)
+                  for i, f in enumerate(paths) for g in range(pq.ParquetFile(f).num_row_groups))
+    source = ParquetSource(tuple("file://" + f for f in paths), units, {})
+    want = pa.concat_tables([pq.read_table(f) for f in paths]).select(["label", "e"])
+    for parts in (2, 3, 7):
+        even = source.evened(parts)
+        read = row_group_batches(even, ["label", "e"], batch_rows)
+        n = len(even.units)
+        got = [rb for p in range(parts) for rb in read(iter([pa.RecordBatch.from_pydict(
+            {"id": pa.array(range(p * n // parts, (p + 1) * n // parts), pa.int64())})]))]
+        assert all(0 < rb.num_rows <= batch_rows for rb in got)
+        pd.testing.assert_frame_equal(pa.Table.from_batches(got).to_pandas(),
+                                      want.to_pandas(), check_exact=True)
 
 
 @pytest.mark.parametrize("handle_invalid", ["keep", "skip"])
@@ -176,9 +255,10 @@ def test_job_reads_parquet_with_pyarrow_and_matches_spark_reader(spark, files, t
         assert reports["auto"][key] == reports["spark"][key]
 
 
-def test_evenly_split_row_groups_are_cached_without_a_shuffle(spark, files, monkeypatch):
-    """Row groups that split evenly over the task slots are encoded straight into the cache
-    (no range shuffle); skewed ones are spread by the shuffle. Same result either way."""
+def test_row_groups_are_cut_into_even_runs_without_a_shuffle(spark, files, monkeypatch):
+    """Row groups are split evenly over the task slots, a straddling group cut in pieces,
+    and encoded straight into the cache (no range shuffle), also when the groups are
+    skewed; the Spark reader's blocks are spread by the shuffle. Same result either way."""
     import dataclasses
 
     from vmi_spark.spark import select
@@ -186,12 +266,11 @@ def test_evenly_split_row_groups_are_cached_without_a_shuffle(spark, files, monk
 
     df = spark.read.parquet(str(files))
     source = parquet_source(df, df.columns)
-    reader = ParquetReader(spark, source, 2)
-    assert reader.balanced(2)  # 2,700 and 2,550 rows
-    assert not reader.balanced(len(source.units) + 1)  # more tasks than row groups
-    skewed = ParquetReader(spark, dataclasses.replace(
-        source, units=(source.units[0], source.units[-1])), 2)
-    assert not skewed.balanced(2)  # 600 and 200 rows
+    skewed = dataclasses.replace(source, units=(source.units[0], source.units[-1],
+                                                source.units[1]))  # 600, 200, 600 rows
+    even = ParquetReader(spark, skewed, 2).evened(2)
+    assert [u[2] for u in even.source.units] == [600, 100, 100, 600]  # 700 rows a task
+    assert even.frame(2).rdd.getNumPartitions() == 2
     calls = []
     original = select._keep_blocks
     monkeypatch.setattr(select, "_keep_blocks",
@@ -199,7 +278,7 @@ def test_evenly_split_row_groups_are_cached_without_a_shuffle(spark, files, monk
     kw = dict(method="vmi_naive", num_features=4, execution="resident")
     with pytest.warns(UserWarning):
         fast = select.run_selection(df, "label", source=source, **kw)
-    assert calls == []  # the balanced path
+    assert calls == []  # no shuffle
     with pytest.warns(UserWarning):
         ref = select.run_selection(df, "label", reader="spark", **kw)
     assert calls == [1]  # the Spark reader: encoded, then spread by the shuffle

@@ -21,6 +21,7 @@ caller uses the Spark reader.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from collections.abc import Iterator
@@ -95,12 +96,40 @@ class ParquetSource:
     """The Parquet files behind a DataFrame, in units of row groups."""
 
     files: tuple[str, ...]
-    units: tuple[tuple[int, int, int], ...]  # (file index, row group, rows)
+    #: (file index, row group, rows), or (file index, row group, rows, first row) for a
+    #: piece of a row group (:meth:`evened`)
+    units: tuple[tuple[int, ...], ...]
     kinds: dict[str, str]  # column -> "double" | "string" (the typed frame's types) | "vector"
 
     @property
     def num_rows(self) -> int:
         return sum(u[2] for u in self.units)
+
+    def evened(self, parts: int) -> ParquetSource:
+        """The same rows in the same order as ``parts`` equal runs of units: ``spark.range``
+        over the units in ``parts`` partitions gives each partition the same number of
+        rows (one more in the first ``num_rows % parts``). A row group that straddles two
+        runs is cut into pieces, each read by its own task (the group is decoded by both);
+        runs are padded with empty units to the same length."""
+        total = self.num_rows
+        bounds = [total * i // parts for i in range(parts + 1)]
+        runs: list[list[tuple[int, ...]]] = [[] for _ in range(parts)]
+        at, p = 0, 0  # first row of the unit, partition being filled
+        for u in self.units:
+            f, g, rows = u[0], u[1], u[2]
+            first = u[3] if len(u) > 3 else 0
+            start = at
+            while start < at + rows:
+                while bounds[p + 1] <= start:
+                    p += 1
+                stop = min(at + rows, bounds[p + 1])
+                runs[p].append((f, g, stop - start, first + start - at))
+                start = stop
+            at += rows
+        width = max(1, max(len(r) for r in runs))
+        pad = (0, 0, 0, 0)
+        units = tuple(u for r in runs for u in r + [pad] * (width - len(r)))
+        return ParquetSource(self.files, units, self.kinds)
 
 
 def _open(uri: str):
@@ -167,7 +196,7 @@ def parquet_source(df: DataFrame, columns: list[str]) -> ParquetSource | None:
         return None
     if not files:
         return None
-    units: list[tuple[int, int, int]] = []
+    units: list[tuple[int, ...]] = []
     try:
         for i, uri in enumerate(files):
             pf = _open(uri)
@@ -194,26 +223,54 @@ def parquet_source(df: DataFrame, columns: list[str]) -> ParquetSource | None:
 
 
 def row_group_batches(source: ParquetSource, columns: list[str], batch_rows: int = BATCH_ROWS):
-    """Executor side: the record batches ``[columns...]`` (in that order, as stored) of
-    the row groups whose unit numbers a task's input batches hold, at most ``batch_rows``
-    rows each."""
+    """Executor side: the record batches ``[columns...]`` (in that order) of the row
+    groups, or pieces of row groups, whose unit numbers a task's input batches hold, at
+    most ``batch_rows`` rows each.
+
+    A row group of at most ``batch_rows`` rows is read whole (``read_row_group``: the
+    memory of one batch, and a third less time than a batch reader for wide tables:
+    6.6 against 9.4-10.7 ns a cell at 30,000 columns); a larger one batch by batch.
+    """
     files, units = source.files, source.units
+
+    def ordered(rb: pa.RecordBatch) -> pa.RecordBatch:
+        idx = {name: k for k, name in enumerate(rb.schema.names)}
+        return pa.RecordBatch.from_arrays([rb.column(idx[c]) for c in columns], names=columns)
+
+    def group(pf, g: int, rows: int, first: int, stored: int):
+        """Rows ``first`` to ``first + rows`` of row group ``g`` of ``stored`` rows."""
+        if stored <= batch_rows:
+            table = pf.read_row_group(g, columns=columns, use_threads=False)
+            if rows < stored:
+                table = table.slice(first, rows)
+            yield from table.to_batches(max_chunksize=batch_rows)
+            return
+        at = 0
+        for rb in pf.iter_batches(batch_size=batch_rows, row_groups=[g], columns=columns,
+                                  use_threads=False):
+            lo, hi = max(first - at, 0), min(first + rows - at, rb.num_rows)
+            at += rb.num_rows
+            if lo < hi:
+                yield rb if hi - lo == rb.num_rows else rb.slice(lo, hi - lo)
+            if at >= first + rows:
+                break
 
     def batches(unit_batches):
         pf, current = None, -1
         try:
             for ub in unit_batches:
                 for u in ub.column(0).to_pylist():
-                    f, g, _ = units[u]
+                    f, g, rows = units[u][:3]
+                    if rows == 0:  # padding (ParquetSource.evened)
+                        continue
                     if f != current:  # a task's units are contiguous: one file open at a time
                         if pf is not None:
                             pf.close()
                         pf, current = _open(files[f]), f
-                    for rb in pf.iter_batches(batch_size=batch_rows, row_groups=[g],
-                                              columns=columns, use_threads=False):
-                        idx = {name: k for k, name in enumerate(rb.schema.names)}
-                        yield pa.RecordBatch.from_arrays([rb.column(idx[c]) for c in columns],
-                                                         names=columns)
+                    first = units[u][3] if len(units[u]) > 3 else 0
+                    stored = pf.metadata.row_group(g).num_rows if len(units[u]) > 3 else rows
+                    for rb in group(pf, g, rows, first, stored):
+                        yield ordered(rb)
         finally:
             if pf is not None:
                 pf.close()
@@ -369,10 +426,11 @@ class BatchReader:
 
         return self.frame(partitions).mapInArrow(fn, BLOCK_SCHEMA)
 
-    def balanced(self, parts: int) -> bool:
-        """Whether ``parts`` partitions of the frame hold about the same rows, so that the
-        blocks need no shuffle to spread them (unknown here: no)."""
-        return False
+    def evened(self, parts: int) -> BatchReader | None:
+        """This reader with ``parts`` partitions of the same rows (``frame(parts)``), so
+        that the blocks need no shuffle to spread them; None where it cannot be known
+        without reading the rows (here)."""
+        return None
 
     def reading(self) -> AbstractContextManager[None]:
         """The session settings the jobs reading the rows run under (none here)."""
@@ -381,7 +439,7 @@ class BatchReader:
 
 class RowGroups:
     """What a reader of a :class:`ParquetSource`'s row groups knows without reading them:
-    the rows (footers), the tasks (:func:`_units_frame`), whether they are balanced, and
+    the rows (footers), the tasks (:func:`_units_frame`), how to split them evenly, and
     a first batch read in the driver. Mixed into a :class:`BatchReader` whose ``read``
     maps the unit frame's batches."""
 
@@ -407,16 +465,12 @@ class RowGroups:
     def frame(self, partitions: int | None = None) -> DataFrame:
         return _units_frame(self.spark, self.source, self.slots, partitions)
 
-    def balanced(self, parts: int) -> bool:
-        """Whether ``parts`` tasks of contiguous row groups hold about the same rows (each
-        within 10 % of the mean), so the blocks need no shuffle to spread them."""
-        rows = [u[2] for u in self.source.units]
-        if len(rows) < parts:
-            return False
-        bounds = [len(rows) * i // parts for i in range(parts + 1)]
-        sums = [sum(rows[a:b]) for a, b in zip(bounds, bounds[1:])]
-        mean = sum(sums) / parts
-        return all(abs(s_ - mean) <= 0.1 * mean for s_ in sums)
+    def evened(self, parts: int):
+        """This reader over the units of :meth:`ParquetSource.evened`: ``frame(parts)``
+        gives every partition the same rows, a straddling row group cut in pieces."""
+        out = copy.copy(self)
+        out.source = self.source.evened(parts)
+        return out
 
 
 class ParquetReader(RowGroups, BatchReader):

@@ -22,8 +22,11 @@ BLOCK_SCHEMA = "block_id long, n int, codes binary, y binary"
 WORKER_STATE_BYTES = 2 << 30
 #: bytes of counts one task sends per count request (bulk pair counts are split to fit)
 COUNT_PASS_BYTES = 32 << 20
-#: cells a block encoder encodes at once (one byte of codes each)
-ENCODE_CELLS = 64 << 20
+#: cells a block encoder encodes at once (one byte of codes each, no more than the input
+#: batch itself holds: one to eight bytes a cell). Each slice costs about 17 us a column:
+#: at 64 Mi cells a 4,096-row row group of 30,000 columns took two slices and 10.4 ns a
+#: cell, in one 5.6 ns
+ENCODE_CELLS = 256 << 20
 
 
 def encode_batch(rb: pa.RecordBatch, plan: EncodingPlan) -> tuple[np.ndarray, np.ndarray]:

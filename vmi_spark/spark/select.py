@@ -578,10 +578,11 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                                notes)
         # a cached batch of a few blocks, not of a whole partition (see cache_batch_rows)
         with batch_rows(df.sparkSession, cache_batch_rows(block_rows * (d + 2))), reading():
-            if isinstance(rows, BatchReader) and rows.balanced(parts):
-                # row groups split evenly over the task slots: encoded straight into the
-                # cache, no range shuffle (one job instead of two)
-                encoded = rows.encode_blocks(plan, block_rows, skip_cols, partitions=parts)
+            even = rows.evened(parts) if isinstance(rows, BatchReader) else None
+            if even is not None:
+                # row groups (and pieces of them) split evenly over the task slots: encoded
+                # straight into the cache, no range shuffle (one job instead of three)
+                encoded = even.encode_blocks(plan, block_rows, skip_cols, partitions=parts)
                 phases.lap("plan")
                 kept = keep(encoded, level, block_storage, staging_dir)
             else:
