@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -58,8 +59,6 @@ def gate_env(env: dict, gate: Path, step: int) -> dict:
 
 def wait_until_paused(proc, gate: Path, timeout: float = 300) -> bool:
     """True once the gated job has paused; False if it ended or ``timeout`` passed first."""
-    import time
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         if (gate / "paused").exists():

@@ -80,7 +80,7 @@ def test_row_group_batches_are_the_files_rows_in_the_asked_order(files, batch_ro
     row groups read batch by batch give the rows pyarrow's own reader gives, in the order
     of the units and with the columns in the order asked for (not as stored)."""
     paths = sorted(str(f) for f in files.glob("*.parquet"))
-    units = tuple((i, g, pq.ParquetFile(f).metadata.row_group(g).num_rows)
+    units = tuple((i, g, pq.ParquetFile(f).metadata.row_group(g).num_rows, 0)
                   for i, f in enumerate(paths) for g in range(pq.ParquetFile(f).num_row_groups))
     columns = ["e", "label", "c", "a"]
     source = ParquetSource(tuple("file://" + f for f in paths), units,
@@ -102,9 +102,8 @@ def test_row_group_batches_are_the_files_rows_in_the_asked_order(files, batch_ro
 def _rows_of(units) -> list[tuple[int, int, int]]:
     """Every row of ``units`` as (file, row group, row in the group), slowly."""
     out = []
-    for u in units:
-        first = u[3] if len(u) > 3 else 0
-        out += [(u[0], u[1], first + r) for r in range(u[2])]
+    for f, g, rows, first in units:
+        out += [(f, g, first + r) for r in range(rows)]
     return out
 
 
@@ -114,10 +113,10 @@ def test_evened_units_are_equal_runs_of_the_same_rows(seed):
     runs (spark.range's contiguous ranges) hold the rows ``total * p // parts`` to
     ``total * (p + 1) // parts`` in order; padding units are empty."""
     rng = np.random.default_rng(seed)
-    units = tuple((int(f), int(g), int(rng.integers(0, 50)))
+    units = tuple((int(f), int(g), int(rng.integers(0, 50)), 0)
                   for f in range(int(rng.integers(1, 4)))
                   for g in range(int(rng.integers(1, 5))))
-    units = tuple(u for u in units if u[2] > 0) or ((0, 0, 7),)
+    units = tuple(u for u in units if u[2] > 0) or ((0, 0, 7, 0),)
     parts = int(rng.integers(1, 7))
     source = ParquetSource(("a", "b", "c"), units, {})
     even = source.evened(parts)
@@ -137,7 +136,7 @@ def test_pieces_of_row_groups_read_their_own_rows(files, batch_rows):
     """The evened units read back (whole groups and pieces, by read_row_group or batch
     by batch) are the files' rows in order, each task's share exactly once."""
     paths = sorted(str(f) for f in files.glob("*.parquet"))
-    units = tuple((i, g, pq.ParquetFile(f).metadata.row_group(g).num_rows)
+    units = tuple((i, g, pq.ParquetFile(f).metadata.row_group(g).num_rows, 0)
                   for i, f in enumerate(paths) for g in range(pq.ParquetFile(f).num_row_groups))
     source = ParquetSource(tuple("file://" + f for f in paths), units, {})
     want = pa.concat_tables([pq.read_table(f) for f in paths]).select(["label", "e"])

@@ -96,9 +96,9 @@ class ParquetSource:
     """The Parquet files behind a DataFrame, in units of row groups."""
 
     files: tuple[str, ...]
-    #: (file index, row group, rows), or (file index, row group, rows, first row) for a
-    #: piece of a row group (:meth:`evened`)
-    units: tuple[tuple[int, ...], ...]
+    #: (file index, row group, rows, first row): a whole row group from row 0, or a piece
+    #: of one (:meth:`evened`)
+    units: tuple[tuple[int, int, int, int], ...]
     kinds: dict[str, str]  # column -> "double" | "string" (the typed frame's types) | "vector"
 
     @property
@@ -108,16 +108,14 @@ class ParquetSource:
     def evened(self, parts: int) -> ParquetSource:
         """The same rows in the same order as ``parts`` equal runs of units: ``spark.range``
         over the units in ``parts`` partitions gives each partition the same number of
-        rows (one more in the first ``num_rows % parts``). A row group that straddles two
+        rows (give or take one). A row group that straddles two
         runs is cut into pieces, each read by its own task (the group is decoded by both);
         runs are padded with empty units to the same length."""
         total = self.num_rows
         bounds = [total * i // parts for i in range(parts + 1)]
-        runs: list[list[tuple[int, ...]]] = [[] for _ in range(parts)]
+        runs: list[list[tuple[int, int, int, int]]] = [[] for _ in range(parts)]
         at, p = 0, 0  # first row of the unit, partition being filled
-        for u in self.units:
-            f, g, rows = u[0], u[1], u[2]
-            first = u[3] if len(u) > 3 else 0
+        for f, g, rows, first in self.units:
             start = at
             while start < at + rows:
                 while bounds[p + 1] <= start:
@@ -196,7 +194,7 @@ def parquet_source(df: DataFrame, columns: list[str]) -> ParquetSource | None:
         return None
     if not files:
         return None
-    units: list[tuple[int, ...]] = []
+    units: list[tuple[int, int, int, int]] = []
     try:
         for i, uri in enumerate(files):
             pf = _open(uri)
@@ -212,7 +210,7 @@ def parquet_source(df: DataFrame, columns: list[str]) -> ParquetSource | None:
                     pf.close()
                     return None
             md = pf.metadata
-            units.extend((i, g, md.row_group(g).num_rows) for g in range(md.num_row_groups))
+            units.extend((i, g, md.row_group(g).num_rows, 0) for g in range(md.num_row_groups))
             pf.close()
     except Exception as exc:  # a file system pyarrow cannot open, an unreadable footer
         log.debug("Parquet fast path off: %s", str(exc).splitlines()[0] if str(exc) else exc)
@@ -262,16 +260,14 @@ def row_group_batches(source: ParquetSource, columns: list[str], batch_rows: int
         try:
             for ub in unit_batches:
                 for u in ub.column(0).to_pylist():
-                    f, g, rows = units[u][:3]
+                    f, g, rows, first = units[u]
                     if rows == 0:  # padding (ParquetSource.evened)
                         continue
                     if f != current:  # a task's units are contiguous: one file open at a time
                         if pf is not None:
                             pf.close()
                         pf, current = _open(files[f]), f
-                    first = units[u][3] if len(units[u]) > 3 else 0
-                    stored = pf.metadata.row_group(g).num_rows if len(units[u]) > 3 else rows
-                    for rb in group(pf, g, rows, first, stored):
+                    for rb in group(pf, g, rows, first, pf.metadata.row_group(g).num_rows):
                         yield ordered(rb)
         finally:
             if pf is not None:

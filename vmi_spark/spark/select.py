@@ -401,12 +401,14 @@ def _saving(ckpt: Checkpoint, on_step: Callable[[Selection], None] | None):
 
 def _row_source(df: DataFrame, label: str, features: list[str], vector: VectorReader | None,
                 source: ParquetSource | None, slots: int, presample: tuple[int, str] | None,
-                files: ParquetSource | None, histogram: bool) -> RowSource:
+                auto: bool, histogram: bool) -> RowSource:
     """What the passes on the executors read the rows with: the vectors' Parquet struct
-    read by pyarrow (``files``) or by Spark (``vector``); the Parquet ``source``'s columns
-    read by pyarrow (the statistics pass samples the rows for the bin edges too, where it
-    can: ``presample``); or Spark's rows of ``df``."""
+    read by pyarrow (with ``auto``, if ``df`` is a plain Parquet scan) or by Spark
+    (``vector``); the Parquet ``source``'s columns read by pyarrow (the statistics pass
+    samples the rows for the bin edges too, where it can: ``presample``); or Spark's rows
+    of ``df``."""
     if vector is not None:
+        files = parquet_source(df, [label, vector.features_col]) if auto else None
         if files is None:
             return vector
         return ParquetVectorReader(df, label, vector.features_col, features, slots, files,
@@ -515,9 +517,7 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         rows: RowSource = driver if driver is not None else _row_source(
             df, label, features, vector, source, slots,
             presample=None if label_type == "continuous" else (num_bins, binning),
-            files=(parquet_source(df, [label, str(features_col)])
-                   if vector is not None and auto else None),
-            histogram=estimator == "histogram")
+            auto=auto, histogram=estimator == "histogram")
         # the driver reads a Parquet source with pyarrow too (parquet_rows), a vector with Spark
         read_by = ("pyarrow" if isinstance(rows, (ParquetReader, ParquetVectorReader))
                    or (driver is not None and source is not None and features_col is None)
