@@ -67,3 +67,31 @@ def test_blocks_are_the_whole_input_encoded_and_cut(monkeypatch, sizes, encode_c
 def test_no_rows_no_blocks():
     plan, whole, _ = _plan_and_batches([0])
     assert list(B.block_encoder(plan, 16)(iter([whole]))) == []
+
+
+@pytest.mark.parametrize("sizes", [[1000], [7, 0, 300, 1, 692], [3]])
+@pytest.mark.parametrize("width", [1, 2, 3])
+def test_column_chunks_give_the_blocks_of_the_whole_batches(sizes, width):
+    """Each batch given as ``(at, batch)`` chunks of ``width`` features (the label in
+    each; width 3 is every feature, encoded as a whole batch): the same blocks."""
+    plan, whole, batches = _plan_and_batches(sizes)
+
+    def chunks():
+        for rb in batches:
+            for at in range(0, 3, width):
+                idx = [0, *range(1 + at, 1 + min(3, at + width))]
+                yield at, pa.RecordBatch.from_arrays([rb.column(j) for j in idx],
+                                                     names=[f"_c{j}" for j in idx])
+
+    want = list(B.block_encoder(plan, 128)(iter(batches)))
+    got = list(B.block_encoder(plan, 128, chunks=True)(chunks()))
+    assert got == want and len(want) == -(-sum(sizes) // 128)
+
+
+def test_a_chunk_that_does_not_continue_its_rows_is_refused():
+    plan, whole, _ = _plan_and_batches([10])
+    two = pa.RecordBatch.from_arrays([whole.column(0), whole.column(1)], names=["_c0", "_c1"])
+    with pytest.raises(ValueError, match="does not continue"):
+        list(B.block_encoder(plan, 4, chunks=True)(iter([(1, two)])))  # no chunk at 0 first
+    with pytest.raises(ValueError, match="does not continue"):
+        list(B.block_encoder(plan, 4, chunks=True)(iter([(0, two), (1, two.slice(0, 5))])))

@@ -135,6 +135,17 @@ def test_joined_batches_keep_the_rows_in_order():
     assert [rb.num_rows for rb in joined(iter(parts), 100)] == [20]
 
 
+def _abc_reader():
+    """A VectorReader of vectors of elements a, b, c and a label y, without a frame."""
+    from vmi_spark.spark import vector_source as V
+
+    reader = V.VectorReader.__new__(V.VectorReader)
+    reader.names = ["a", "b", "c"]
+    reader.kinds = {"y": "double", "a": "double", "b": "double", "c": "double"}
+    reader._pos = {"a": 0, "b": 1, "c": 2}
+    return reader
+
+
 def test_vector_reader_cuts_joined_batches_as_it_cuts_single_ones(monkeypatch):
     """The typed columns do not depend on how the JVM's batches were joined."""
     from vmi_spark.spark import vector_source as V
@@ -146,10 +157,7 @@ def test_vector_reader_cuts_joined_batches_as_it_cuts_single_ones(monkeypatch):
     label = pa.array(rng.integers(0, 2, 50).astype(np.float64))
     parts = [pa.RecordBatch.from_arrays([label.slice(s, 6), arr.slice(s, 6)], ["_label", "_v"])
              for s in range(0, 50, 6)]
-    reader = V.VectorReader.__new__(V.VectorReader)
-    reader.names = ["a", "b", "c"]
-    reader.kinds = {"y": "double", "a": "double", "b": "double", "c": "double"}
-    reader._pos = {"a": 0, "b": 1, "c": 2}
+    reader = _abc_reader()
     cols = ["y", "c", "a"]
 
     def table(join_cells):
@@ -166,6 +174,43 @@ def test_vector_reader_cuts_joined_batches_as_it_cuts_single_ones(monkeypatch):
     assert one.equals(everything)
     assert one.column(1).to_pylist()[7] is None  # the null vector: missing in every element
     assert one.column(2).to_pylist()[:3] == [r[0] for r in rows[:3]]
+
+
+@pytest.mark.parametrize("cells", [1, 60, 10_000])
+def test_vector_chunks_side_by_side_are_the_read_batches(monkeypatch, cells):
+    """read_chunks: the chunks of ``cells`` elements (1, 2 or every element column of a
+    joined batch), put side by side from each chunk at 0 on, are read's batches, with a
+    null vector and int8 / float64 columns as read makes them."""
+    from vmi_spark.spark import vector_source as V
+
+    rng = np.random.default_rng(6)
+    rows = [[float(x) for x in rng.integers(0, 4, 3)] for _ in range(50)]
+    rows[7] = None
+    rows[30][1] = 0.5
+    arr = pa.array(rows, pa.list_(pa.float64()))
+    label = pa.array(rng.integers(0, 2, 50).astype(np.float64))
+    parts = [pa.RecordBatch.from_arrays([label.slice(s, 6), arr.slice(s, 6)], ["_label", "_v"])
+             for s in range(0, 50, 6)]
+    reader = _abc_reader()
+    reader.chunk_cells = cells
+    monkeypatch.setattr(V, "VECTOR_JOIN_CELLS", 3 * 20)  # groups of 20 rows or more
+    cols = ["y", "c", "a", "b"]
+    want = list(reader.read(cols)(iter(parts)))
+    got = list(reader.read_chunks(cols)(iter(parts)))
+    # a group of four 6-row batches (two in the last): columns of cells // rows elements
+    assert [rb.num_rows for rb in want] == [24, 24, 2]
+    assert [at for at, _ in got] == [at for rb in want
+                                     for at in range(0, 3, max(1, cells // rb.num_rows))]
+    joined: list[list[pa.Array]] = []
+    for at, rb in got:
+        if at == 0:
+            joined.append([rb.column(0)])
+        assert rb.schema.names == ["_c0", *(f"_c{1 + at + j}" for j in range(rb.num_columns - 1))]
+        joined[-1].extend(rb.columns[1:])
+    assert len(joined) == len(want)
+    for cols_, rb in zip(joined, want):
+        assert pa.RecordBatch.from_arrays(cols_, names=rb.schema.names).equals(rb)
+    assert {c.type for rb in want for c in rb.columns[1:]} == {pa.int8(), pa.float64()}
 
 
 def _vector_frame(spark, n=1200, seed=0):
@@ -187,12 +232,16 @@ def _vector_frame(spark, n=1200, seed=0):
 
 
 @pytest.mark.parametrize("sample_rows", [None, 500])
+@pytest.mark.parametrize("chunk_cells", [None, 400])
 def test_vector_reader_plans_and_selects_as_the_expanded_columns(spark, monkeypatch,
-                                                                  sample_rows):
+                                                                  sample_rows, chunk_cells):
     from vmi_spark.spark import select
+    from vmi_spark.spark import vector_source as V
 
     if sample_rows is not None:  # bin edges from the hashed sample
         monkeypatch.setattr(encoding, "SAMPLE_ROWS", sample_rows)
+    if chunk_cells is not None:  # element chunks of a column or two
+        monkeypatch.setattr(V.VectorReader, "chunk_cells", chunk_cells)
     df = _vector_frame(spark).repartition(3)
     expanded, names = select.expand_vector(df, "v", "y")
     kw = dict(method="vmi_pairwise", num_features=4, num_bins=5, max_categories=4)
@@ -237,16 +286,19 @@ def test_vector_parquet_is_read_with_pyarrow_and_selects_as_spark(spark, tmp_pat
 
 
 @pytest.mark.parametrize("reader", ["auto", "spark"])
+@pytest.mark.parametrize("chunk_cells", [None, 300])
 def test_small_integer_elements_select_as_the_expanded_columns(spark, tmp_path, monkeypatch,
-                                                               reader):
+                                                               reader, chunk_cells):
     """Elements read as one-byte columns in some batches and as doubles in others (a NaN,
     a 0.5 or a 300 in one batch only; -0.0 among the codes): the plan, sample, selection
-    and scores of the expanded columns read by Spark."""
+    and scores of the expanded columns read by Spark, also in element chunks."""
     from vmi_spark.spark import select
     from vmi_spark.spark import vector_source as V
 
     monkeypatch.setattr(encoding, "SAMPLE_ROWS", 700)
     monkeypatch.setattr(V, "VECTOR_JOIN_ROWS", 128)  # many batches per task
+    if chunk_cells is not None:  # two element columns a chunk
+        monkeypatch.setattr(V.VectorReader, "chunk_cells", chunk_cells)
     rng = np.random.default_rng(4)
     n = 1500
     y = rng.integers(0, 2, n)

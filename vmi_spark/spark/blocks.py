@@ -10,7 +10,8 @@ share.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,17 +38,46 @@ def encode_batch(rb: pa.RecordBatch, plan: EncodingPlan) -> tuple[np.ndarray, np
     return codes, encode_label(rb.column(0), plan)
 
 
-def _slices(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
+def _slices(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
     """The non-empty batches, cut into slices of at most ``rows`` rows (zero-copy)."""
     for rb in batches:
         for s in range(0, rb.num_rows, rows):
             yield rb.slice(s, rows)
 
 
-def block_encoder(plan: EncodingPlan, block_rows: int
-                  ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def encode_chunks(chunks: Iterator[tuple[int, pa.RecordBatch]], plan: EncodingPlan, rows: int
+                  ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(D, n) uint8 codes and (n,) class codes of ``(at, batch)`` column chunks: a batch
+    holds the label and the features ``at`` to ``at + w - 1``; a chunk at 0 starts the
+    next rows, whose codes the chunks after it fill in. A batch of every feature is
+    encoded in slices of at most ``rows`` rows (:func:`encode_batch`)."""
+    d = len(plan.columns)
+    current: tuple[np.ndarray, np.ndarray] | None = None  # the rows being filled in
+    for at, rb in chunks:
+        w = rb.num_columns - 1
+        if at == 0 and current is not None:
+            yield current
+            current = None
+        if at == 0 and w == d:
+            yield from (encode_batch(s, plan) for s in _slices([rb], rows))
+            continue
+        if at == 0:
+            current = (np.empty((d, rb.num_rows), dtype=np.uint8),
+                       encode_label(rb.column(0), plan))
+        if current is None or rb.num_rows != current[0].shape[1] or at + w > d:
+            raise ValueError(f"a column chunk at {at} of {rb.num_rows} rows does not continue "
+                             "the rows before it")
+        for j in range(w):
+            current[0][at + j] = encode_column(rb.column(j + 1), plan.columns[at + j])
+    if current is not None:
+        yield current
+
+
+def block_encoder(plan: EncodingPlan, block_rows: int, chunks: bool = False
+                  ) -> Callable[[Iterator[Any]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function from typed batches (label first, then ``plan.features``)
-    to block rows (:data:`BLOCK_SCHEMA`) of ``block_rows`` rows (the last one fewer).
+    to block rows (:data:`BLOCK_SCHEMA`) of ``block_rows`` rows (the last one fewer);
+    with ``chunks``, from the ``(at, batch)`` column chunks of :func:`encode_chunks`.
 
     Each input batch is encoded column by column in slices of up to :data:`ENCODE_CELLS`
     cells (and at least a block), then cut into blocks: the per-column cost is paid once
@@ -76,9 +106,10 @@ def block_encoder(plan: EncodingPlan, block_rows: int
         held: list[tuple[np.ndarray, np.ndarray]] = []  # encoded rows not yet in a block
         count = 0
         step = max(block_rows, ENCODE_CELLS // max(1, len(plan.columns)))
-        for rb in _slices(batches, step):
-            held.append(encode_batch(rb, plan))
-            count += rb.num_rows
+        pairs = batches if chunks else ((0, rb) for rb in batches)
+        for codes, y in encode_chunks(pairs, plan, step):
+            held.append((codes, y))
+            count += codes.shape[1]
             if count < block_rows:
                 continue
             codes = np.concatenate([c for c, _ in held], axis=1) if len(held) > 1 else held[0][0]

@@ -92,6 +92,24 @@ def _add_distinct(seen: set | None, arr: pa.Array, rows: np.ndarray | None, cap:
     return None if len(seen) > cap else seen
 
 
+def _span(seen: set | None) -> tuple[float, float] | None:
+    """(lo, hi) when ``seen`` is every integer from lo to hi, else None."""
+    if not seen:
+        return None
+    lo, hi = min(seen), max(seen)
+    whole = all(isinstance(v, float) and v.is_integer() for v in (lo, hi))
+    return (lo, hi) if whole and hi - lo + 1 == len(seen) else None
+
+
+def _within(arr: pa.Array, span: tuple[float, float] | None) -> bool:
+    """Whether ``arr`` is an integer column without nulls whose values all lie in
+    ``span``: then every one of them is already in a set of every integer of the span."""
+    if span is None or arr.null_count or not pa.types.is_integer(arr.type) or not len(arr):
+        return False
+    v = arr.to_numpy()
+    return bool(v.min() >= span[0] and v.max() <= span[1])
+
+
 class ColumnStats:
     """The statistics of one task's typed batches, added up batch by batch (``add``):
     rows, null labels, rows skipped, missing values per feature and distinct values,
@@ -104,27 +122,41 @@ class ColumnStats:
         self.rows = self.null_labels = self.skipped = 0
         self.missing = np.zeros(num_features, dtype=np.int64)
         self.values: list[set | None] = [set() for _ in range(num_features)]
+        # (lo, hi) where values[j] is every integer from lo to hi: a batch of integers in
+        # that span adds nothing (a min and a max instead of a distinct pass: 3 against 13 us
+        # a column of 4,096 rows)
+        self.spans: list[tuple[float, float] | None] = [None] * num_features
         self.classes: set | None = set()
 
-    def add(self, rb: pa.RecordBatch) -> None:
-        """Count one typed batch (label first, then the features)."""
-        self.rows += rb.num_rows
+    def add(self, rb: pa.RecordBatch, at: int = 0) -> None:
+        """Count one typed batch: the label, then the features ``at`` to ``at + w - 1``
+        (all of them, or one column chunk of the rows: the rows and the label are counted
+        with the chunk at 0). Without ``skip`` the statistics of a feature need only its
+        values and the label's, so chunks of the same rows give those of the whole rows."""
+        w = rb.num_columns - 1
+        if self.skip and (at or w != self.d):
+            raise ValueError("skipping rows with missing values needs every feature in a batch")
         lab_miss = missing_mask(rb.column(0))
         keep = None if lab_miss is None else ~lab_miss  # None: every row
-        self.null_labels += 0 if lab_miss is None else int(lab_miss.sum())
-        miss = [missing_mask(rb.column(j + 1)) for j in range(self.d)]
+        if at == 0:
+            self.rows += rb.num_rows
+            self.null_labels += 0 if lab_miss is None else int(lab_miss.sum())
+        miss = [missing_mask(rb.column(j + 1)) for j in range(w)]
         for j, m in enumerate(miss):
             if m is not None:
-                self.missing[j] += int((m if keep is None else m & keep).sum())
+                self.missing[at + j] += int((m if keep is None else m & keep).sum())
         if self.skip and any(m is not None for m in miss):
             anym = np.logical_or.reduce([m for m in miss if m is not None])
             self.skipped += int((anym if keep is None else anym & keep).sum())
             keep = _and_not(keep, anym)
-        self.classes = _add_distinct(self.classes, rb.column(0), keep, self.max_classes)
-        for j in range(self.d):
-            if self.values[j] is not None:
-                self.values[j] = _add_distinct(self.values[j], rb.column(j + 1),
-                                               _and_not(keep, miss[j]), self.max_categories)
+        if at == 0:
+            self.classes = _add_distinct(self.classes, rb.column(0), keep, self.max_classes)
+        for j in range(w):
+            k, arr = at + j, rb.column(j + 1)
+            if self.values[k] is not None and not _within(arr, self.spans[k]):
+                self.values[k] = _add_distinct(self.values[k], arr, _and_not(keep, miss[j]),
+                                               self.max_categories)
+                self.spans[k] = _span(self.values[k])
 
     def json(self) -> str:
         """The task's statistics as JSON (:func:`merge_stats` reads them)."""
@@ -135,14 +167,19 @@ class ColumnStats:
             "values": [None if v is None else list(v) for v in self.values]})
 
 
-def column_stats_fn(num_features: int, max_categories: int, max_classes: int, skip: bool
-                    ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """A ``mapInArrow`` function: the :class:`ColumnStats` of a task's typed batches as one
-    JSON row (``stats string``). :func:`merge_stats` adds up the tasks' rows."""
+def column_stats_fn(num_features: int, max_categories: int, max_classes: int, skip: bool,
+                    chunks: bool = False
+                    ) -> Callable[[Iterator[Any]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function: the :class:`ColumnStats` of a task's typed batches (with
+    ``chunks``, of its ``(at, batch)`` column chunks) as one JSON row (``stats string``).
+    :func:`merge_stats` adds up the tasks' rows."""
     def fn(batches):
         stats = ColumnStats(num_features, max_categories, max_classes, skip)
-        for rb in batches:
-            stats.add(rb)
+        for item in batches:
+            if chunks:
+                stats.add(item[1], item[0])
+            else:
+                stats.add(item)
         yield pa.RecordBatch.from_pydict({"stats": [stats.json()]})
     return fn
 

@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .arrow_source import BatchReader, ParquetSource, RowGroups, row_group_batches
+from .arrow_source import READ_CELLS, BatchReader, ParquetSource, RowGroups, row_group_batches
 from .plan import quote
 from .rows import feature_array, typed_array
 from .storage import session_confs
@@ -188,6 +188,13 @@ def joined(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBa
     microseconds a column), and a batch from the JVM holds at most
     :data:`VECTOR_BATCH_BYTES` of elements: 279 rows at 30,000 elements.
     """
+    for group in grouped(batches, rows):
+        yield _concat(group)
+
+
+def grouped(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[list[pa.RecordBatch]]:
+    """The non-empty ``batches``, in order, in groups of at least ``rows`` rows (the last
+    may have fewer): the batches :func:`joined` joins."""
     group: list[pa.RecordBatch] = []
     count = 0
     for rb in batches:
@@ -196,10 +203,10 @@ def joined(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBa
         group.append(rb)
         count += rb.num_rows
         if count >= rows:
-            yield _concat(group)
+            yield group
             group, count = [], 0
     if group:
-        yield _concat(group)
+        yield group
 
 
 def _concat(group: list[pa.RecordBatch]) -> pa.RecordBatch:
@@ -223,6 +230,8 @@ class VectorReader(BatchReader):
 
     #: the vector batches come as ``vector_to_array`` gives them (an array of doubles)
     _matrix = staticmethod(vector_matrix)
+    #: elements of a column chunk of :meth:`read_chunks`
+    chunk_cells: int = READ_CELLS
 
     def __init__(self, df: DataFrame, label: str, features_col: str, names: list[str],
                  slots: int):
@@ -258,6 +267,32 @@ class VectorReader(BatchReader):
                 mat, null = matrix(rb.column(1), width)
                 cols = [typed_array(rb.column(0), label_kind), *element_columns(mat, idx, null)]
                 yield pa.RecordBatch.from_arrays(cols, names=names)
+        return batches
+
+    def read_chunks(self, columns: list[str]):
+        """``read(columns)`` as ``(at, batch)`` column chunks of about :attr:`chunk_cells`
+        elements: the batches :func:`joined` would join are cut into element columns a
+        slab of elements at a time, each batch's slab joined to the others' (a copy of the
+        slab, not of the whole vectors). The same rows, columns and values as ``read``."""
+        label_kind = self.kinds[columns[0]]
+        idx = np.array([self._pos[c] for c in columns[1:]], dtype=np.int64)
+        width, cells = len(self.names), self.chunk_cells
+        rows = max(1, min(VECTOR_JOIN_ROWS, VECTOR_JOIN_CELLS // width))
+        raw, matrix = self._batches(rows), self._matrix
+
+        def batches(it):
+            for group in grouped(raw(it), rows):
+                mats = [matrix(rb.column(1), width) for rb in group]
+                label = typed_array(pa.concat_arrays([rb.column(0) for rb in group]), label_kind)
+                null = (None if all(nl is None for _, nl in mats) else np.concatenate(
+                    [np.zeros(len(m), bool) if nl is None else nl for m, nl in mats]))
+                step = max(1, cells // max(1, len(label)))
+                for at in range(0, max(1, len(idx)), step):
+                    part = idx[at:at + step]
+                    slab = np.concatenate([m[:, part] for m, _ in mats])
+                    cols = element_columns(slab, np.arange(len(part)), null)
+                    yield at, pa.RecordBatch.from_arrays(
+                        [label, *cols], names=["_c0", *(f"_c{1 + at + j}" for j in range(len(part)))])
         return batches
 
     def _batches(self, rows: int):
