@@ -364,9 +364,10 @@ class BatchReader:
     def read(self, columns: list[str]):
         raise NotImplementedError
 
-    def read_chunks(self, columns: list[str]):
-        """``read(columns)`` as ``(at, batch)`` column chunks (:func:`read_fn`); here each
-        batch is one chunk at 0."""
+    def read_chunks(self, columns: list[str], whole: bool = False):
+        """``read(columns)`` as ``(at, batch)`` column chunks (:func:`read_fn`), each
+        holding the label: the passes that need a row's other columns only for its label
+        (no ``skip``) take them so. With ``whole`` (and here) every batch is one chunk at 0."""
         read = self.read(columns)
 
         def batches(unit_batches):
@@ -410,10 +411,9 @@ class BatchReader:
         rows = self.known_rows() if self.presample is not None else None
         guess = self._sure_binned(label, features, max_categories) if rows else []
         if not guess:
-            # without skip, the statistics of a feature need only its values and the label's
             stats = column_stats_fn(len(features), max_categories, max_classes, skip,
-                                    chunks=not skip)
-            read = (self.read if skip else self.read_chunks)([label, *features])
+                                    chunks=True)
+            read = self.read_chunks([label, *features], whole=skip)
 
             def fn(batches):
                 yield from stats(read(batches))
@@ -484,13 +484,11 @@ class BatchReader:
         """The kept rows as block rows (same codes, in blocks); with ``partitions``, in that
         many partitions of the frame."""
         skip = bool(skip_cols)  # no other feature has a missing value in a labelled row
-        # without skip, the rows kept depend on the label only: encoded in column chunks
-        read = (self.read if skip else self.read_chunks)([plan.label, *plan.features])
+        read = self.read_chunks([plan.label, *plan.features], whole=skip)
         encode = block_encoder(plan, block_rows, chunks=True)
 
         def fn(batches):
-            pairs = ((0, rb) for rb in read(batches)) if skip else read(batches)
-            yield from encode((at, kept_rows(rb, skip)) for at, rb in pairs)
+            yield from encode((at, kept_rows(rb, skip)) for at, rb in read(batches))
 
         return self.frame(partitions).mapInArrow(fn, BLOCK_SCHEMA)
 
@@ -591,7 +589,9 @@ class ParquetReader(RowGroups, BatchReader):
     def read(self, columns: list[str]):
         return read_fn(self.source, columns)
 
-    def read_chunks(self, columns: list[str]):
+    def read_chunks(self, columns: list[str], whole: bool = False):
+        if whole:
+            return super().read_chunks(columns, whole)
         return read_fn(self.source, columns, self.chunk_cells)
 
 

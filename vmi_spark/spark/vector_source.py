@@ -253,13 +253,18 @@ class VectorReader(BatchReader):
         """:func:`vector_batches` for vectors of ``len(names)`` elements."""
         return vector_batches(self._frame.sparkSession, len(self.names))
 
+    def _layout(self, columns: list[str]) -> tuple[str, np.ndarray, int]:
+        """The label's kind, the positions of the elements ``columns[1:]`` in a vector,
+        and the rows a batch is joined up to (see :func:`joined`)."""
+        idx = np.array([self._pos[c] for c in columns[1:]], dtype=np.int64)
+        rows = max(1, min(VECTOR_JOIN_ROWS, VECTOR_JOIN_CELLS // len(self.names)))
+        return self.kinds[columns[0]], idx, rows
+
     def read(self, columns: list[str]):
         """Typed batches of ``columns``: the label (first) and the named elements."""
-        label_kind = self.kinds[columns[0]]
-        idx = np.array([self._pos[c] for c in columns[1:]], dtype=np.int64)
+        label_kind, idx, rows = self._layout(columns)
         width = len(self.names)
         names = [f"_c{j}" for j in range(len(columns))]
-        rows = max(1, min(VECTOR_JOIN_ROWS, VECTOR_JOIN_CELLS // width))
         raw, matrix = self._batches(rows), self._matrix
 
         def batches(it):
@@ -269,15 +274,16 @@ class VectorReader(BatchReader):
                 yield pa.RecordBatch.from_arrays(cols, names=names)
         return batches
 
-    def read_chunks(self, columns: list[str]):
+    def read_chunks(self, columns: list[str], whole: bool = False):
         """``read(columns)`` as ``(at, batch)`` column chunks of about :attr:`chunk_cells`
-        elements: the batches :func:`joined` would join are cut into element columns a
-        slab of elements at a time, each batch's slab joined to the others' (a copy of the
-        slab, not of the whole vectors). The same rows, columns and values as ``read``."""
-        label_kind = self.kinds[columns[0]]
-        idx = np.array([self._pos[c] for c in columns[1:]], dtype=np.int64)
+        elements (``whole``: every batch as one chunk at 0): the batches :func:`joined`
+        would join are cut into element columns a slab of elements at a time, each batch's
+        slab joined to the others' (a copy of the slab, not of the whole vectors). The
+        same rows, columns and values as ``read``."""
+        if whole:
+            return super().read_chunks(columns, whole)
+        label_kind, idx, rows = self._layout(columns)
         width, cells = len(self.names), self.chunk_cells
-        rows = max(1, min(VECTOR_JOIN_ROWS, VECTOR_JOIN_CELLS // width))
         raw, matrix = self._batches(rows), self._matrix
 
         def batches(it):
