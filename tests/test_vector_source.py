@@ -182,6 +182,7 @@ def test_vector_chunks_side_by_side_are_the_read_batches(monkeypatch, cells):
     joined batch), put side by side from each chunk at 0 on, are read's batches, with a
     null vector and int8 / float64 columns as read makes them."""
     from vmi_spark.spark import vector_source as V
+    from vmi_spark.spark.rows import ByteColumns
 
     rng = np.random.default_rng(6)
     rows = [[float(x) for x in rng.integers(0, 4, 3)] for _ in range(50)]
@@ -205,9 +206,20 @@ def test_vector_chunks_side_by_side_are_the_read_batches(monkeypatch, cells):
     for at, rb in got:
         if at == 0:
             joined.append([rb.column(0)])
-        assert rb.schema.names == ["_c0", *(f"_c{1 + at + j}" for j in range(rb.num_columns - 1))]
-        joined[-1].extend(rb.columns[1:])
+        if not isinstance(rb, ByteColumns):
+            assert rb.schema.names == ["_c0", *(f"_c{1 + at + j}"
+                                               for j in range(rb.num_columns - 1))]
+        joined[-1].extend(rb.column(j) for j in range(1, rb.num_columns))
     assert len(joined) == len(want)
+    # one-byte slabs come whole, where no vector is null (not the first group) and every
+    # element is a small integer (not b in the second, where row 30 holds 0.5)
+    byte = [(k, at) for k, (at, rb) in enumerate(got) if isinstance(rb, ByteColumns)]
+    starts = [k for k, (at, _) in enumerate(got) if at == 0]
+    groups = [sum(1 for s in starts if s <= k) - 1 for k, _ in byte]
+    assert set(groups) == ({1, 2} if cells // 24 < 3 else {2})
+    assert groups.count(2) == len(got) - starts[2]
+    assert all(not (g == 1 and step_holds_b) for g, step_holds_b in zip(
+        groups, (at <= 2 < at + got[k][1].num_columns - 1 for k, at in byte)))
     for cols_, rb in zip(joined, want):
         assert pa.RecordBatch.from_arrays(cols_, names=rb.schema.names).equals(rb)
     assert {c.type for rb in want for c in rb.columns[1:]} == {pa.int8(), pa.float64()}

@@ -433,6 +433,35 @@ def encode_column(arr: pa.Array, col: ColumnPlan) -> np.ndarray:
     return codes
 
 
+#: every one-byte integer, in the order of its bit pattern read as unsigned (0..127, -128..-1)
+_BYTES = np.arange(256, dtype=np.uint8).view(np.int8)
+
+
+def byte_table(col: ColumnPlan) -> np.ndarray:
+    """(256,) uint8: the code :func:`encode_column` gives each one-byte integer value of a
+    numeric column, indexed by the value's bit pattern (``int8`` viewed as ``uint8``).
+
+    A code depends on its own value only, so looking a column's values up in this table
+    gives the codes of encoding the column (:func:`encode_bytes`).
+    """
+    if col.dtype == "string":
+        raise ValueError(f"column {col.name!r} holds strings, not numbers")
+    return encode_column(pa.array(_BYTES), col)
+
+
+def encode_bytes(values: np.ndarray, tables: np.ndarray) -> np.ndarray:
+    """(w, n) uint8 codes of the (w, n) ``int8`` values of ``w`` columns, each looked up in
+    its row of ``tables`` ((w, 256), :func:`byte_table`): one gather for all the columns
+    instead of one :func:`encode_column` per column (about 0.9 ns a value, against a
+    fixed 9 to 11 us a column for short columns)."""
+    w, n = values.shape
+    if tables.shape != (w, 256):
+        raise ValueError(f"{w} columns need ({w}, 256) tables, not {tables.shape}")
+    at = values.view(np.uint8).astype(np.intp)
+    at += (np.arange(w, dtype=np.intp) * 256)[:, None]
+    return np.take(np.ascontiguousarray(tables, dtype=np.uint8).ravel(), at)
+
+
 def encode_label(arr: pa.Array, plan: EncodingPlan) -> np.ndarray:
     """uint16 class codes: the position of each label among ``plan.classes`` or, for a
     continuous label, its bin ``#{label_edges <= v}``."""

@@ -39,7 +39,16 @@ from ..core import encoding
 from ..core.encoding import EncodingPlan, LabelRule, doubles, fit_sample, label_keys
 from . import plan
 from .blocks import BLOCK_SCHEMA, block_encoder
-from .rows import ColumnStats, column_stats_fn, feature_array, kept_rows, merge_stats, typed_array
+from .rows import (
+    ByteColumns,
+    ColumnStats,
+    byte_columns,
+    column_stats_fn,
+    feature_array,
+    kept_rows,
+    merge_stats,
+    typed_array,
+)
 from .sparkhash import SEED, hash_column, in_sample
 
 log = logging.getLogger("vmi_spark")
@@ -317,14 +326,20 @@ def read_fn(source: ParquetSource, columns: list[str], chunk_cells: int | None =
     """Executor side: the typed record batches ``[columns...]`` of a task's row groups
     (the first column typed, the others as :func:`~.rows.feature_array` passes them on);
     with ``chunk_cells``, the ``(at, batch)`` column chunks of :func:`row_group_batches`
-    (the first column and ``columns[1 + at:]``, as many as the batch holds)."""
+    (the first column and ``columns[1 + at:]``, as many as the batch holds), a chunk of
+    small integers in labelled rows as :class:`~.rows.ByteColumns` (:func:`~.rows.byte_columns`)."""
     kinds = [source.kinds[c] for c in columns]
     raw = row_group_batches(source, columns, chunk_cells=chunk_cells)
 
-    def typed(rb: pa.RecordBatch, at: int) -> pa.RecordBatch:
-        own = [kinds[0], *kinds[1 + at:rb.num_columns + at]]
+    def typed(rb: pa.RecordBatch, at: int) -> pa.RecordBatch | ByteColumns:
+        own = kinds[1 + at:rb.num_columns + at]
+        label = typed_array(rb.column(0), kinds[0])
+        if chunk_cells and all(k == "double" for k in own):
+            chunk = byte_columns(label, rb.columns[1:])
+            if chunk is not None:
+                return chunk
         return pa.RecordBatch.from_arrays(
-            [(feature_array if j else typed_array)(rb.column(j), k) for j, k in enumerate(own)],
+            [label, *(feature_array(rb.column(1 + j), k) for j, k in enumerate(own))],
             names=["_c0", *(f"_c{1 + at + j}" for j in range(rb.num_columns - 1))])
 
     def batches(unit_batches):

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..core.encoding import EncodingPlan, encode_column, encode_label
+from ..core.encoding import EncodingPlan, byte_table, encode_bytes, encode_column, encode_label
+from .rows import ByteColumns
 
 BLOCK_SCHEMA = "block_id long, n int, codes binary, y binary"
 #: bytes of pairwise state one Python worker process keeps between passes
@@ -45,19 +46,26 @@ def _slices(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.RecordB
             yield rb.slice(s, rows)
 
 
-def encode_chunks(chunks: Iterator[tuple[int, pa.RecordBatch]], plan: EncodingPlan, rows: int
+def encode_chunks(chunks: Iterator[tuple[int, pa.RecordBatch | ByteColumns]], plan: EncodingPlan,
+                  rows: int
                   ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(D, n) uint8 codes and (n,) class codes of ``(at, batch)`` column chunks: a batch
     holds the label and the features ``at`` to ``at + w - 1``; a chunk at 0 starts the
     next rows, whose codes the chunks after it fill in. A batch of every feature is
-    encoded in slices of at most ``rows`` rows (:func:`encode_batch`)."""
+    encoded in slices of at most ``rows`` rows (:func:`encode_batch`); one-byte columns
+    (:class:`~.rows.ByteColumns`) by their columns' :func:`byte_table`, all at once."""
     d = len(plan.columns)
     current: tuple[np.ndarray, np.ndarray] | None = None  # the rows being filled in
+    tables = _ByteTables(plan)
     for at, rb in chunks:
         w = rb.num_columns - 1
         if at == 0 and current is not None:
             yield current
             current = None
+        byte = isinstance(rb, ByteColumns)
+        if at == 0 and w == d and byte:
+            yield encode_bytes(rb.values, tables(0, d)), encode_label(rb.label, plan)
+            continue
         if at == 0 and w == d:
             yield from (encode_batch(s, plan) for s in _slices([rb], rows))
             continue
@@ -67,10 +75,32 @@ def encode_chunks(chunks: Iterator[tuple[int, pa.RecordBatch]], plan: EncodingPl
         if current is None or rb.num_rows != current[0].shape[1] or at + w > d:
             raise ValueError(f"a column chunk at {at} of {rb.num_rows} rows does not continue "
                              "the rows before it")
+        if byte:
+            current[0][at:at + w] = encode_bytes(rb.values, tables(at, w))
+            continue
         for j in range(w):
             current[0][at + j] = encode_column(rb.column(j + 1), plan.columns[at + j])
     if current is not None:
         yield current
+
+
+class _ByteTables:
+    """The :func:`byte_table` of the plan's features, made when first asked for."""
+
+    def __init__(self, plan: EncodingPlan):
+        self._columns = plan.columns
+        self._tables: np.ndarray | None = None
+        self._made: np.ndarray | None = None
+
+    def __call__(self, at: int, w: int) -> np.ndarray:
+        """The (w, 256) tables of features ``at`` to ``at + w - 1``."""
+        if self._tables is None or self._made is None:
+            self._tables = np.empty((len(self._columns), 256), dtype=np.uint8)
+            self._made = np.zeros(len(self._columns), dtype=bool)
+        for k in np.flatnonzero(~self._made[at:at + w]).tolist():
+            self._tables[at + k] = byte_table(self._columns[at + k])
+            self._made[at + k] = True
+        return self._tables[at:at + w]
 
 
 def block_encoder(plan: EncodingPlan, block_rows: int, chunks: bool = False

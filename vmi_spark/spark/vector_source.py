@@ -28,7 +28,7 @@ from pyspark.sql import types as T
 
 from .arrow_source import READ_CELLS, BatchReader, ParquetSource, RowGroups, row_group_batches
 from .plan import quote
-from .rows import feature_array, typed_array
+from .rows import ByteColumns, feature_array, missing_mask, typed_array
 from .storage import session_confs
 
 
@@ -161,20 +161,31 @@ def element_columns(mat: np.ndarray, idx: np.ndarray, null: np.ndarray | None) -
     if not len(idx):
         return []
     sel = mat if len(idx) == width and (idx == np.arange(width)).all() else mat[:, idx]
-    if null is None:
-        with np.errstate(invalid="ignore"):  # NaN and large values: not exact, not used
-            small = sel.astype(np.int8)
-        exact = (small == sel).all(axis=0)
-    else:
-        small, exact = None, np.zeros(len(idx), dtype=bool)
-    out: list[pa.Array] = [pa.array([])] * len(idx)
+    small, exact = _small(sel, null)
+    return _columns(sel, small, exact, null)
+
+
+def _small(sel: np.ndarray, null: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray]:
+    """The (rows, w) ``int8`` values of ``sel`` and which of its columns they equal (none
+    where a vector is null: ``small`` None)."""
+    if null is not None:
+        return None, np.zeros(sel.shape[1], dtype=bool)
+    with np.errstate(invalid="ignore"):  # NaN and large values: not exact, not used
+        small = sel.astype(np.int8)
+    return small, (small == sel).all(axis=0)
+
+
+def _columns(sel: np.ndarray, small: np.ndarray | None, exact: np.ndarray,
+             null: np.ndarray | None) -> list[pa.Array]:
+    """The columns of :func:`element_columns` from :func:`_small`'s answer."""
+    out: list[pa.Array] = [pa.array([])] * sel.shape[1]
     if small is not None and exact.any():
         rows8 = np.ascontiguousarray(small.T)
         for j in np.flatnonzero(exact):
             out[j] = pa.array(rows8[j])
     rest = np.flatnonzero(~exact)
     if len(rest):
-        wide = np.ascontiguousarray((sel if len(rest) == len(idx) else sel[:, rest]).T)
+        wide = np.ascontiguousarray((sel if len(rest) == sel.shape[1] else sel[:, rest]).T)
         for k, j in enumerate(rest):
             out[j] = feature_array(pa.array(wide[k], mask=null), "double")
     return out
@@ -279,7 +290,9 @@ class VectorReader(BatchReader):
         elements (``whole``: every batch as one chunk at 0): the batches :func:`joined`
         would join are cut into element columns a slab of elements at a time, each batch's
         slab joined to the others' (a copy of the slab, not of the whole vectors). The
-        same rows, columns and values as ``read``."""
+        same rows, columns and values as ``read``; a slab of small integers only, in rows
+        that all have a label and a vector, comes as :class:`~.rows.ByteColumns` (the
+        ``int8`` columns ``read`` gives, in one matrix)."""
         if whole:
             return super().read_chunks(columns, whole)
         label_kind, idx, rows = self._layout(columns)
@@ -292,11 +305,16 @@ class VectorReader(BatchReader):
                 label = typed_array(pa.concat_arrays([rb.column(0) for rb in group]), label_kind)
                 null = (None if all(nl is None for _, nl in mats) else np.concatenate(
                     [np.zeros(len(m), bool) if nl is None else nl for m, nl in mats]))
+                labelled = missing_mask(label) is None
                 step = max(1, cells // max(1, len(label)))
                 for at in range(0, max(1, len(idx)), step):
                     part = idx[at:at + step]
                     slab = np.concatenate([m[:, part] for m, _ in mats])
-                    cols = element_columns(slab, np.arange(len(part)), null)
+                    small, exact = _small(slab, null)
+                    if labelled and small is not None and len(part) and exact.all():
+                        yield at, ByteColumns(label, np.ascontiguousarray(small.T))
+                        continue
+                    cols = _columns(slab, small, exact, null)
                     yield at, pa.RecordBatch.from_arrays(
                         [label, *cols], names=["_c0", *(f"_c{1 + at + j}" for j in range(len(part)))])
         return batches
