@@ -94,8 +94,16 @@ def main(argv=None) -> int:
                          "vector_spark: the same read by Spark (reader='spark')")
     ap.add_argument("--repeat", type=int, default=1,
                     help="run the kinds this many times per D (in turn, for the spread)")
+    ap.add_argument("--data", default=None,
+                    help="keep the tables in this directory and use them if already there "
+                         "(an A/B of two checkouts reads the same files; default: a "
+                         "temporary directory, removed)")
+    ap.add_argument("--tables-only", action="store_true",
+                    help="write the tables into --data and stop (benchmarks/passes.py)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    if args.tables_only and not args.data:
+        ap.error("--tables-only needs --data")
     from pyspark.ml.feature import VectorAssembler
     from pyspark.sql import SparkSession
 
@@ -105,20 +113,25 @@ def main(argv=None) -> int:
 
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
              .config("spark.driver.memory", "4g").getOrCreate())
-    tmp = tempfile.mkdtemp(prefix="wide-")
+    tmp = args.data or tempfile.mkdtemp(prefix="wide-")
+    os.makedirs(tmp, exist_ok=True)
     res = {"rows": args.rows, "load_start": round(os.getloadavg()[0], 2), "runs": []}
     try:
         for d in args.dims:
-            cols = os.path.join(tmp, f"cols{d}.parquet")
+            cols = os.path.join(tmp, f"cols{args.rows}x{d}.parquet")
             # in a child process: the driver's RSS is then the job's, not the table's
-            subprocess.run([sys.executable, "-c", WRITE, HERE, str(args.rows), str(d), cols],
-                           check=True)
+            if not os.path.exists(cols):
+                subprocess.run([sys.executable, "-c", WRITE, HERE, str(args.rows), str(d),
+                                cols], check=True)
             df = spark.read.parquet(cols)
             feats = [c for c in df.columns if c != "label"]
-            vec = os.path.join(tmp, f"vec{d}.parquet")
-            if any(k.startswith("vector") for k in args.kinds):
+            vec = os.path.join(tmp, f"vec{args.rows}x{d}.parquet")
+            if any(k.startswith("vector") for k in args.kinds) and not os.path.exists(
+                    os.path.join(vec, "_SUCCESS")):
                 VectorAssembler(inputCols=feats, outputCol="features").transform(df).select(
-                    "label", "features").write.parquet(vec)
+                    "label", "features").write.mode("overwrite").parquet(vec)
+            if args.tables_only:
+                continue
             for kind in [k for _ in range(args.repeat) for k in args.kinds]:
                 procs = [os.getpid(), *_jvm_pids()]
                 reset_peaks(procs)
@@ -167,10 +180,12 @@ def main(argv=None) -> int:
                           f"{b['prepare'] / base['prepare']:.2f}, same selection "
                           f"{base['selected'] == b['selected']}", flush=True)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if args.data is None:
+            shutil.rmtree(tmp, ignore_errors=True)
         spark.stop()
     res["load_end"] = round(os.getloadavg()[0], 2)
-    save(res, args.out)
+    if not args.tables_only:
+        save(res, args.out)
     return 0
 
 
