@@ -443,3 +443,38 @@ def test_named_vectors_of_another_length_fail_in_the_passes_with_the_full_messag
         assert msg == ("featuresCol 'v' holds vectors of 2 to 5 elements; every row must "
                        "have the same length (3)"), msg
         assert "\n" not in msg
+
+
+def test_vector_chunks_of_small_integers_come_in_smaller_groups(monkeypatch):
+    """read_chunks: the first group has the joined rows (what the driver's first look
+    reads); after a group of one-byte slabs only, groups of VECTOR_BYTE_ROWS rows; after a
+    slab that is not (a 0.5), the joined rows again. Side by side, read's values."""
+    from vmi_spark.spark import vector_source as V
+    from vmi_spark.spark.rows import ByteColumns
+
+    rng = np.random.default_rng(9)
+    rows = [[float(x) for x in rng.integers(0, 4, 3)] for _ in range(60)]
+    rows[29][2] = 0.5  # in the group of rows 28-29 (after 20 + 4 + 4)
+    arr = pa.array(rows, pa.list_(pa.float64()))
+    label = pa.array(rng.integers(0, 2, 60).astype(np.float64))
+    parts = [pa.RecordBatch.from_arrays([label.slice(s, 2), arr.slice(s, 2)], ["_label", "_v"])
+             for s in range(0, 60, 2)]
+    reader = _abc_reader()
+    monkeypatch.setattr(V, "VECTOR_JOIN_CELLS", 3 * 20)  # groups of 20 rows
+    monkeypatch.setattr(V, "VECTOR_BYTE_ROWS", 4)
+    cols = ["y", "c", "a", "b"]
+    got = list(reader.read_chunks(cols)(iter(parts)))
+    sizes = [rb.num_rows for at, rb in got if at == 0]
+    # 20 (first), 4, 4, then 4 holding the 0.5 -> 20 again, then bytes: 4, 4
+    assert sizes == [20, 4, 4, 4, 20, 4, 4]
+    assert [isinstance(rb, ByteColumns) for at, rb in got if at == 0] == [
+        True, True, True, False, True, True, True]
+    values = [[] for _ in cols]
+    for at, rb in got:
+        if at == 0:
+            values[0].extend(rb.column(0).to_pylist())
+        for j in range(1, rb.num_columns):
+            values[at + j].extend(float(v) for v in rb.column(j).to_pylist())
+    want = list(reader.read(cols)(iter(parts)))
+    for j in range(len(cols)):
+        assert values[j] == [float(v) for rb in want for v in rb.column(j).to_pylist()]
