@@ -22,7 +22,6 @@ import json
 import os
 import pstats
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -31,21 +30,16 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def _timed(fn, profile: bool):
-    """(seconds, result, profile text) of ``fn()``."""
-    prof = cProfile.Profile() if profile else None
-    start = time.perf_counter()
-    if prof is not None:
-        prof.enable()
-    out = fn()
-    if prof is not None:
-        prof.disable()
-    took = time.perf_counter() - start
-    text = ""
-    if prof is not None:
-        s = io.StringIO()
-        pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(8)
-        text = s.getvalue()
-    return took, out, text
+    """(seconds, result, profile text) of ``fn()`` (``run.timed``, under cProfile if asked)."""
+    from run import timed
+
+    if not profile:
+        return (*timed(fn), "")
+    prof = cProfile.Profile()
+    took, out = timed(prof.runcall, fn)
+    s = io.StringIO()
+    pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(8)
+    return took, out, s.getvalue()
 
 
 def main(argv=None) -> int:

@@ -63,10 +63,7 @@ def encode_chunks(chunks: Iterator[tuple[int, pa.RecordBatch | ByteColumns]], pl
             yield current
             current = None
         byte = isinstance(rb, ByteColumns)
-        if at == 0 and w == d and byte:
-            yield encode_bytes(rb.values, tables(0, d)), encode_label(rb.label, plan)
-            continue
-        if at == 0 and w == d:
+        if at == 0 and w == d and not byte:
             yield from (encode_batch(s, plan) for s in _slices([rb], rows))
             continue
         if at == 0:
@@ -85,18 +82,15 @@ def encode_chunks(chunks: Iterator[tuple[int, pa.RecordBatch | ByteColumns]], pl
 
 
 class _ByteTables:
-    """The :func:`byte_table` of the plan's features, made when first asked for."""
+    """The :func:`byte_table` of the plan's features, each made when first asked for."""
 
     def __init__(self, plan: EncodingPlan):
         self._columns = plan.columns
-        self._tables: np.ndarray | None = None
-        self._made: np.ndarray | None = None
+        self._tables = np.empty((len(plan.columns), 256), dtype=np.uint8)
+        self._made = np.zeros(len(plan.columns), dtype=bool)
 
     def __call__(self, at: int, w: int) -> np.ndarray:
         """The (w, 256) tables of features ``at`` to ``at + w - 1``."""
-        if self._tables is None or self._made is None:
-            self._tables = np.empty((len(self._columns), 256), dtype=np.uint8)
-            self._made = np.zeros(len(self._columns), dtype=bool)
         for k in np.flatnonzero(~self._made[at:at + w]).tolist():
             self._tables[at + k] = byte_table(self._columns[at + k])
             self._made[at + k] = True

@@ -149,13 +149,14 @@ def _span(seen: set | None) -> tuple[float, float] | None:
     return (lo, hi) if whole and hi - lo + 1 == len(seen) else None
 
 
-def _within(arr: pa.Array, span: tuple[float, float] | None) -> bool:
+def _within(arr: pa.Array, lo: float, hi: float) -> bool:
     """Whether ``arr`` is an integer column without nulls whose values all lie in
-    ``span``: then every one of them is already in a set of every integer of the span."""
-    if span is None or arr.null_count or not pa.types.is_integer(arr.type) or not len(arr):
+    [lo, hi] (NaN: no span): then every one of them is already in a set of every integer
+    of the span."""
+    if arr.null_count or not pa.types.is_integer(arr.type) or not len(arr):
         return False
     v = arr.to_numpy()
-    return bool(v.min() >= span[0] and v.max() <= span[1])
+    return bool(v.min() >= lo and v.max() <= hi)
 
 
 class ColumnStats:
@@ -170,10 +171,10 @@ class ColumnStats:
         self.rows = self.null_labels = self.skipped = 0
         self.missing = np.zeros(num_features, dtype=np.int64)
         self.values: list[set | None] = [set() for _ in range(num_features)]
-        # (lo, hi) where values[j] is every integer from lo to hi: a batch of integers in
-        # that span adds nothing (a min and a max instead of a distinct pass: 3 against 13 us
-        # a column of 4,096 rows)
-        self.spans: list[tuple[float, float] | None] = [None] * num_features
+        # [_lo[j], _hi[j]] where values[j] is every integer of it (NaN: not so; every
+        # number once values[j] is past the cap): a batch of integers in that span adds
+        # nothing (a min and a max instead of a distinct pass: 3 against 13 us a column of
+        # 4,096 rows; one-byte columns: all of a chunk's columns at once)
         self._lo = np.full(num_features, np.nan)
         self._hi = np.full(num_features, np.nan)
         self.classes: set | None = set()
@@ -206,7 +207,7 @@ class ColumnStats:
             self.classes = _add_distinct(self.classes, rb.column(0), keep, self.max_classes)
         for j in range(w):
             k, arr = at + j, rb.column(j + 1)
-            if self.values[k] is not None and not _within(arr, self.spans[k]):
+            if self.values[k] is not None and not _within(arr, self._lo[k], self._hi[k]):
                 self.values[k] = _add_distinct(self.values[k], arr, _and_not(keep, miss[j]),
                                                self.max_categories)
                 self._set_span(k)
@@ -224,19 +225,22 @@ class ColumnStats:
         lo, hi = rb.values.min(axis=1), rb.values.max(axis=1)
         with np.errstate(invalid="ignore"):  # NaN: no span, the column is counted
             within = (lo >= self._lo[at:at + w]) & (hi <= self._hi[at:at + w])
-        for j in np.flatnonzero(~within).tolist():
+        for j in np.flatnonzero(~within).tolist():  # (a column past the cap is within)
             k = at + j
-            if self.values[k] is not None:
-                self.values[k] = _add_distinct(self.values[k], pa.array(rb.values[j]), None,
-                                               self.max_categories)
-                self._set_span(k)
+            self.values[k] = _add_distinct(self.values[k], pa.array(rb.values[j]), None,
+                                           self.max_categories)
+            self._set_span(k)
+
+    @property
+    def spans(self) -> list[tuple[float, float] | None]:
+        """(lo, hi) per feature where its values are every integer from lo to hi, else None."""
+        return [None if v is None or np.isnan(lo) else (float(lo), float(hi))
+                for v, lo, hi in zip(self.values, self._lo, self._hi)]
 
     def _set_span(self, k: int) -> None:
-        """``spans[k]`` from ``values[k]``, and its bounds in ``_lo``, ``_hi`` (NaN: no
-        span; every number for a column past the cap, which nothing changes any more)."""
-        span = self.spans[k] = _span(self.values[k])
-        if self.values[k] is None:
-            span = (-np.inf, np.inf)
+        """``_lo[k]``, ``_hi[k]`` from ``values[k]``: its span (:func:`_span`), NaN for none,
+        every number for a column past the cap (which nothing changes any more)."""
+        span = (-np.inf, np.inf) if self.values[k] is None else _span(self.values[k])
         self._lo[k], self._hi[k] = span if span is not None else (np.nan, np.nan)
 
     def json(self) -> str:

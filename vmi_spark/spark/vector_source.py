@@ -312,15 +312,16 @@ class VectorReader(BatchReader):
         def batches(it):
             # the first group has ``rows`` rows (the driver's first look reads it); the
             # next ones ``few`` while every slab is one-byte columns, else ``rows`` again
-            limit = [rows]
-            for group in grouped(raw(it), lambda: limit[0]):
+            # (``grouped`` asks for each group's size when it fills it: a late binding)
+            limit = rows
+            for group in grouped(raw(it), lambda: limit):  # noqa: B023
                 mats = [matrix(rb.column(1), width) for rb in group]
                 label = typed_array(pa.concat_arrays([rb.column(0) for rb in group]), label_kind)
                 null = (None if all(nl is None for _, nl in mats) else np.concatenate(
                     [np.zeros(len(m), bool) if nl is None else nl for m, nl in mats]))
                 labelled = missing_mask(label) is None
                 step = max(1, cells // max(1, len(label)))
-                limit[0] = few
+                limit = few
                 for at in range(0, max(1, len(idx)), step):
                     part = idx[at:at + step]
                     slab = np.concatenate([m[:, part] for m, _ in mats])
@@ -328,7 +329,7 @@ class VectorReader(BatchReader):
                     if labelled and small is not None and len(part) and exact.all():
                         yield at, ByteColumns(label, np.ascontiguousarray(small.T))
                         continue
-                    limit[0] = rows
+                    limit = rows
                     cols = _columns(slab, small, exact, null)
                     yield at, pa.RecordBatch.from_arrays(
                         [label, *cols], names=["_c0", *(f"_c{1 + at + j}" for j in range(len(part)))])
