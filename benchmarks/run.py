@@ -136,11 +136,8 @@ def slots() -> int:
 
 def block_rows_for(n: int, d: int, method: str = NAIVE) -> int:
     """The block size ``run_selection`` picks (about 4 blocks per task slot)."""
-    from vmi_spark.spark.select import _PAIR_BLOCK_BYTES, MIN_BLOCK_ROWS
-    rows = min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, -(-n // (4 * slots()))))
-    if method == PAIRWISE:
-        rows = max(256, min(rows, _PAIR_BLOCK_BYTES // (8 * d * CLASSES)))
-    return rows
+    from vmi_spark.spark.select import block_rows_for as rows_for
+    return rows_for(n, slots(), d, method, CLASSES)
 
 
 def blocks_frame(codes: np.ndarray, y: np.ndarray, block_rows: int):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from pyspark.ml import Pipeline, PipelineModel
@@ -472,3 +474,32 @@ def test_count_passes_sum_in_the_task_and_split_bulk_pair_counts(spark, monkeypa
         assert (fc == expected[0].sum(axis=2)).all()  # n(x_i, y) from the pair table of f=0
     finally:
         blocks.unpersist()
+
+
+
+def test_blocks_are_whole_strides_within_their_byte_bounds():
+    """Blocks are a multiple of BLOCK_ROW_STEP rows (the compiled loops' SIMD strides), at
+    least 256; no more than BLOCK_BYTES of codes and classes (pairwise: _PAIR_BLOCK_BYTES of
+    state) unless 256 rows already are; and about four a task slot: never more than four
+    when no byte bound holds them back, never fewer rows than a slot's quarter share (or
+    than the byte bound) less a stride."""
+    from vmi_spark.core.bound import BLOCK_ROW_STEP, MAX_BLOCK_ROWS
+    from vmi_spark.spark import select
+
+    for num_rows, parts, d, method in itertools.product(
+            [1, 1000, 20_000, 200_000, 5_000_000], [1, 2, 16],
+            [5, 200, 2000, 10_000, 30_000, 200_000], ["vmi_naive", "vmi_pairwise", "mrmr"]):
+        case = (num_rows, parts, d, method)
+        rows = select.block_rows_for(num_rows, parts, d, method, 2)
+        assert rows % BLOCK_ROW_STEP == 0 and 256 <= rows <= MAX_BLOCK_ROWS, case
+        state = 8 * d * 2 if method == "vmi_pairwise" else 0
+        if rows > 256:
+            assert rows * (d + 2) <= select.BLOCK_BYTES, case
+            assert rows * state <= select._PAIR_BLOCK_BYTES, case
+        share = -(-num_rows // (4 * parts))
+        bound = min(select.BLOCK_BYTES // (d + 2),
+                    select._PAIR_BLOCK_BYTES // state if state else select.BLOCK_BYTES)
+        if bound >= share + BLOCK_ROW_STEP and share <= MAX_BLOCK_ROWS:
+            assert -(-num_rows // rows) <= 4 * parts, case  # not cut finer than the slots need
+        if share >= select.MIN_BLOCK_ROWS:
+            assert rows > min(share, bound, MAX_BLOCK_ROWS) - BLOCK_ROW_STEP, case

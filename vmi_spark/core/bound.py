@@ -34,9 +34,22 @@ SCALE = kernels.SCALE
 
 #: rows per block; keeps an int64 block sum far from overflow (|log| < 700)
 MAX_BLOCK_ROWS = 1 << 16
+#: blocks are cut in multiples of this many rows where the choice is free: the compiled
+#: loops run over a candidate's rows in SIMD strides, and a row count off the stride leaves
+#: every candidate of every block a scalar tail (15% of a naive step at 30,000 candidates
+#: in blocks of 279 rows)
+BLOCK_ROW_STEP = 64
 NAIVE = "vmi_naive"
 PAIRWISE = "vmi_pairwise"
 METHODS = (NAIVE, PAIRWISE)
+
+
+def whole_strides(rows: int, *, up: bool = False) -> int:
+    """``rows`` rounded to a multiple of :data:`BLOCK_ROW_STEP`: down (at least one
+    stride), or ``up``."""
+    if up:
+        return -(-rows // BLOCK_ROW_STEP) * BLOCK_ROW_STEP
+    return max(BLOCK_ROW_STEP, rows - rows % BLOCK_ROW_STEP)
 
 
 @dataclass

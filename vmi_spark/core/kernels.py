@@ -235,10 +235,16 @@ def _compile(numba, cache=True):
         n = codes.shape[1]
         p0 = post[0]
         p1 = post[1]
+        # the candidate's two columns of p(x_i | y), contiguous: filled per candidate into
+        # buffers made once (a block of a wide table has few rows a candidate)
+        arity = cond.shape[1]
+        c0 = np.empty(arity)
+        c1 = np.empty(arity)
         for j in range(cands.shape[0]):
             i = cands[j]
-            c0 = cond[i, :, 0].copy()
-            c1 = cond[i, :, 1].copy()
+            for v in range(arity):
+                c0[v] = cond[i, v, 0]
+                c1[v] = cond[i, v, 1]
             a = codes[i]
             t = 0
             for k in range(n):

@@ -39,7 +39,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from ..core import encoding
-from ..core.bound import MAX_BLOCK_ROWS
+from ..core.bound import MAX_BLOCK_ROWS, whole_strides
 from ..core.encoding import (
     EncodingPlan,
     LabelRule,
@@ -204,7 +204,7 @@ class DriverBackend(InMemoryBackend):
         threads = threads or min(MAX_THREADS, os.cpu_count() or 1)
         n = codes.shape[1]
         # about two blocks per thread, so that every thread has work in every pass
-        block_rows = max(4096, -(-n // (2 * threads))) if n else 4096
+        block_rows = max(4096, whole_strides(-(-n // (2 * threads)), up=True)) if n else 4096
         pool = ThreadPoolExecutor(threads) if threads > 1 and n > 4096 else None
         super().__init__(codes, y, method, arity=arity, num_classes=num_classes,
                          block_rows=min(block_rows, MAX_BLOCK_ROWS),

@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 from ..checkpoint import Checkpoint, fingerprint
 from ..core.binning import json_float
 from ..core.binning import looks_continuous as core_looks_continuous
-from ..core.bound import MAX_BLOCK_ROWS, PAIRWISE
+from ..core.bound import MAX_BLOCK_ROWS, PAIRWISE, whole_strides
 from ..core.criteria import select_classic
 from ..core.encoding import SAMPLE_ROWS, ColumnPlan, EncodingPlan
 from ..core.greedy import Backend, Selection, report_fields, select_vmi
@@ -418,6 +418,24 @@ def _row_source(df: DataFrame, label: str, features: list[str], vector: VectorRe
     return SparkSource(df)
 
 
+def block_rows_for(num_rows: int, parts: int, num_features: int, method: str,
+                   num_classes: int) -> int:
+    """Rows of an encoded block on the executors.
+
+    About four blocks per task slot (``parts``), so that every core has work in every
+    pass; at most :data:`BLOCK_BYTES` a block, because the JVM copies each block whole
+    (Arrow, cache) and large byte arrays crowd a small heap (a 5M x 100 table under the
+    default 1g driver); for ``vmi_pairwise`` at most :data:`_PAIR_BLOCK_BYTES` of per-row
+    state; a multiple of :data:`~vmi_spark.core.bound.BLOCK_ROW_STEP` (at least 256).
+    """
+    rows = min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, whole_strides(-(-num_rows // (4 * parts)),
+                                                                 up=True)))
+    most = BLOCK_BYTES // (num_features + 2)
+    if method == PAIRWISE:
+        most = min(most, _PAIR_BLOCK_BYTES // (8 * num_features * num_classes))
+    return max(256, min(rows, whole_strides(most)))
+
+
 def run_selection(df: DataFrame, label: str, *, features: list[str] | None = None,
                   features_col: str | None = None, method: str = "vmi_naive",
                   num_features: int = 50, restart_tolerance: float = 0.0, num_bins: int = 10,
@@ -557,13 +575,7 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         driver = None  # planned in the driver, selected on the executors
         why_not = unavailable_reason(df.sparkSession)
         parts = slots if why_not is not None else task_slots(df.sparkSession)
-    # about four blocks per task slot, so that every core has work in every pass
-    block_rows = min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, -(-plan.num_rows // (4 * parts))))
-    # and at most BLOCK_BYTES a block: the JVM copies each block whole (Arrow, cache), and
-    # large byte arrays crowd a small heap (a 5M x 100 table under the default 1g driver)
-    block_rows = max(256, min(block_rows, BLOCK_BYTES // (d + 2)))
-    if method == PAIRWISE:
-        block_rows = max(256, min(block_rows, _PAIR_BLOCK_BYTES // (8 * d * num_classes)))
+    block_rows = block_rows_for(plan.num_rows, parts, d, method, num_classes)
     # one shuffle of the one-byte blocks spreads them evenly over the slots (by range of
     # block id, so a partition's blocks stay together), whatever the input's partitioning.
     # The range partitioner samples its input in a job of its own: the encoded blocks are
