@@ -338,3 +338,32 @@ def test_byte_columns_select_what_the_spark_reader_selects(spark, small_int_file
     kinds = {c.name: c.kind for c in ref.plan.columns}
     assert kinds["wide"] == "bins" and kinds["a32"] == kinds["neg16"] == "category"
     assert ref.plan.columns[[c.name for c in ref.plan.columns].index("big")].values[-1] == 200.0
+
+
+def test_columns_coded_alike_share_one_table(monkeypatch):
+    """Columns whose plans code every value alike (names, 3 and 3.0, -0.0 and 0.0 aside)
+    make one byte table between them; a missing state, another kind (a constant and a
+    category without values) or other values make another. Every column's codes of all 256 bytes are the slow coding's."""
+    from vmi_spark.spark import blocks
+
+    four = [0.0, 1.0, 2.0, 3.0]
+    cols = [ColumnPlan("a", "category", values=four),
+            ColumnPlan("b", "category", values=[0, 1, 2, 3]),
+            ColumnPlan("c", "category", values=[-0.0, 1.0, 2.0, 3.0]),
+            ColumnPlan("d", "category", values=four, missing=True),
+            ColumnPlan("e", "bins", splits=four),
+            ColumnPlan("f", "bins", splits=four, spikes=[1.0]),
+            ColumnPlan("g", "category", values=[0.0, 1.0, 2.0, 4.0]),
+            ColumnPlan("h", "category", values=four),
+            ColumnPlan("i", "constant", missing=True),
+            ColumnPlan("j", "category", values=[], missing=True)]
+    plan = EncodingPlan(label="y", label_dtype="double", classes=[0.0, 1.0], columns=cols)
+    made = []
+    monkeypatch.setattr(blocks, "byte_table", lambda col: made.append(col.name)
+                        or byte_table(col))
+    every = np.tile(np.arange(-128, 128, dtype=np.int8), (len(cols), 1))
+    label = pa.array(np.zeros(256))
+    codes, _ = next(iter(encode_chunks(iter([(0, ByteColumns(label, every))]), plan, 256)))
+    assert made == ["a", "d", "e", "g", "i", "j"]
+    for j, col in enumerate(cols):
+        assert [int(c) for c in codes[j]] == [_slow_code(v, col) for v in range(-128, 128)]

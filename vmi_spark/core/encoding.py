@@ -437,6 +437,15 @@ def encode_column(arr: pa.Array, col: ColumnPlan) -> np.ndarray:
 _BYTES = np.arange(256, dtype=np.uint8).view(np.int8)
 
 
+def coding_key(col: ColumnPlan) -> tuple:
+    """What :func:`encode_column` reads of ``col``: two columns with equal keys give every
+    value the same code (the name and the bins' ``spikes``, which label states, do not
+    count). Values compare as Python objects: 3 and 3.0, -0.0 and 0.0 are equal, as they
+    are when coded."""
+    return (col.kind, col.dtype, tuple(col.values or ()), tuple(col.splits or ()),
+            col.missing)
+
+
 def byte_table(col: ColumnPlan) -> np.ndarray:
     """(256,) uint8: the code :func:`encode_column` gives each one-byte integer value of a
     numeric column, indexed by the value's bit pattern (``int8`` viewed as ``uint8``).
