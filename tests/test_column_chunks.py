@@ -357,3 +357,40 @@ def test_a_wrong_footer_hint_costs_time_not_results(spark, discrete_files, monke
     ref = _as_spark_reads(df, source, kw)
     assert {c.name: c.kind for c in ref.plan.columns}["i32_1"] == "bins"
     assert ("i32_1" in sure[0]) == (hint == "honest")  # the sample in the statistics pass
+
+
+def test_distinct_values_past_the_cap_in_a_first_stretch_of_rows(monkeypatch):
+    """A column whose first values already pass the cap is capped without counting the
+    rest; one that passes it later, or holds -0.0 and 0.0 (one value) at the edge of the
+    cap, is counted in full. All as the slow count says, for batches of 700 and 800 rows."""
+    from vmi_spark.spark import rows
+
+    counted: list[pa.Array] = []
+    unique = rows.pc.unique
+    monkeypatch.setattr(rows.pc, "unique", lambda arr: counted.append(arr) or unique(arr))
+
+    cap, n = 64, 1500
+    prefix = rows._DISTINCT_PREFIX
+    assert prefix + 100 < n
+    rng = np.random.default_rng(3)
+    at_end = np.concatenate([rng.integers(0, 10, prefix).astype(float),
+                             np.arange(100.0, 100.0 + n - prefix)])
+    edge = np.resize(np.concatenate([np.arange(1.0, 64.0), [-0.0, 0.0]]), n)  # 64 values
+    over = np.resize(np.concatenate([np.arange(1.0, 65.0), [-0.0, 0.0]]), n)  # 65 values
+    label = pa.array(rng.integers(0, 2, n).astype(float))
+    cols = {"continuous": rng.standard_normal(n), "late": at_end, "edge": edge,
+            "edge_over": over, "few": rng.integers(0, 5, n).astype(float),
+            "words": np.array([f"w{v}" for v in rng.integers(0, 70, n)], dtype=object)}
+    rb = pa.RecordBatch.from_arrays([label, *(pa.array(v) for v in cols.values())],
+                                    names=["y", *cols])
+    batches = [rb.slice(0, 700), rb.slice(700)]
+    stats = R.ColumnStats(len(cols), cap, 10, False)
+    for b in batches:
+        stats.add(b)
+    got = _stats_of(stats)["values"]
+    assert got == _slow_stats(batches, cap)["values"]
+    assert [v is None for v in got] == [True, True, False, True, False, True]
+    whole = [a for a in counted if len(a) in (700, 800)]
+    assert len(whole) == 7  # the label twice, late, edge and few, then edge and few
+    for name in ("continuous", "edge_over", "words"):  # capped in their first 512 values
+        assert not any(a.equals(b.column(name)) for a in whole for b in batches)
