@@ -4,6 +4,7 @@
   feature-major (``codes`` (D, N) uint8, the layout of the encoded blocks) with ``y`` (N,)
   uint16. The first ``informative`` features depend on the label, the rest are noise.
 * :func:`write_coded_parquet` - the same table as Parquet (int32 columns ``f0..``, ``label``).
+* :func:`write_jittered_parquet` - the same table made continuous (float64, code + noise).
 * :func:`write_mixed_parquet` - the end-to-end table of the issue: half continuous float32,
   half small-integer categorical (int8) columns, binary label; written row group by row
   group so that 1M x 1,000 never sits in memory at once.
@@ -49,6 +50,20 @@ def write_coded_parquet(path: str, codes: np.ndarray, y: np.ndarray, row_group: 
     import pyarrow.parquet as pq
 
     pq.write_table(arrow_table(codes, y), path, row_group_size=row_group)
+
+
+def write_jittered_parquet(path: str, codes: np.ndarray, y: np.ndarray, row_group: int = 65536,
+                           seed: int = 0) -> None:
+    """The table of :func:`make_table` made continuous: float64 columns ``f0..`` holding each
+    code plus uniform [0, 1) noise (the codes are the values' floors), int32 ``label``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng([seed, 1])
+    cols = {"label": pa.array(y.astype(np.int32))}
+    cols.update({f"f{i}": pa.array(codes[i] + rng.random(codes.shape[1]))
+                 for i in range(codes.shape[0])})
+    pq.write_table(pa.table(cols), path, row_group_size=row_group)
 
 
 def write_mixed_parquet(path: str, rows: int, features: int, informative: int = 20,

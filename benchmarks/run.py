@@ -57,7 +57,7 @@ import numpy as np  # noqa: E402
 
 from data import arrow_table, make_table, write_coded_parquet, write_mixed_parquet  # noqa: E402
 from kernels import numpy_step, row_posterior  # noqa: E402
-from vmi_spark.core.bound import (MAX_BLOCK_ROWS, NAIVE, PAIRWISE, PATTERN_RATIO,  # noqa: E402
+from vmi_spark.core.bound import (NAIVE, PAIRWISE, PATTERN_RATIO,  # noqa: E402
                                   SCALE, StepOps, feature_counts, naive_own,
                                   naive_posterior)
 from vmi_spark.core import kernels as core_kernels  # noqa: E402

@@ -35,10 +35,13 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 WRITE = """
 import sys
 sys.path.insert(0, sys.argv[1])
-from data import make_table, write_coded_parquet
+from data import make_table, write_coded_parquet, write_jittered_parquet
 rows, d = int(sys.argv[2]), int(sys.argv[3])
 codes, y = make_table(rows, d, seed=d)
-write_coded_parquet(sys.argv[4], codes, y, row_group=4096)
+if sys.argv[5] == "doubles":
+    write_jittered_parquet(sys.argv[4], codes, y, row_group=4096, seed=d)
+else:
+    write_coded_parquet(sys.argv[4], codes, y, row_group=4096)
 """
 
 
@@ -98,6 +101,10 @@ def main(argv=None) -> int:
                     help="keep the tables in this directory and use them if already there "
                          "(an A/B of two checkouts reads the same files; default: a "
                          "temporary directory, removed)")
+    ap.add_argument("--values", choices=["integers", "doubles"], default="integers",
+                    help="integers: the 8-state codes as int32 columns; doubles: each code "
+                         "plus uniform [0, 1) noise as float64 (continuous, binned by "
+                         "quantiles; the vector's elements are not small integers)")
     ap.add_argument("--tables-only", action="store_true",
                     help="write the tables into --data and stop (benchmarks/passes.py)")
     ap.add_argument("--out", default=None)
@@ -115,17 +122,18 @@ def main(argv=None) -> int:
              .config("spark.driver.memory", "4g").getOrCreate())
     tmp = args.data or tempfile.mkdtemp(prefix="wide-")
     os.makedirs(tmp, exist_ok=True)
-    res = {"rows": args.rows, "load_start": round(os.getloadavg()[0], 2), "runs": []}
+    res = {"rows": args.rows, "values": args.values, "load_start": round(os.getloadavg()[0], 2), "runs": []}
     try:
         for d in args.dims:
-            cols = os.path.join(tmp, f"cols{args.rows}x{d}.parquet")
+            tag = "d" if args.values == "doubles" else ""
+            cols = os.path.join(tmp, f"cols{args.rows}x{d}{tag}.parquet")
             # in a child process: the driver's RSS is then the job's, not the table's
             if not os.path.exists(cols):
                 subprocess.run([sys.executable, "-c", WRITE, HERE, str(args.rows), str(d),
-                                cols], check=True)
+                                cols, args.values], check=True)
             df = spark.read.parquet(cols)
             feats = [c for c in df.columns if c != "label"]
-            vec = os.path.join(tmp, f"vec{args.rows}x{d}.parquet")
+            vec = os.path.join(tmp, f"vec{args.rows}x{d}{tag}.parquet")
             if any(k.startswith("vector") for k in args.kinds) and not os.path.exists(
                     os.path.join(vec, "_SUCCESS")):
                 VectorAssembler(inputCols=feats, outputCol="features").transform(df).select(
