@@ -355,6 +355,8 @@ def test_columns_coded_alike_share_one_table(monkeypatch):
             ColumnPlan("f", "bins", splits=four, spikes=[1.0]),
             ColumnPlan("g", "category", values=[0.0, 1.0, 2.0, 4.0]),
             ColumnPlan("h", "category", values=four),
+            ColumnPlan("k", "bins", splits=[0.0, 1.0, 2.0, 5.0]),
+            ColumnPlan("l", "grid", splits=four),
             ColumnPlan("i", "constant", missing=True),
             ColumnPlan("j", "category", values=[], missing=True)]
     plan = EncodingPlan(label="y", label_dtype="double", classes=[0.0, 1.0], columns=cols)
@@ -364,6 +366,6 @@ def test_columns_coded_alike_share_one_table(monkeypatch):
     every = np.tile(np.arange(-128, 128, dtype=np.int8), (len(cols), 1))
     label = pa.array(np.zeros(256))
     codes, _ = next(iter(encode_chunks(iter([(0, ByteColumns(label, every))]), plan, 256)))
-    assert made == ["a", "d", "e", "g", "i", "j"]
+    assert made == ["a", "d", "e", "g", "k", "l", "i", "j"]
     for j, col in enumerate(cols):
         assert [int(c) for c in codes[j]] == [_slow_code(v, col) for v in range(-128, 128)]

@@ -378,7 +378,9 @@ def test_distinct_values_past_the_cap_in_a_first_stretch_of_rows(monkeypatch):
     edge = np.resize(np.concatenate([np.arange(1.0, 64.0), [-0.0, 0.0]]), n)  # 64 values
     over = np.resize(np.concatenate([np.arange(1.0, 65.0), [-0.0, 0.0]]), n)  # 65 values
     label = pa.array(rng.integers(0, 2, n).astype(float))
-    cols = {"continuous": rng.standard_normal(n), "late": at_end, "edge": edge,
+    holes = rng.standard_normal(n)
+    holes[::10] = np.nan  # missing: counted through a mask of the other rows (630, 720)
+    cols = {"continuous": holes, "late": at_end, "edge": edge,
             "edge_over": over, "few": rng.integers(0, 5, n).astype(float),
             "words": np.array([f"w{v}" for v in rng.integers(0, 70, n)], dtype=object)}
     rb = pa.RecordBatch.from_arrays([label, *(pa.array(v) for v in cols.values())],

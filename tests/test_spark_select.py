@@ -486,13 +486,14 @@ def test_blocks_are_whole_strides_within_their_byte_bounds():
     from vmi_spark.core.bound import BLOCK_ROW_STEP, MAX_BLOCK_ROWS
     from vmi_spark.spark import select
 
-    for num_rows, parts, d, method in itertools.product(
+    for num_rows, parts, d, method, classes in itertools.product(
             [1, 1000, 20_000, 200_000, 5_000_000], [1, 2, 16],
-            [5, 200, 2000, 10_000, 30_000, 200_000], ["vmi_naive", "vmi_pairwise", "mrmr"]):
-        case = (num_rows, parts, d, method)
-        rows = select.block_rows_for(num_rows, parts, d, method, 2)
+            [5, 200, 2000, 10_000, 30_000, 200_000], ["vmi_naive", "vmi_pairwise", "mrmr"],
+            [2, 7]):
+        case = (num_rows, parts, d, method, classes)
+        rows = select.block_rows_for(num_rows, parts, d, method, classes)
         assert rows % BLOCK_ROW_STEP == 0 and 256 <= rows <= MAX_BLOCK_ROWS, case
-        state = 8 * d * 2 if method == "vmi_pairwise" else 0
+        state = 8 * d * classes if method == "vmi_pairwise" else 0
         if rows > 256:
             assert rows * (d + 2) <= select.BLOCK_BYTES, case
             assert rows * state <= select._PAIR_BLOCK_BYTES, case

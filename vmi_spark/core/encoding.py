@@ -442,8 +442,9 @@ def coding_key(col: ColumnPlan) -> tuple:
     value the same code (the name and the bins' ``spikes``, which label states, do not
     count). Values compare as Python objects: 3 and 3.0, -0.0 and 0.0 are equal, as they
     are when coded."""
-    return (col.kind, col.dtype, tuple(col.values or ()), tuple(col.splits or ()),
-            col.missing)
+    def items(seq):
+        return None if seq is None else tuple(seq)
+    return (col.kind, col.dtype, items(col.values), items(col.splits), col.missing)
 
 
 def byte_table(col: ColumnPlan) -> np.ndarray:
