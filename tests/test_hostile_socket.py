@@ -16,6 +16,7 @@ import os
 import socket
 import threading
 import time
+import traceback
 
 import numpy as np
 import pytest
@@ -49,7 +50,7 @@ class Attacker:
         self.attack = attack
         self.stop = threading.Event()
         self.log: dict[str, int] = {}
-        self.errors: list[BaseException] = []
+        self.errors: list[str] = []
         self.thread: threading.Thread | None = None
 
     def __call__(self, address):
@@ -58,8 +59,8 @@ class Attacker:
                 self.attack(address, self.stop, self.log)
             except ConnectionRefusedError:  # the selection ended: nobody listens any more
                 pass
-            except BaseException as exc:  # reported by the test
-                self.errors.append(exc)
+            except BaseException:  # reported by the test, with where it was raised
+                self.errors.append(traceback.format_exc())
 
         self.thread = threading.Thread(target=run, daemon=True)
         self.thread.start()
@@ -71,6 +72,15 @@ class Attacker:
             self.thread.join(30)
             assert not self.thread.is_alive(), "the attacker did not stop"
         assert not self.errors, self.errors
+
+
+def _connect(address, **kw) -> socket.socket:
+    """A connection to the driver. A reset while connecting is the selection's end (its
+    listener closed during the handshake), reported as the refusal that follows it."""
+    try:
+        return socket.create_connection(address, **kw)
+    except ConnectionResetError as exc:
+        raise ConnectionRefusedError(f"reset while connecting: {exc}") from exc
 
 
 def _count(log, key, n=1):
@@ -96,7 +106,7 @@ def nested_json(address, stop, log):
     small = _message(b"[" * 1020)
     while not stop.is_set():
         for raw in (big, small, _hello(secret={"a" * 4: [[[[[[]]]]]]})):
-            with socket.create_connection(address) as s:
+            with _connect(address) as s:
                 try:
                     s.sendall(raw)
                 except OSError:  # closed as soon as the length was read
@@ -116,7 +126,7 @@ def huge_shape(address, stop, log):
             _message(b"\xff\xfe\x00garbage")]
     while not stop.is_set():
         for raw in raws:
-            with socket.create_connection(address) as s:
+            with _connect(address) as s:
                 try:
                     s.sendall(raw)
                 except OSError:
@@ -132,7 +142,7 @@ def idle_connections(address, stop, log):
     try:
         while not stop.is_set():
             while len(socks) < 4:
-                socks.append((socket.create_connection(address), time.monotonic()))
+                socks.append((_connect(address), time.monotonic()))
                 _count(log, "opened")
             stop.wait(0.1)
             for s, t in list(socks):
@@ -156,7 +166,7 @@ def idle_connections(address, stop, log):
 def slowloris(address, stop, log):
     """One byte every 20 s (a new connection when the driver has closed the last)."""
     while not stop.is_set():
-        with socket.create_connection(address) as s:
+        with _connect(address) as s:
             _count(log, "opened")
             opened = last = time.monotonic()
             s.sendall(b"\x10")
@@ -186,7 +196,7 @@ def storm(address, stop, log):
             if stop.is_set():
                 break
             try:
-                s = socket.create_connection(address, timeout=5)
+                s = _connect(address, timeout=5)
             except OSError:
                 _count(log, "not accepted")
                 continue
