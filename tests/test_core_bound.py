@@ -692,9 +692,12 @@ def test_pattern_kernel_gives_the_same_integers_as_the_per_row_kernel(monkeypatc
 
 @pytest.mark.parametrize("num_classes", [2, 3])
 def test_pairwise_pattern_scores_give_the_per_row_integers(monkeypatch, num_classes):
-    """Pairwise scoring per (pattern, x_i) cell is an exact rewrite of the per-row sum, over
-    a whole selection path with a restart (a new block starts from the empty pattern)."""
-    from vmi_spark.core import bound
+    """Pairwise scoring per (pattern, x_i, y) cell, and the last feature folded in the pass
+    that scores (kernels.pair_fold_scores), give the integers of the plain route (every
+    feature folded, then every row scored by the numpy loop), over a selection path with a
+    restart (a new block starts from the empty pattern), a step run twice, and a state two
+    features behind."""
+    from vmi_spark.core import bound, kernels
     from vmi_spark.core.bound import PAIRWISE, BlockState, StepOps, pairwise_partials
     from vmi_spark.core.tables import conditional, pair_conditional, safe_log
 
@@ -706,25 +709,93 @@ def test_pairwise_pattern_scores_give_the_per_row_integers(monkeypatch, num_clas
     counts = be.feature_counts()
     prior = counts[0].sum(axis=0) / n
     tables = {f: safe_log(pair_conditional(be.pair_counts(f))) for f in range(d)}
-    path = [(0,), (0, 3), (0, 3, 5), (0, 3, 5, 7), (0, 3, 5, 7, 1), (2,), (2, 8), (2, 8, 9)]
-    results = {}
-    for ratio, label in ((10**12, "rows"), (2, "patterns")):
-        monkeypatch.setattr(bound, "PATTERN_RATIO", ratio)
+    path = [(0,), (0, 3), (0, 3), (0, 3, 5, 7), (0, 3, 5, 7, 1), (2,), (2, 8), (2, 8, 9)]
+
+    def ops_of(block, used):
+        cands = np.ones(d, bool)
+        cands[list(used)] = False
+        return StepOps(PAIRWISE, prior, conditional(counts), cands, block, tables)
+
+    expected, used = [], set()
+    for block in path:  # the plain route, from a fresh state every step
+        used.update(block)
+        ops = ops_of(block, used)
+        state = BlockState.initial(prior, n, d)
+        for f in block:
+            bound.pairwise_add(codes, y, state, f, ops)
+        out = np.zeros(d, dtype=np.int64)
+        cands = np.flatnonzero(ops.candidates)
+        out[cands] = kernels.pair_scores_np(state.log_ratio, state.posterior, y, cands, len(block))
+        expected.append(out)
+    routes = {}
+    originals = {name: getattr(kernels, name) for name in ("pair_cell_scores", "pair_fold_scores")}
+    for ratio, label in ((10**12, "rows"), (1, "patterns")):
+        monkeypatch.setattr(bound, "PAIR_CELL_RATIO", ratio)
+        calls = dict.fromkeys(originals, 0)
+        for name, fn in originals.items():
+            def spy(*a, _fn=fn, _name=name, _calls=calls):
+                _calls[_name] += 1
+                return _fn(*a)
+            monkeypatch.setattr(kernels, name, spy)
         state = BlockState.initial(prior, n, d)
         used = set()
+        for block, want in zip(path, expected):
+            used.update(block)
+            assert np.array_equal(pairwise_partials(codes, y, state, ops_of(block, used)), want)
+        routes[label] = calls
+    # both routes were taken: the short blocks' cells are few, (3 states)^m patterns x 3 x L
+    rows, patterns = routes["rows"], routes["patterns"]
+    assert rows["pair_cell_scores"] == 0 and rows["pair_fold_scores"] == len(path) - 1
+    assert patterns["pair_cell_scores"] >= 3
+
+
+def test_a_block_past_the_cells_limit_is_not_grouped_again_when_extended(monkeypatch):
+    """Once a block has more cells than the limit, its extensions are scored per row without
+    block_patterns (their patterns only split further); another block, or another limit,
+    is grouped again. The scores are the same integers either way."""
+    from vmi_spark.core import bound
+    from vmi_spark.core.bound import PAIRWISE, BlockState, StepOps, pairwise_partials
+    from vmi_spark.core.tables import conditional, pair_conditional, safe_log
+
+    rng = np.random.default_rng(7)
+    n, d = 2000, 9
+    y = rng.integers(0, 2, n)
+    codes = ((rng.integers(0, 2, (d, n)) + (rng.random((d, n)) < 0.3) * y) % 2).astype(np.uint8)
+    be = InMemoryBackend(codes, y, PAIRWISE, 2, 2)
+    counts = be.feature_counts()
+    prior = counts[0].sum(axis=0) / n
+    tables = {f: safe_log(pair_conditional(be.pair_counts(f))) for f in range(d)}
+    path = [(0,), (0, 1), (0, 1, 2), (0, 1, 2, 3), (0, 1, 2, 3, 4), (5,), (5, 6)]
+    grouped = []
+    original = bound.block_patterns
+    monkeypatch.setattr(bound, "block_patterns",
+                        lambda c, b, *a: grouped.append(tuple(b)) or original(c, b, *a))
+
+    def run(state):
         out = []
         for block in path:
-            used.update(block)
             cands = np.ones(d, bool)
-            cands[list(used)] = False
+            cands[[f for b in path[:path.index(block) + 1] for f in b]] = False
             ops = StepOps(PAIRWISE, prior, conditional(counts), cands, block, tables)
             out.append(pairwise_partials(codes, y, state, ops))
-        results[label] = out
-    for a, b in zip(results["rows"], results["patterns"]):
-        assert np.array_equal(a, b)
-    # the cells really were few for the short blocks: (3 states)^m patterns x 3 states
-    ids, num, _, used = bound.block_patterns(codes, (0, 3), 3, n // 6)
-    assert used == 2 and num == 9
+        return out
+
+    # 2000 // 50 = 40 cells at most: (0, 1, 2) has 2^3 patterns x 2 x 2 = 32, one more 64
+    monkeypatch.setattr(bound, "PAIR_CELL_RATIO", 50)
+    kept = run(BlockState.initial(prior, n, d))
+    assert grouped == [(0,), (0, 1), (0, 1, 2), (0, 1, 2, 3), (5,), (5, 6)]
+    monkeypatch.setattr(bound, "PAIR_CELL_RATIO", 10**12)  # never grouped: every row scored
+    assert all(np.array_equal(a, b) for a, b in zip(kept, run(BlockState.initial(prior, n, d))))
+    # a state that noted a block under another limit groups the rows again
+    state = BlockState.initial(prior, n, d)
+    state.many_cells = (7, (0,))
+    grouped.clear()
+    monkeypatch.setattr(bound, "PAIR_CELL_RATIO", 50)
+    cands = np.ones(d, bool)
+    cands[[0, 1]] = False
+    pairwise_partials(codes, y, state, StepOps(PAIRWISE, prior, conditional(counts), cands,
+                                               (0, 1), tables))
+    assert grouped == [(0, 1)] and state.many_cells == (7, (0,))
 
 
 def test_pattern_kernel_is_used_for_short_blocks_and_rows_for_long_ones():

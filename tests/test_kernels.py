@@ -212,6 +212,114 @@ def test_compiled_pairwise_loops_equal_numpy_loops(num_classes, n):
         assert abs(_plain_pair_bound(full[i], post, y, m) - got[j]) <= n  # rounding per row
 
 
+@pytest.mark.parametrize("num_classes", [2, 3])
+@pytest.mark.parametrize("n", [1, 255, 256, 257, 4001])
+def test_fused_fold_and_score_is_the_fold_then_the_score(num_classes, n):
+    """pair_fold_scores (a stretch of rows folded and then scored) leaves the candidates'
+    ratios as pair_fold does and returns pair_scores' integers, compiled and numpy, on a
+    contiguous state and on a strided one; the other features' ratios are untouched."""
+    rng = np.random.default_rng(n * 10 + num_classes)
+    d, arity, m, f = 7, 4, 3, 4
+    codes = rng.integers(0, arity, (d, n)).astype(np.uint8)
+    y = rng.integers(0, num_classes, n)
+    table = np.log(rng.random((d, arity, arity, num_classes)))
+    table[rng.random(table.shape) < 0.1] = -np.inf  # an empty cell of another class ...
+    own = (np.arange(d)[:, None], codes, codes[f][None, :], y[None, :])
+    table[own] = np.where(np.isfinite(table[own]), table[own], -2.0)  # ... never the own
+    start = rng.normal(0.0, 3.0, (d, n, num_classes - 1))
+    start[rng.random(start.shape) < 0.02] = -np.inf  # a class already ruled out
+    post = rng.random((n, num_classes)) ** 6
+    post[rng.random(n) < 0.05, 0] = 0.0  # mixtures down at the TINY floor
+    post /= post.sum(axis=1, keepdims=True)
+    cands = np.array([0, 2, 3, 6])
+    want_state = start.copy()
+    kernels.pair_fold_np(want_state, table, codes, codes[f], y, cands)
+    want = kernels.pair_scores_np(want_state, post, y, cands, m)
+    assert (want != 0).all()
+    for fused in (kernels.pair_fold_scores, kernels.pair_fold_scores_np):
+        state = start.copy()
+        assert np.array_equal(fused(state, table, codes, codes[f], y, post, cands, m), want)
+        assert np.array_equal(state, want_state)
+        wide = np.zeros((d, n, num_classes))  # the same ratios, not contiguous
+        strided = wide[:, :, :num_classes - 1]
+        strided[:] = start
+        assert np.array_equal(fused(strided, table, codes, codes[f], y, post, cands, m), want)
+        assert np.array_equal(strided, want_state) and not wide[:, :, -1].any()
+    assert np.array_equal(want_state[[1, 4, 5]], start[[1, 4, 5]])
+
+
+@pytest.mark.parametrize("num_classes", [2, 3, 4])
+@pytest.mark.parametrize("n", [1, 300, 4001])
+def test_compiled_pairwise_posterior_equals_numpy_and_the_plain_product(num_classes, n):
+    """pair_posterior: the other classes times e^{ratio / m}, then each row normalised; the
+    compiled loop gives the numpy loop's bits, and both the plain normalised product's values."""
+    rng = np.random.default_rng(n + num_classes)
+    y = rng.integers(0, num_classes, n)
+    post = rng.random((n, num_classes)) ** 4
+    post /= post.sum(axis=1, keepdims=True)
+    ratio = rng.normal(0.0, 4.0, (n, num_classes - 1))
+    ratio[rng.random(ratio.shape) < 0.05] = -np.inf  # a class ruled out: its term becomes 0
+    ratio[0, 0] = -np.inf
+    m = 3
+    plain = post.copy()
+    rows = np.arange(n)[:, None]
+    plain[rows, kernels.other_classes(y, num_classes)] *= np.exp(ratio / m)
+    plain /= plain.sum(axis=1, keepdims=True)
+    got, want = post.copy(), post.copy()
+    kernels.pair_posterior(got, ratio, y, m)
+    kernels.pair_posterior_np(want, ratio, y, m)
+    assert np.array_equal(got, want)
+    np.testing.assert_allclose(got, plain, rtol=1e-13, atol=1e-300)
+    ruled = np.zeros(post.shape, dtype=bool)
+    ruled[rows, kernels.other_classes(y, num_classes)] = np.isneginf(ratio)
+    assert ruled.any() and (got[ruled] == 0).all() and (got[~ruled] > 0).all()
+
+
+@numba_only
+def test_a_loop_failing_after_the_fold_does_not_fold_twice(monkeypatch):
+    """More than two classes: pair_fold_scores folds, then scores, each compiled loop guarded
+    on its own. If the score's loop cannot compile, the numpy score runs on the state folded
+    once (a guard around both would have run the numpy fold on it a second time)."""
+    from numba.core.errors import TypingError
+
+    rng = np.random.default_rng(3)
+    d, n, arity, f, m = 5, 300, 3, 1, 2
+    codes = rng.integers(0, arity, (d, n)).astype(np.uint8)
+    y = rng.integers(0, 3, n)
+    table = np.log(rng.random((d, arity, arity, 3)))
+    post = rng.random((n, 3))
+    post /= post.sum(axis=1, keepdims=True)
+    start = rng.normal(0.0, 2.0, (d, n, 2))
+    cands = np.array([0, 2, 4])
+    want_state = start.copy()
+    want = kernels.pair_fold_scores_np(want_state, table, codes, codes[f], y, post, cands, m)
+
+    def fails(*args):
+        raise TypingError("cannot compile here")
+
+    monkeypatch.setattr(kernels, "BACKEND", kernels.BACKEND)
+    monkeypatch.setitem(kernels._impl, kernels._fast[4], fails)  # the compiled pair_scores
+    state = start.copy()
+    with pytest.warns(RuntimeWarning, match="numba could not compile"):
+        got = kernels.pair_fold_scores(state, table, codes, codes[f], y, post, cands, m)
+    assert np.array_equal(got, want) and np.array_equal(state, want_state)
+
+
+@pytest.mark.parametrize("n", [0, 5])
+def test_pairwise_posterior_of_a_strided_or_empty_block(n):
+    """pair_posterior on a posterior that is a strided view, and on no rows."""
+    rng = np.random.default_rng(n)
+    y = rng.integers(0, 2, n)
+    wide = rng.random((n, 4)) + 0.1
+    post = wide[:, ::2]  # not contiguous
+    post /= post.sum(axis=1, keepdims=True)
+    ratio = rng.normal(0.0, 1.0, (n, 1))
+    want = post.copy()
+    kernels.pair_posterior_np(want, ratio, y, 2)
+    kernels.pair_posterior(post, ratio, y, 2)
+    assert np.array_equal(post, want) and np.array_equal(wide[:, ::2], want)
+
+
 def test_other_classes():
     assert kernels.other_classes(np.array([0, 1, 2]), 3).tolist() == [[1, 2], [0, 2], [0, 1]]
     assert kernels.other_classes(np.array([1, 0]), 2).tolist() == [[0], [1]]

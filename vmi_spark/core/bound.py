@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import explog, kernels
+from . import kernels
 from .kernels import fixed_log
 
 #: fixed-point scale of per-row log contributions (defined with the loops that round)
@@ -78,9 +78,13 @@ class StepOps:
 PATTERN_RATIO = 32 if kernels.BACKEND == "numba" else 2
 #: (candidate, x_i, pattern) cells the pattern kernel's mixture holds at once
 PATTERN_CHUNK_CELLS = 1 << 20
-#: pairwise scores per (pattern, x_i, y) cell while the cells are at most rows / PAIR_CELL_RATIO
-#: (a cell costs L-1 exps and a log, a row a count)
-PAIR_CELL_RATIO = 2
+#: pairwise scores per (pattern, x_i, y) cell while the cells are at most rows / PAIR_CELL_RATIO.
+#: A cell costs L-1 exps and a log, a row a count and a fill; compiled, the per-row pass
+#: (:func:`kernels.pair_fold_scores`) costs about what that filling does, so the cells win
+#: only while very few (blocks of 12,544 rows: even or ahead by up to 0.17 ns a candidate
+#: row at 8-64 cells, -0.18 to +0.14 at 128-162, behind from 256 on: 2.5-8.3 against
+#: 2.0-2.2 ns; benchmarks/pair_cells.py, s19_pair_cells.json)
+PAIR_CELL_RATIO = 64 if kernels.BACKEND == "numba" else 2
 
 
 def block_patterns(codes: np.ndarray, block, arity: int, max_patterns: int):
@@ -259,12 +263,16 @@ class BlockState:
     log-ratio of the pairwise Q's class-c term to the own class's. The own class's term is
     finite (the row itself was counted), so the ratio is never +inf or NaN, and one class
     fewer is kept, summed and exponentiated than with the per-class sums. ``block`` is what
-    the state has folded in, in order.
+    the state has folded in, in order. ``many_cells`` is ``(limit, block)`` once a block had
+    more (pattern, x_i, y) cells than ``limit`` in these rows: so has every block that
+    extends it (its patterns only split further), and those are scored per row without
+    grouping the rows again.
     """
 
     posterior: np.ndarray
     log_ratio: np.ndarray
     block: tuple[int, ...] = ()
+    many_cells: tuple[int, tuple[int, ...]] | None = None
 
     @classmethod
     def initial(cls, prior: np.ndarray, n: int, num_features: int) -> BlockState:
@@ -285,33 +293,38 @@ class BlockState:
 def pairwise_add(codes: np.ndarray, y: np.ndarray, state: BlockState, f: int,
                  ops: StepOps) -> None:
     """Fold feature ``f`` into the pairwise state (posterior, then the pair sums)."""
-    cf = codes[f]
-    m = len(state.block)
-    post = state.posterior
-    if m > 0:
-        # the class terms relative to the own class's (1): the same posterior once normalised
-        factor = np.ones_like(post)
-        rows = np.arange(post.shape[0])[:, None]
-        factor[rows, kernels.other_classes(y, post.shape[1])] = explog.exp(state.log_ratio[f] / m)
-    else:
-        factor = ops.cond[f].take(cf, axis=0)
-    post *= factor
-    kernels.normalise(post)
-    table = ops.pair_log_tables[f]
+    _add_to_posterior(codes, y, state, f, ops)
     # the candidates, and the block features still to be folded in (their factor needs it)
     targets = ops.candidates.copy()
-    targets[list(ops.block[m + 1:])] = True
-    kernels.pair_fold(state.log_ratio, table, codes, cf, y, np.flatnonzero(targets))
+    targets[list(ops.block[len(state.block) + 1:])] = True
+    kernels.pair_fold(state.log_ratio, ops.pair_log_tables[f], codes, codes[f], y,
+                      np.flatnonzero(targets))
     state.block = (*state.block, f)
 
 
-def pairwise_sync(codes: np.ndarray, y: np.ndarray, state: BlockState, ops: StepOps) -> None:
-    """Bring ``state`` to ``ops.block``: fold in the missing features, or rebuild."""
+def _add_to_posterior(codes: np.ndarray, y: np.ndarray, state: BlockState, f: int,
+                      ops: StepOps) -> None:
+    """Multiply feature ``f``'s factor into ``state.posterior`` and normalise it (the pair
+    sums and ``state.block`` are left to the caller)."""
+    m = len(state.block)
+    if m > 0:
+        # the class terms relative to the own class's (1): the same posterior once normalised
+        kernels.pair_posterior(state.posterior, state.log_ratio[f], y, m)
+    else:
+        state.posterior *= ops.cond[f].take(codes[f], axis=0)
+        kernels.normalise(state.posterior)
+
+
+def pairwise_sync(codes: np.ndarray, y: np.ndarray, state: BlockState, ops: StepOps,
+                  upto: int | None = None) -> None:
+    """Bring ``state`` to ``ops.block`` (its first ``upto`` features): fold in the missing
+    features, or rebuild."""
+    block = ops.block[:upto]
     held = state.block
-    if ops.block[:len(held)] != held:
+    if block[:len(held)] != held:
         state.reset(ops.prior)
         held = ()
-    for f in ops.block[len(held):]:
+    for f in block[len(held):]:
         pairwise_add(codes, y, state, f, ops)
 
 
@@ -322,24 +335,55 @@ def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: BlockState,
     Per row ``log c_i(y_k) - log sum_y r(y) c_i(y)`` with c_i the geometric mean of
     p(x_i | x_j, y) over the block's features j, computed as
     ``-log(r(y_k) + sum_{c != y_k} r(c) c_i(c) / c_i(y_k))``. Non-candidates get 0.
+    The block's last feature, when the state still lacks it, is folded into each
+    candidate's sums in the same pass that scores it (:func:`kernels.pair_fold_scores`;
+    with more than two classes, compiled, a fold and then a score).
     """
     y = np.asarray(y, dtype=np.intp)
-    pairwise_sync(codes, y, state, ops)
+    if state.block != ops.block:
+        pairwise_sync(codes, y, state, ops, upto=len(ops.block) - 1)
     out = np.zeros(codes.shape[0], dtype=np.int64)
     cands = np.flatnonzero(ops.candidates)
-    if len(cands):
-        n, arity = codes.shape[1], ops.cond.shape[1]
-        num_classes = state.posterior.shape[1]
-        limit = max(1, n // PAIR_CELL_RATIO)
-        ids, num, _, used = block_patterns(codes, state.block, arity, limit)
-        if used == len(state.block) and num * arity * num_classes <= limit:
-            # rows with the same (pattern, x_i, y) share their terms: one exp and log per cell
-            out[cands] = kernels.pair_cell_scores(state.log_ratio, state.posterior, codes, ids,
-                                                  y, cands, len(state.block), arity, num)
-        else:
-            out[cands] = kernels.pair_scores(state.log_ratio, state.posterior, y, cands,
-                                             len(state.block))
+    cells = _cells(codes, state, ops)
+    m = len(ops.block)
+    if state.block != ops.block:  # the block's last feature is still to be folded in
+        last = ops.block[-1]
+        if cells is None and len(cands):
+            _add_to_posterior(codes, y, state, last, ops)
+            out[cands] = kernels.pair_fold_scores(state.log_ratio, ops.pair_log_tables[last],
+                                                  codes, codes[last], y, state.posterior,
+                                                  cands, m)
+            state.block = ops.block
+            return out
+        pairwise_add(codes, y, state, last, ops)
+    if not len(cands):
+        return out
+    if cells is not None:
+        # rows with the same (pattern, x_i, y) share their terms: one exp and log per cell
+        ids, num = cells
+        out[cands] = kernels.pair_cell_scores(state.log_ratio, state.posterior, codes, ids, y,
+                                              cands, m, ops.cond.shape[1], num)
+    else:
+        out[cands] = kernels.pair_scores(state.log_ratio, state.posterior, y, cands, m)
     return out
+
+
+def _cells(codes: np.ndarray, state: BlockState,
+           ops: StepOps) -> tuple[np.ndarray, int] | None:
+    """``(ids, num)``, the rows' patterns of ``ops.block``, when its (pattern, x_i, y) cells
+    are few enough to be scored instead of the rows (:data:`PAIR_CELL_RATIO`); else None,
+    noted in ``state.many_cells`` so that the blocks extending it are not grouped again."""
+    n, arity = codes.shape[1], ops.cond.shape[1]
+    limit = max(1, n // PAIR_CELL_RATIO)
+    if state.many_cells is not None:
+        had_limit, had = state.many_cells
+        if had_limit == limit and ops.block[:len(had)] == had:
+            return None
+    ids, num, _, used = block_patterns(codes, ops.block, arity, limit)
+    if used == len(ops.block) and num * arity * state.posterior.shape[1] <= limit:
+        return ids, num
+    state.many_cells = (limit, ops.block)
+    return None
 
 
 def run_block(codes: np.ndarray, y: np.ndarray, state: BlockState | NaiveState | None,

@@ -11,7 +11,10 @@ is an integer loop. Each has a numba and a numpy implementation doing the same I
 operations in the same order (products and left-to-right sums, never a fused
 multiply-add), and every ``exp`` and ``log`` is :mod:`.explog`'s (the same operations
 in numba and numpy, no libm), so both give the same integers bit for bit, on every
-machine. Compiled, a row's exp, log and rounding happen in one vectorised loop.
+machine. Compiled, the per-row exp and log loops vectorise; the pairwise terms go through
+short loops over a stretch of rows (division, exp, mixture, log), and the feature just
+chosen is folded into a candidate's sums in the pass that scores it
+(:func:`pair_fold_scores`).
 numba is an optional extra (``pip install vmi-spark[fast]``); ``VMI_SPARK_KERNELS=numpy``
 forces the numpy loops.
 """
@@ -31,6 +34,9 @@ SCALE = float(2**32)
 TINY = 1e-300
 #: (pattern, x_i, y) cells x candidates one compiled cell-scoring call fills at most
 _CHUNK_CELLS = 1 << 16
+#: rows per stretch of the pairwise score's loops (:func:`pair_scores`): its buffers stay
+#: in the first-level cache
+_STRETCH = 256
 
 
 def load_numba():
@@ -46,8 +52,7 @@ def load_numba():
 
 #: the loops with a compiled and a numpy implementation (``name`` and ``name + "_np"``)
 LOOPS = ("row_posterior", "mix_log_sums", "pattern_counts", "pair_fold", "pair_scores",
-         "pair_cell_scores",
-         "pair_counts")
+         "pair_cell_scores", "pair_counts", "pair_fold_scores", "pair_posterior")
 
 
 def fixed(values: np.ndarray) -> np.ndarray:
@@ -118,6 +123,17 @@ def own_and_other_posteriors(post, y):
     return post[rows, y], post[rows[:, None], other_classes(y, post.shape[1])]
 
 
+def pair_posterior_np(post, log_ratio_f, y, m):
+    """Multiply feature f's pairwise factor into the posterior and normalise it (in place):
+    class c other than the row's own y_k by e^{log_ratio_f[k, c] / m} (c over the other
+    classes, increasing), the own class by 1, then each row divided by its sum."""
+    factor = np.ones_like(post)
+    rows = np.arange(post.shape[0])[:, None]
+    factor[rows, other_classes(y, post.shape[1])] = explog.exp(log_ratio_f / m)
+    post *= factor
+    normalise(post)
+
+
 def pair_fold_np(log_ratio, table, codes, cf, y, targets):
     """log_ratio[i, k, j] += log p(x_i | x_f, c_j) - log p(x_i | x_f, y_k) for every row k,
     every class c_j other than y_k (increasing) and every target i (in place)."""
@@ -151,6 +167,13 @@ def pair_scores_np(log_ratio, post, y, cands, m):
         np.maximum(mix, TINY, out=mix)
         out[j] = fixed(-explog.log(mix)).sum()
     return out
+
+
+def pair_fold_scores_np(log_ratio, table, codes, cf, y, post, cands, m):
+    """:func:`pair_fold_np` into the candidates' ratios (in place), then their
+    :func:`pair_scores_np` with the block's ``m`` features (the one just folded included)."""
+    pair_fold_np(log_ratio, table, codes, cf, y, cands)
+    return pair_scores_np(log_ratio, post, y, cands, m)
 
 
 def pair_cell_scores_np(log_ratio, post, codes, ids, y, cands, m, arity, num):
@@ -201,12 +224,86 @@ def pair_counts_np(codes, y, f, arity, num_classes):
 #: a cached loop (only of this file); tests/test_kernels.py compares the compiled loops
 #: with the numpy ones, which call explog directly, on every run.
 _exp1 = _log1 = _fix = None
+#: the pairwise terms of a stretch of rows (:func:`_compile`), module globals for the same reason
+_terms2 = _terms = None
+#: the two-class fold's parts (:func:`_compile`), module globals for the same reason
+_fold_key2 = _fold_diffs2 = _fold_add2 = None
 
 
 def _compile(numba, cache=True):
-    global _exp1, _log1, _fix
+    global _exp1, _log1, _fix, _terms2, _terms, _fold_key2, _fold_diffs2, _fold_add2
     jit = numba.njit(cache=cache, nogil=True, error_model="numpy")
     _exp1, _log1, _fix = explog.compile_scalar(numba)
+
+    # The pairwise score's terms, -rint(2**32 log max(own + sum_c other_c e^{d_c / m}, TINY))
+    # summed over a stretch of at most _STRETCH rows. Four loops over the stretch (division,
+    # exp, mixture, log) instead of one: the same operations on every value, but each loop's
+    # dependency chain is short enough for the core to overlap its rows (one loop with
+    # all four took about 1.5x as long). Inlined into the callers' loops (numba's IR): as
+    # calls, a pairwise step took about 8% longer.
+
+    @numba.njit(nogil=True, error_model="numpy", inline="always")
+    def terms2(src, own, other, m, buf):
+        # two classes: one ratio per row
+        w = src.shape[0]
+        for k in range(w):
+            buf[k] = src[k] / m
+        for k in range(w):
+            buf[k] = _exp1(buf[k])
+        for k in range(w):
+            v = own[k] + other[k] * buf[k]
+            buf[k] = v if v > TINY else TINY
+        t = 0
+        for k in range(w):
+            t += _fix(-_log1(buf[k]) * SCALE)
+        return t
+
+    @numba.njit(nogil=True, error_model="numpy", inline="always")
+    def terms(src, own, other, m, weights, ebuf, buf):
+        # src and other (w * others,): each row's ratios in a run, summed left to right;
+        # each row's term counted weights[k] times
+        w = own.shape[0]
+        others = src.shape[0] // w if w else 0
+        for q in range(w * others):
+            ebuf[q] = src[q] / m
+        for q in range(w * others):
+            ebuf[q] = _exp1(ebuf[q])
+        for k in range(w):
+            v = own[k]
+            for c in range(others):
+                v += other[k * others + c] * ebuf[k * others + c]
+            buf[k] = v if v > TINY else TINY
+        t = 0
+        for k in range(w):
+            t += weights[k] * _fix(-_log1(buf[k]) * SCALE)
+        return t
+
+    # The two-class fold of feature f into candidate i's sums: log_ratio[i, k] += d_i[x_i, x_f,
+    # y_k] with the table of differences d_i[a, b, y] = t_i[a, b, 1 - y] - t_i[a, b, y].
+
+    @numba.njit(nogil=True, error_model="numpy")
+    def fold_key2(cf, y):
+        # each row's (x_f, y) as an offset into a row of d
+        key = np.empty(cf.shape[0], dtype=np.int64)
+        for k in range(cf.shape[0]):
+            key[k] = np.int64(cf[k]) * 2 + y[k]
+        return key
+
+    @numba.njit(nogil=True, error_model="numpy")
+    def fold_diffs2(t_i, d):
+        arity = t_i.shape[0]
+        for a in range(arity):
+            for b in range(arity):
+                for c in range(2):
+                    d[(a * arity + b) * 2 + c] = t_i[a, b, 1 - c] - t_i[a, b, c]
+
+    @numba.njit(nogil=True, error_model="numpy", inline="always")
+    def fold_add2(src, a_i, key, d, arity):
+        for k in range(src.shape[0]):
+            src[k] += d[np.int64(a_i[k]) * (2 * arity) + key[k]]
+
+    _terms2, _terms = terms2, terms
+    _fold_key2, _fold_diffs2, _fold_add2 = fold_key2, fold_diffs2, fold_add2
 
     @jit
     def row_posterior(pattern_post, ids, codes, rest, cond):
@@ -291,25 +388,39 @@ def _compile(numba, cache=True):
         return out
 
     @jit
-    def pair_fold2(log_ratio, table, codes, cf, y, targets):
-        # two classes: log_ratio[i, k] += d_i[x_i, x_f, y_k] with the candidate's table of
-        # differences d_i[a, b, y] = t_i[a, b, 1 - y] - t_i[a, b, y] (the same subtraction)
-        n = codes.shape[1]
-        arity = table.shape[1]
-        key = np.empty(n, dtype=np.int64)
+    def posterior_loop(post, log_ratio_f, y, m):
+        # the exps first, in one loop that vectorises; then each row's product and sum
+        n, num_classes = post.shape
+        others = num_classes - 1
+        e = np.empty(n * others)
+        for q in range(n * others):
+            e[q] = _exp1(log_ratio_f[q] / m)
         for k in range(n):
-            key[k] = np.int64(cf[k]) * 2 + y[k]
+            yk = y[k]
+            for j in range(others):
+                c = j + 1 if j >= yk else j
+                post[k, c] *= e[k * others + j]
+            total = post[k, 0]
+            for c in range(1, num_classes):
+                total += post[k, c]
+            for c in range(num_classes):
+                post[k, c] /= total
+
+    def pair_posterior(post, log_ratio_f, y, m):
+        if not post.flags.c_contiguous:
+            return pair_posterior_np(post, log_ratio_f, y, m)
+        posterior_loop(post, np.ascontiguousarray(log_ratio_f).reshape(-1),
+                       np.asarray(y, dtype=np.int64), float(m))
+
+    @jit
+    def pair_fold2(log_ratio, table, codes, cf, y, targets):
+        # two classes; log_ratio is (D, n), so that a candidate's row is contiguous
+        arity = table.shape[1]
+        key = _fold_key2(cf, y)
         d = np.empty(arity * arity * 2)
         for i in targets:
-            t_i = table[i]
-            for a in range(arity):
-                for b in range(arity):
-                    for c in range(2):
-                        d[(a * arity + b) * 2 + c] = t_i[a, b, 1 - c] - t_i[a, b, c]
-            src = log_ratio[i, :, 0]
-            a_i = codes[i]
-            for k in range(n):
-                src[k] += d[np.int64(a_i[k]) * (2 * arity) + key[k]]
+            _fold_diffs2(table[i], d)
+            _fold_add2(log_ratio[i], codes[i], key, d, arity)
 
     @jit
     def pair_fold_any(log_ratio, table, codes, cf, y, targets):
@@ -329,43 +440,91 @@ def _compile(numba, cache=True):
     def pair_sum2(log_ratio, own, other, cands, m, out):
         # two classes: one ratio per row (log_ratio is (D, n), other (n,))
         n = own.shape[0]
+        buf = np.empty(min(n, _STRETCH))
         for j in range(cands.shape[0]):
             src = log_ratio[cands[j]]
             t = 0
-            for k in range(n):
-                v = own[k] + other[k] * _exp1(src[k] / m)
-                v = v if v > TINY else TINY
-                t += _fix(-_log1(v) * SCALE)
+            for s in range(0, n, _STRETCH):
+                e = min(n, s + _STRETCH)
+                t += _terms2(src[s:e], own[s:e], other[s:e], m, buf)
             out[j] = t
 
     @jit
     def pair_sum(log_ratio, own, other, cands, m, out):
-        n, others = other.shape
+        # log_ratio (D, n * others) and other (n * others,): each row's ratios in a run
+        n = own.shape[0]
+        others = other.shape[0] // n if n else 0
+        ebuf = np.empty(min(n, _STRETCH) * others)
+        buf = np.empty(min(n, _STRETCH))
+        ones = np.ones(min(n, _STRETCH), dtype=np.int64)
         for j in range(cands.shape[0]):
             src = log_ratio[cands[j]]
             t = 0
-            for k in range(n):
-                v = own[k]
-                for c in range(others):
-                    v += other[k, c] * _exp1(src[k, c] / m)
-                v = v if v > TINY else TINY
-                t += _fix(-_log1(v) * SCALE)
+            for s in range(0, n, _STRETCH):
+                e = min(n, s + _STRETCH)
+                t += _terms(src[s * others:e * others], own[s:e],
+                            other[s * others:e * others], m, ones, ebuf, buf)
             out[j] = t
+
+    @jit
+    def pair_fold_sum2(log_ratio, table, codes, cf, y, cands, m, own, other, out):
+        # pair_fold2 and then pair_sum2 for each candidate, a stretch of rows at a time: a
+        # stretch of the candidate's ratios is still in the cache when it is scored
+        n = codes.shape[1]
+        arity = table.shape[1]
+        key = _fold_key2(cf, y)
+        d = np.empty(arity * arity * 2)
+        buf = np.empty(min(n, _STRETCH))
+        for j in range(cands.shape[0]):
+            i = cands[j]
+            _fold_diffs2(table[i], d)
+            src = log_ratio[i]
+            a_i = codes[i]
+            t = 0
+            for s in range(0, n, _STRETCH):
+                e = min(n, s + _STRETCH)
+                _fold_add2(src[s:e], a_i[s:e], key[s:e], d, arity)
+                t += _terms2(src[s:e], own[s:e], other[s:e], m, buf)
+            out[j] = t
+
+    @jit
+    def own_other2(post, y, own, other):
+        # own_and_other_posteriors for two classes, without the index arrays
+        for k in range(y.shape[0]):
+            own[k] = post[k, y[k]]
+            other[k] = post[k, 1 - y[k]]
+
+    def own_and_other(post, y):
+        if post.shape[1] != 2:
+            own, other = own_and_other_posteriors(post, y)
+            return own, np.ascontiguousarray(other).reshape(-1)
+        own, other = np.empty(len(y)), np.empty(len(y))
+        own_other2(post, np.asarray(y, dtype=np.int64), own, other)
+        return own, other
 
     def pair_scores(log_ratio, post, y, cands, m):
         n, num_classes = post.shape
         cands = np.asarray(cands, dtype=np.int64)
         out = np.zeros(len(cands), dtype=np.int64)
-        own, other = own_and_other_posteriors(post, y)
-        if num_classes == 2 and log_ratio.flags.c_contiguous:
-            pair_sum2(log_ratio.reshape(log_ratio.shape[0], n), own,
-                      np.ascontiguousarray(other[:, 0]), cands, float(m), out)
-        else:
-            pair_sum(log_ratio, own, np.ascontiguousarray(other), cands, float(m), out)
+        own, other = own_and_other(post, y)
+        flat = log_ratio.reshape(log_ratio.shape[0], -1)  # a copy only if not contiguous
+        sums = pair_sum2 if num_classes == 2 else pair_sum
+        sums(flat, own, other, cands, float(m), out)
+        return out
+
+    def fused_fold_scores(log_ratio, table, codes, cf, y, post, cands, m):
+        # two classes, a contiguous state (pair_fold_scores routes the rest): nothing is
+        # written before both loops are compiled, so a NumbaError leaves the state as it was
+        y = np.asarray(y, dtype=np.int64)
+        cands = np.asarray(cands, dtype=np.int64)
+        out = np.zeros(len(cands), dtype=np.int64)
+        own, other = own_and_other(post, y)
+        pair_fold_sum2(log_ratio.reshape(log_ratio.shape[:2]), table, codes, cf, y, cands,
+                       float(m), own, other, out)
         return out
 
     @jit
-    def cell_fill(log_ratio, codes, ids, y, cands, m, arity, counts, ratio):
+    def cell_fill(log_ratio, codes, ids, y, cands, arity, counts, ratio):
         n = ids.shape[0]
         num_classes = ratio.shape[2] + 1
         for j in range(cands.shape[0]):
@@ -378,24 +537,26 @@ def _compile(numba, cache=True):
                 cell = (ids[k] * arity + ci[k]) * num_classes + y[k]
                 if cj[cell] == 0:  # the first row of the cell gives its values
                     for c in range(num_classes - 1):
-                        lj[cell, c] = src[k, c] / m
+                        lj[cell, c] = src[k, c]
                 cj[cell] += 1
 
     @jit
-    def cell_sum(counts, ratio, own, other, out):
-        cells, others = other.shape
+    def cell_sum(counts, ratio, own, other, m, out):
+        # ratio (candidates, cells * others), other (cells * others,): every cell's term,
+        # weighted by its rows; a cell no row falls in has the ratio 0 and the count 0, so
+        # it adds 0 (no branch, so the stretch's loops vectorise)
+        cells = own.shape[0]
+        others = other.shape[0] // cells if cells else 0
+        ebuf = np.empty(min(cells, _STRETCH) * others)
+        buf = np.empty(min(cells, _STRETCH))
         for j in range(counts.shape[0]):
             cj = counts[j]
             lj = ratio[j]
             t = 0
-            for cell in range(cells):
-                n = cj[cell]
-                if n != 0:
-                    v = own[cell]
-                    for c in range(others):
-                        v += other[cell, c] * _exp1(lj[cell, c])
-                    v = v if v > TINY else TINY
-                    t += n * _fix(-_log1(v) * SCALE)
+            for s in range(0, cells, _STRETCH):
+                e = min(cells, s + _STRETCH)
+                t += _terms(lj[s * others:e * others], own[s:e], other[s * others:e * others],
+                            m, cj[s:e], ebuf, buf)
             out[j] = t
 
     def pair_cell_scores(log_ratio, post, codes, ids, y, cands, m, arity, num):
@@ -421,8 +582,9 @@ def _compile(numba, cache=True):
             cn, lc = counts[:len(part)], ratio[:len(part)]
             cn.fill(0)
             lc.fill(0.0)
-            cell_fill(log_ratio, codes, ids, y, part, np.int64(m), np.int64(arity), cn, lc)
-            cell_sum(cn, lc, own_c, other_c, out[s:s + len(part)])
+            cell_fill(log_ratio, codes, ids, y, part, np.int64(arity), cn, lc)
+            cell_sum(cn, lc.reshape(len(part), -1), own_c, other_c.reshape(-1), float(m),
+                     out[s:s + len(part)])
         return out
 
     @jit
@@ -461,9 +623,12 @@ def _compile(numba, cache=True):
                                 int(num_classes))
 
     def fold(log_ratio, table, codes, cf, y, targets):
-        loop = pair_fold2 if log_ratio.shape[2] == 1 and table.shape[3] == 2 else pair_fold_any
-        loop(log_ratio, table, codes, cf, np.asarray(y, dtype=np.int64),
-             np.asarray(targets, dtype=np.int64))
+        y = np.asarray(y, dtype=np.int64)
+        targets = np.asarray(targets, dtype=np.int64)
+        if log_ratio.shape[2] == 1 and table.shape[3] == 2 and log_ratio.flags.c_contiguous:
+            pair_fold2(log_ratio.reshape(log_ratio.shape[:2]), table, codes, cf, y, targets)
+        else:
+            pair_fold_any(log_ratio, table, codes, cf, y, targets)
 
     def posterior(pattern_post, ids, codes, rest, cond):
         return row_posterior(np.ascontiguousarray(pattern_post), ids, codes,
@@ -473,7 +638,20 @@ def _compile(numba, cache=True):
         return pattern_counts(codes, np.asarray(cands, dtype=np.int64),
                               np.asarray(ids, dtype=np.int64), int(num), int(arity))
 
-    return posterior, mix_log_sums, counts, fold, pair_scores, pair_cell_scores, pair_counts
+    return (posterior, mix_log_sums, counts, fold, pair_scores, pair_cell_scores, pair_counts,
+            fused_fold_scores, pair_posterior)
+
+
+def pair_fold_scores(log_ratio, table, codes, cf, y, post, cands, m):
+    """Fold feature f's table into the candidates' ratios (in place, as :func:`pair_fold`;
+    ``cands`` distinct) and return their :func:`pair_scores` with the block's ``m`` features.
+    Compiled, two classes and a contiguous state go through one pass a stretch of rows at a
+    time; otherwise the fold and then the score, each compiled loop guarded on its own (a
+    loop that fails to compile falls back before it writes, so nothing is folded twice)."""
+    if _fused_fold_scores is not None and post.shape[1] == 2 and log_ratio.flags.c_contiguous:
+        return _fused_fold_scores(log_ratio, table, codes, cf, y, post, cands, m)
+    pair_fold(log_ratio, table, codes, cf, y, cands)
+    return pair_scores(log_ratio, post, y, cands, m)
 
 
 def _guarded(fast, slow):
@@ -502,12 +680,13 @@ if _numba is not None:
     except RuntimeError:  # no writable cache directory: compile per process instead
         _fast = _compile(_numba, cache=False)
     (row_posterior, mix_log_sums, pattern_counts, pair_fold, pair_scores, pair_cell_scores,
-     pair_counts) = (_guarded(f, s) for f, s in zip(_fast, (
+     pair_counts, _fused_fold_scores, pair_posterior) = (_guarded(f, s) for f, s in zip(_fast, (
          row_posterior_np, mix_log_sums_np, pattern_counts_np, pair_fold_np, pair_scores_np,
-         pair_cell_scores_np, pair_counts_np)))
+         pair_cell_scores_np, pair_counts_np, pair_fold_scores_np, pair_posterior_np)))
     BACKEND = "numba"
 else:
     (row_posterior, mix_log_sums, pattern_counts, pair_fold, pair_scores, pair_cell_scores,
-     pair_counts) = (row_posterior_np, mix_log_sums_np, pattern_counts_np, pair_fold_np,
-                     pair_scores_np, pair_cell_scores_np, pair_counts_np)
+     pair_counts, _fused_fold_scores, pair_posterior) = (
+        row_posterior_np, mix_log_sums_np, pattern_counts_np, pair_fold_np, pair_scores_np,
+        pair_cell_scores_np, pair_counts_np, None, pair_posterior_np)
     BACKEND = "numpy"
