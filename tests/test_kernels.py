@@ -212,7 +212,7 @@ def test_compiled_pairwise_loops_equal_numpy_loops(num_classes, n):
         assert abs(_plain_pair_bound(full[i], post, y, m) - got[j]) <= n  # rounding per row
 
 
-@pytest.mark.parametrize("num_classes", [2, 3])
+@pytest.mark.parametrize("num_classes", [2, 3, 5])
 @pytest.mark.parametrize("n", [1, 255, 256, 257, 4001])
 def test_fused_fold_and_score_is_the_fold_then_the_score(num_classes, n):
     """pair_fold_scores (a stretch of rows folded and then scored) leaves the candidates'
@@ -277,8 +277,8 @@ def test_compiled_pairwise_posterior_equals_numpy_and_the_plain_product(num_clas
 
 @numba_only
 def test_a_loop_failing_after_the_fold_does_not_fold_twice(monkeypatch):
-    """More than two classes: pair_fold_scores folds, then scores, each compiled loop guarded
-    on its own. If the score's loop cannot compile, the numpy score runs on the state folded
+    """A strided state: pair_fold_scores folds, then scores, each compiled loop guarded on
+    its own. If the score's loop cannot compile, the numpy score runs on the state folded
     once (a guard around both would have run the numpy fold on it a second time)."""
     from numba.core.errors import TypingError
 
@@ -299,7 +299,9 @@ def test_a_loop_failing_after_the_fold_does_not_fold_twice(monkeypatch):
 
     monkeypatch.setattr(kernels, "BACKEND", kernels.BACKEND)
     monkeypatch.setitem(kernels._impl, kernels._fast[4], fails)  # the compiled pair_scores
-    state = start.copy()
+    wide = np.zeros((d, n, 3))
+    state = wide[:, :, :2]
+    state[:] = start
     with pytest.warns(RuntimeWarning, match="numba could not compile"):
         got = kernels.pair_fold_scores(state, table, codes, codes[f], y, post, cands, m)
     assert np.array_equal(got, want) and np.array_equal(state, want_state)
