@@ -875,6 +875,36 @@ def test_blocks_mapped_on_threads_give_the_same_integers(method):
     np.testing.assert_allclose(threaded.scores, scores, rtol=0, atol=1e-9)
 
 
+def test_count_passes_are_mapped_over_the_blocks_and_sum_every_row():
+    """feature_counts, pair_counts and pair_counts_many go through the backend's ``map`` (the
+    driver execution's threads), one call per block, and count every row once: against a
+    plain count over the whole table."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    codes, y = random_data(8, 6, 500, 2, 3)
+    calls = []
+    with ThreadPoolExecutor(2) as pool:
+        def spy(fn, items):
+            items = list(items)
+            calls.append(len(items))
+            return pool.map(fn, items)
+
+        be = InMemoryBackend(codes, y, NAIVE, 3, 2, block_rows=64, map=spy)
+        single = be.feature_counts()
+        pair = be.pair_counts(4)
+        many = be.pair_counts_many([4, 1])
+    assert calls == [8, 8, 8]  # 500 rows in blocks of 64
+    for i in range(6):
+        for a in range(3):
+            for c in range(2):
+                assert single[i, a, c] == np.sum((codes[i] == a) & (y == c))
+                for b in range(3):
+                    want = np.sum((codes[i] == a) & (codes[4] == b) & (y == c))
+                    assert pair[i, a, b, c] == many[0, i, a, b, c] == want
+                    assert many[1, i, a, b, c] == np.sum((codes[i] == a) & (codes[1] == b)
+                                                         & (y == c))
+
+
 @pytest.mark.parametrize("num_classes", [2, 3])
 def test_naive_state_folds_on_to_the_stateless_integers(monkeypatch, num_classes):
     """A step that folds only its new features into the kept posterior (``NaiveState``)

@@ -47,6 +47,7 @@ class InMemoryBackend:
         self.arity = int(arity if arity is not None else int(codes.max(initial=0)) + 1)
         self.num_classes = int(num_classes if num_classes is not None else int(y.max()) + 1)
         self.method = method
+        self.num_features = codes.shape[0]
         starts = range(0, codes.shape[1], block_rows)
         self.blocks = [(np.ascontiguousarray(codes[:, s:s + block_rows]), y[s:s + block_rows])
                        for s in starts]
@@ -54,13 +55,25 @@ class InMemoryBackend:
         self.naive_states = [NaiveState() for _ in self.blocks]
         self._map = map if map is not None else _in_turn
 
+    def _summed(self, count: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+        """The sum over the blocks of ``count(codes, y)`` (integer counts), the blocks mapped
+        like the steps' (on the driver execution's threads, the count passes too)."""
+        blocks = self.blocks or [(np.zeros((self.num_features, 0), np.uint8),
+                                  np.zeros(0, np.int64))]
+        total: np.ndarray | None = None
+        for part in self._map(lambda b: count(*b), blocks):
+            if total is None:
+                total = part.copy()
+            else:
+                total += part
+        assert total is not None
+        return total
+
     def feature_counts(self) -> np.ndarray:
-        return np.sum([feature_counts(c, y, self.arity, self.num_classes)
-                       for c, y in self.blocks], axis=0)
+        return self._summed(lambda c, y: feature_counts(c, y, self.arity, self.num_classes))
 
     def pair_counts(self, f: int) -> np.ndarray:
-        return np.sum([pair_counts(c, y, f, self.arity, self.num_classes)
-                       for c, y in self.blocks], axis=0)
+        return self._summed(lambda c, y: pair_counts(c, y, f, self.arity, self.num_classes))
 
     def run(self, ops: StepOps) -> np.ndarray:
         if ops.method == PAIRWISE and self.states is None:
@@ -76,12 +89,8 @@ class InMemoryBackend:
 
     def pair_counts_many(self, fs: list[int]) -> np.ndarray:
         """(len(fs), D, A, A, L) int64 counts n(x_i = a, x_f = b, y) for every f in ``fs``."""
-        num_features = self.blocks[0][0].shape[0]
-        total = np.zeros((len(fs), num_features, self.arity, self.arity, self.num_classes),
-                         dtype=np.int64)
-        for c, y in self.blocks:
-            total += pair_counts_many(c, y, fs, self.arity, self.num_classes)
-        return total
+        return self._summed(lambda c, y: pair_counts_many(c, y, fs, self.arity,
+                                                           self.num_classes))
 
     def close(self) -> None:
         """Forget the per-row states (the codes stay: nothing else is held)."""
