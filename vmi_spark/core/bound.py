@@ -344,11 +344,14 @@ def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: BlockState,
         pairwise_sync(codes, y, state, ops, upto=len(ops.block) - 1)
     out = np.zeros(codes.shape[0], dtype=np.int64)
     cands = np.flatnonzero(ops.candidates)
+    if not len(cands):
+        pairwise_sync(codes, y, state, ops)
+        return out
     cells = _cells(codes, state, ops)
     m = len(ops.block)
     if state.block != ops.block:  # the block's last feature is still to be folded in
         last = ops.block[-1]
-        if cells is None and len(cands):
+        if cells is None:
             _add_to_posterior(codes, y, state, last, ops)
             out[cands] = kernels.pair_fold_scores(state.log_ratio, ops.pair_log_tables[last],
                                                   codes, codes[last], y, state.posterior,
@@ -356,8 +359,6 @@ def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: BlockState,
             state.block = ops.block
             return out
         pairwise_add(codes, y, state, last, ops)
-    if not len(cands):
-        return out
     if cells is not None:
         # rows with the same (pattern, x_i, y) share their terms: one exp and log per cell
         ids, num = cells

@@ -503,7 +503,7 @@ def _compile(numba, cache=True):
         return own, other
 
     def pair_scores(log_ratio, post, y, cands, m):
-        n, num_classes = post.shape
+        num_classes = post.shape[1]
         cands = np.asarray(cands, dtype=np.int64)
         out = np.zeros(len(cands), dtype=np.int64)
         own, other = own_and_other(post, y)
