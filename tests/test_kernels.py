@@ -370,17 +370,20 @@ def test_pairwise_partials_same_with_numpy_loops(monkeypatch, m):
     assert np.array_equal(fast, slow) and (fast[:m] == 0).all()
 
 
-def test_pair_counts_against_a_plain_loop():
-    rng = np.random.default_rng(4)
-    codes = rng.integers(0, 3, (4, 300)).astype(np.uint8)
-    y = rng.integers(0, 2, 300)
-    expected = np.zeros((4, 3, 3, 2), dtype=np.int64)
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 300, 301])
+@pytest.mark.parametrize("num_classes", [2, 3])
+def test_pair_counts_against_a_plain_loop(n, num_classes):
+    # n around the count loop's eight interleaved histograms (a whole turn, a remainder)
+    rng = np.random.default_rng(4 + n)
+    codes = rng.integers(0, 3, (4, n)).astype(np.uint8)
+    y = rng.integers(0, num_classes, n)
+    expected = np.zeros((4, 3, 3, num_classes), dtype=np.int64)
     for i in range(4):
-        for k in range(300):
+        for k in range(n):
             expected[i, codes[i, k], codes[2, k], y[k]] += 1
-    assert np.array_equal(kernels.pair_counts(codes, y, 2, 3, 2), expected)
-    assert np.array_equal(kernels.pair_counts_np(codes, y, 2, 3, 2), expected)
-    assert np.array_equal(bound.pair_counts_many(codes, y, [2, 0], 3, 2)[0], expected)
+    assert np.array_equal(kernels.pair_counts(codes, y, 2, 3, num_classes), expected)
+    assert np.array_equal(kernels.pair_counts_np(codes, y, 2, 3, num_classes), expected)
+    assert np.array_equal(bound.pair_counts_many(codes, y, [2, 0], 3, num_classes)[0], expected)
 
 
 # Every compiled loop on two and three classes: the naive and pairwise bounds (per-row and
