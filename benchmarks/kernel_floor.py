@@ -17,7 +17,8 @@ For m = 1..K it times
 and reports ns per candidate cell (rows x candidates) per core, the pairwise / naive ratio
 (median over m = 6..K) and the 1-minute load. Both sides are the fastest of ``--reps``
 (until session 20 the pairwise side was one run against the fastest naive one; that
-ratio is still reported as ``pairwise_first_over_naive``: the first rep of each). Every
+ratio is still reported as ``pairwise_first_over_naive``: the first pairwise rep over the
+fastest naive one). Every
 kept-posterior step is checked equal, bit for bit, to the rebuilt one, and every pairwise
 rep to the first. ``--cpu`` runs the same measurement in child processes
 with numba compiling for another CPU (``NUMBA_CPU_NAME``, e.g. ``haswell`` for AVX2 code

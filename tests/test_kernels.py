@@ -370,10 +370,14 @@ def test_pairwise_partials_same_with_numpy_loops(monkeypatch, m):
     assert np.array_equal(fast, slow) and (fast[:m] == 0).all()
 
 
-@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 300, 301])
+_COUNT_ROWS = [0, 1, 7, 8, 9, 300, 301, 2000, 2003]
+
+
+@pytest.mark.parametrize("n", _COUNT_ROWS)
 @pytest.mark.parametrize("num_classes", [2, 3])
 def test_pair_counts_against_a_plain_loop(n, num_classes):
-    # n around the count loop's eight interleaved histograms (a whole turn, a remainder)
+    # n around the count loop's interleaved histograms (whole turns, remainders) and its
+    # choice of one, four or eight of them (count_ways: all three occur, checked below)
     rng = np.random.default_rng(4 + n)
     codes = rng.integers(0, 3, (4, n)).astype(np.uint8)
     y = rng.integers(0, num_classes, n)
@@ -384,6 +388,13 @@ def test_pair_counts_against_a_plain_loop(n, num_classes):
     assert np.array_equal(kernels.pair_counts(codes, y, 2, 3, num_classes), expected)
     assert np.array_equal(kernels.pair_counts_np(codes, y, 2, 3, num_classes), expected)
     assert np.array_equal(bound.pair_counts_many(codes, y, [2, 0], 3, num_classes)[0], expected)
+
+
+@pytest.mark.parametrize("num_classes", [2, 3])
+def test_the_pair_count_tests_meet_every_number_of_histograms(num_classes):
+    assert {kernels.count_ways(n, 9 * num_classes) for n in _COUNT_ROWS} == {1, 4, 8}
+    assert kernels.count_ways(64 * 10, 10) == 8 and kernels.count_ways(64 * 10 - 1, 10) == 4
+    assert kernels.count_ways(4 * 10, 10) == 4 and kernels.count_ways(4 * 10 - 1, 10) == 1
 
 
 # Every compiled loop on two and three classes: the naive and pairwise bounds (per-row and

@@ -12,7 +12,8 @@ operations in the same order (products and left-to-right sums, never a fused
 multiply-add), and every ``exp`` and ``log`` is :mod:`.explog`'s (the same operations
 in numba and numpy, no libm), so both give the same integers bit for bit, on every
 machine. Compiled, the per-row exp and log loops vectorise; the pairwise terms go through
-short loops over a stretch of rows (division, exp, mixture, log), and the feature just
+short loops over a stretch of rows (division, exp, then the mixture and log; with more
+than two classes the mixture in a loop of its own), and the feature just
 chosen is folded into a candidate's sums in the pass that scores it
 (:func:`pair_fold_scores`).
 numba is an optional extra (``pip install vmi-spark[fast]``); ``VMI_SPARK_KERNELS=numpy``
@@ -37,8 +38,26 @@ _CHUNK_CELLS = 1 << 16
 #: rows per stretch of the pairwise score's loops (:func:`pair_scores`): its buffers stay
 #: in the first-level cache
 _STRETCH = 256
-#: interleaved histograms in the pair count loop
-_WAYS = 8
+#: rows ahead of the stretch being scored that the fused pairwise pass prefetches
+_AHEAD = 2 * _STRETCH
+
+
+def count_ways(rows: int, cells: int) -> int:
+    """Interleaved histograms of the pair count loop for ``rows`` rows and ``cells`` cells
+    a feature: 8 where a feature has at least 64 rows a cell, 4 from 4 rows a cell, else 1.
+
+    Several histograms let rows that hit one cell not wait for each other's increment
+    (skewed columns, sorted labels), but each costs a clearing and a sum of ``cells`` per
+    feature. One-off timings (session 20; 10k-65k rows, 18 to 131,072 cells, uniform and
+    90-99% skewed codes): 8 were fastest or within 5% at 128 cells in 10k rows, 4 or 8 at
+    1,210-2,178 (4 ahead when skewed, 1 when uniform), 1 or 2 at 131,072 cells in 65k rows
+    (8 took 2-2.3x as long as 1 there).
+    """
+    if rows >= 64 * cells:
+        return 8
+    if rows >= 4 * cells:
+        return 4
+    return 1
 
 
 def load_numba():
@@ -230,18 +249,46 @@ _exp1 = _log1 = _fix = None
 _terms2 = _terms = None
 #: the two-class fold's parts (:func:`_compile`), module globals for the same reason
 _fold_key2 = _fold_diffs2 = _fold_add2 = None
+#: the prefetch of the pairwise state a stretch ahead (:func:`_compile`), the same
+_ahead = None
+
+
+def _prefetch_intrinsic(numba):
+    """``prefetch(a, q)``: ask the CPU to fetch the cache line of ``a[q]`` (a contiguous 1-d
+    array) ahead of its use (``llvm.prefetch``: read, kept in every cache level). A hint
+    only: it changes no value, and an address outside the array would not fault (the
+    callers keep ``q`` inside it all the same)."""
+    from llvmlite import ir
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def prefetch(typingctx, a, q):
+        def codegen(context, builder, sig, args):
+            ary = context.make_array(sig.args[0])(context, builder, args[0])
+            ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.IntType(8).as_pointer())
+            i32 = ir.IntType(32)
+            fnty = ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32])
+            fn = builder.module.declare_intrinsic("llvm.prefetch", [ptr.type], fnty)
+            builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+            return context.get_dummy_value()
+        return types.void(a, types.intp), codegen
+
+    return prefetch
 
 
 def _compile(numba, cache=True):
-    global _exp1, _log1, _fix, _terms2, _terms, _fold_key2, _fold_diffs2, _fold_add2
+    global _exp1, _log1, _fix, _terms2, _terms, _fold_key2, _fold_diffs2, _fold_add2, _ahead
     jit = numba.njit(cache=cache, nogil=True, error_model="numpy")
     _exp1, _log1, _fix = explog.compile_scalar(numba)
+    prefetch = _prefetch_intrinsic(numba)
 
     # The pairwise score's terms, -rint(2**32 log max(own + sum_c other_c e^{d_c / m}, TINY))
-    # summed over a stretch of at most _STRETCH rows. Three loops over the stretch (division,
-    # exp, mixture and log) instead of one: the same operations on every value, but each
-    # loop's dependency chain is short enough for the core to overlap its rows (one loop with
-    # all four took about 1.5x as long). Inlined into the callers' loops (numba's IR): as
+    # summed over a stretch of at most _STRETCH rows. Short loops over the stretch instead of
+    # one (division, exp, then mixture and log; with more than two classes the mixture in a
+    # loop of its own): the same operations on every value, but each loop's dependency chain
+    # is short enough for the core to overlap its rows (one loop with all four took about
+    # 1.5x as long). Inlined into the callers' loops (numba's IR): as
     # calls, a pairwise step took about 8% longer.
 
     @numba.njit(nogil=True, error_model="numpy", inline="always")
@@ -304,7 +351,26 @@ def _compile(numba, cache=True):
         for k in range(src.shape[0]):
             src[k] += d[np.int64(a_i[k]) * (2 * arity) + key[k]]
 
+    # The score passes read each candidate's sums once, a stretch at a time, and spend long
+    # enough on a stretch (exp, log) that the hardware's prefetcher falls behind: the fused
+    # pass waited on memory for about a sixth of its time (a state of 400 MB at 250k x 200).
+    # ahead() asks for ``width`` values of the state from value p of candidate j's row on,
+    # in the next candidate's row once past the end of this one (flat: the C-contiguous
+    # state, ``row`` values a feature, as one row; last: its last index).
+
+    @numba.njit(nogil=True, error_model="numpy", inline="always")
+    def ahead(flat, cands, j, p, row, width, last):
+        if p >= row:
+            if j + 1 >= cands.shape[0]:
+                return
+            j += 1
+            p -= row
+        base = cands[j] * row + p
+        for q in range(0, width, 8):  # a cache line of 64 bytes a prefetch
+            prefetch(flat, min(base + q, last))
+
     _terms2, _terms = terms2, terms
+    _ahead = ahead
     _fold_key2, _fold_diffs2, _fold_add2 = fold_key2, fold_diffs2, fold_add2
 
     @jit
@@ -443,11 +509,14 @@ def _compile(numba, cache=True):
         # two classes: one ratio per row (log_ratio is (D, n), other (n,))
         n = own.shape[0]
         buf = np.empty(min(n, _STRETCH))
+        flat = log_ratio.reshape(-1)
+        last = flat.shape[0] - 1
         for j in range(cands.shape[0]):
             src = log_ratio[cands[j]]
             t = 0
             for s in range(0, n, _STRETCH):
                 e = min(n, s + _STRETCH)
+                _ahead(flat, cands, j, s + _AHEAD, n, _STRETCH, last)
                 t += _terms2(src[s:e], own[s:e], other[s:e], m, buf)
             out[j] = t
 
@@ -459,11 +528,15 @@ def _compile(numba, cache=True):
         ebuf = np.empty(min(n, _STRETCH) * others)
         buf = np.empty(min(n, _STRETCH))
         ones = np.ones(min(n, _STRETCH), dtype=np.int64)
+        flat = log_ratio.reshape(-1)
+        last = flat.shape[0] - 1
         for j in range(cands.shape[0]):
             src = log_ratio[cands[j]]
             t = 0
             for s in range(0, n, _STRETCH):
                 e = min(n, s + _STRETCH)
+                _ahead(flat, cands, j, (s + _AHEAD) * others, n * others, _STRETCH * others,
+                       last)
                 t += _terms(src[s * others:e * others], own[s:e],
                             other[s * others:e * others], m, ones, ebuf, buf)
             out[j] = t
@@ -477,6 +550,8 @@ def _compile(numba, cache=True):
         key = _fold_key2(cf, y)
         d = np.empty(arity * arity * 2)
         buf = np.empty(min(n, _STRETCH))
+        flat = log_ratio.reshape(-1)
+        last = flat.shape[0] - 1
         for j in range(cands.shape[0]):
             i = cands[j]
             _fold_diffs2(table[i], d)
@@ -485,6 +560,7 @@ def _compile(numba, cache=True):
             t = 0
             for s in range(0, n, _STRETCH):
                 e = min(n, s + _STRETCH)
+                _ahead(flat, cands, j, s + _AHEAD, n, _STRETCH, last)
                 _fold_add2(src[s:e], a_i[s:e], key[s:e], d, arity)
                 t += _terms2(src[s:e], own[s:e], other[s:e], m, buf)
             out[j] = t
@@ -509,7 +585,9 @@ def _compile(numba, cache=True):
         cands = np.asarray(cands, dtype=np.int64)
         out = np.zeros(len(cands), dtype=np.int64)
         own, other = own_and_other(post, y)
-        flat = log_ratio.reshape(log_ratio.shape[0], -1)  # a copy only if not contiguous
+        # contiguous (a copy only of a strided state, which is read only here): the loops
+        # prefetch it as one row
+        flat = np.ascontiguousarray(log_ratio.reshape(log_ratio.shape[0], -1))
         sums = pair_sum2 if num_classes == 2 else pair_sum
         sums(flat, own, other, cands, float(m), out)
         return out
@@ -590,10 +668,9 @@ def _compile(numba, cache=True):
         return out
 
     @jit
-    def pair_counts_loop(codes, y, f, arity, num_classes):
-        # eight interleaved histograms per feature, summed at the end: consecutive rows
-        # that hit the same cell do not wait for each other's increment (eight measured
-        # about 9% faster than four, sixteen no faster again)
+    def pair_counts_loop(codes, y, f, arity, num_classes, ways):
+        # ``ways`` (1, 4 or 8: count_ways) interleaved histograms per feature, summed at the
+        # end: consecutive rows that hit the same cell do not wait for each other's increment
         num_features, n = codes.shape
         per = arity * num_classes
         cells = arity * per
@@ -602,29 +679,44 @@ def _compile(numba, cache=True):
         key = np.empty(n, dtype=np.int64)
         for k in range(n):
             key[k] = np.int64(cf[k]) * num_classes + y[k]
-        h = np.zeros((_WAYS, cells), dtype=np.int64)
+        h = np.zeros((ways, cells), dtype=np.int64)
         for i in range(num_features):
             ci = codes[i]
             h[:] = 0
             k = 0
-            while k + _WAYS <= n:
-                for u in range(_WAYS):
-                    h[u, np.int64(ci[k + u]) * per + key[k + u]] += 1
-                k += _WAYS
+            if ways == 8:
+                while k + 8 <= n:
+                    for u in range(8):
+                        h[u, np.int64(ci[k + u]) * per + key[k + u]] += 1
+                    k += 8
+            elif ways == 4:
+                while k + 4 <= n:
+                    for u in range(4):
+                        h[u, np.int64(ci[k + u]) * per + key[k + u]] += 1
+                    k += 4
             while k < n:
                 h[0, np.int64(ci[k]) * per + key[k]] += 1
                 k += 1
+            # the sums with constant trip counts (a loop over ``ways`` per cell cost up to
+            # a fifth of the pass at a thousand cells)
             oi = out[i]
-            for c in range(cells):
-                t = h[0, c]
-                for u in range(1, _WAYS):
-                    t += h[u, c]
-                oi[c] = t
+            if ways == 8:
+                for c in range(cells):
+                    t = h[0, c]
+                    for u in range(1, 8):
+                        t += h[u, c]
+                    oi[c] = t
+            elif ways == 4:
+                for c in range(cells):
+                    oi[c] = h[0, c] + h[1, c] + h[2, c] + h[3, c]
+            else:
+                oi[:] = h[0]
         return out.reshape((num_features, arity, arity, num_classes))
 
     def pair_counts(codes, y, f, arity, num_classes):
         return pair_counts_loop(codes, np.asarray(y, dtype=np.int64), int(f), int(arity),
-                                int(num_classes))
+                                int(num_classes),
+                                count_ways(codes.shape[1], arity * arity * num_classes))
 
     def fold(log_ratio, table, codes, cf, y, targets):
         y = np.asarray(y, dtype=np.int64)
