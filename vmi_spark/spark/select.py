@@ -6,7 +6,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
@@ -325,7 +325,7 @@ def _backend(blocks: DataFrame, d: int, arity: int, num_classes: int, method: st
                 raise InputError(f"resident execution failed to start: {exc}") from None
             notes.append(f"resident tasks could not start ({exc}); running one Spark job "
                          "per pass instead")
-            warnings.warn(notes[-1], UserWarning, stacklevel=3)
+            warnings.warn(notes[-1], UserWarning, stacklevel=4)  # run_selection's caller
     return passes(blocks, d, arity, num_classes, method)
 
 
@@ -493,156 +493,36 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     """
     t0 = time.perf_counter()
     phases = Phases()
-    checked = validate({"method": method, "num_features": num_features,
-                        "restart_tolerance": restart_tolerance, "num_bins": num_bins,
-                        "binning": binning, "max_categories": max_categories, "max_classes": max_classes,
-                        "label_type": label_type, "label_bins": label_bins,
-                        "handle_invalid": handle_invalid, "estimator": estimator,
-                        "execution": execution, "reader": reader,
+    params: dict[str, Any] = {
+        "method": method, "num_features": num_features, "restart_tolerance": restart_tolerance,
+        "num_bins": num_bins, "binning": binning, "max_categories": max_categories,
+        "max_classes": max_classes, "label_type": label_type, "label_bins": label_bins,
+        "handle_invalid": handle_invalid, "estimator": estimator,
+        "selection_mode": selection_mode, "selection_threshold": selection_threshold}
+    checked = validate({**params, "execution": execution, "reader": reader,
                         "report_candidates": report_candidates,
-                        "block_storage": block_storage, "staging_dir": staging_dir,
-                        "selection_mode": selection_mode,
-                        "selection_threshold": selection_threshold})
-    num_features, restart_tolerance = checked["num_features"], checked["restart_tolerance"]
-    selection_threshold = checked["selection_threshold"]
-    slots = parallelism(df.sparkSession)
-    vector: VectorReader | None = None
-    schema: DataFrame | T.StructType = df
-    if features_col is not None:
-        if estimator == "kde":  # the KDE grid is computed over the expanded columns
-            df, features = expand_vector(df, features_col, label)
-        else:  # the workers cut the vectors (vector_source): no projection of D columns
-            features = vector_names(df, features_col, label, check=False)
-            vector = VectorReader(df, label, features_col, features, slots)
-            schema = vector_schema(df, label, features)
-    feature_names: list[str] = (resolve_columns(df, label, features) if vector is None
-                                else list(features or []))
-    features = feature_names
-    auto = reader == "auto" and estimator == "histogram"
-    if source is None and auto and features_col is None:
-        source = parquet_source(df, [label, *features])
-    vector_col = features_col if vector is not None else None
-    # a vector of another length, met by any read of the rows, is the one-line InputError
-    with vector_lengths_checked(df, vector_col, label):
-        driver = _driver_rows(df, label, features, source if features_col is None else None,
-                              execution, estimator, vector)
-        # resident tasks all run at once: at most one partition per task slot
-        why_not = ("not asked for" if execution == "passes" or driver is not None
-                   else unavailable_reason(df.sparkSession))
-        if execution == "resident" and why_not is not None:
-            raise InputError(f"resident execution is not available: {why_not}")
-        parts = slots if why_not is not None else task_slots(df.sparkSession)
-        rows: RowSource = driver if driver is not None else _row_source(
-            df, label, features, vector, source, slots,
-            presample=None if label_type == "continuous" else (num_bins, binning),
-            auto=auto, histogram=estimator == "histogram")
-        # the driver reads a Parquet source with pyarrow too (parquet_rows), a vector with Spark
-        read_by = ("pyarrow" if isinstance(rows, (ParquetReader, ParquetVectorReader))
-                   or (driver is not None and source is not None and features_col is None)
-                   else "spark")
-        # the passes over the rows type the values in the Python workers (spark_source.packed)
-        reading = rows.reading if isinstance(rows, BatchReader) else nullcontext
-        with reading():
-            plan, skip_cols = build_plan(schema, label, features, num_bins, max_categories,
-                                         max_classes, handle_invalid,
-                                         _TimedSource(rows, phases), binning, label_type,
-                                         label_bins)
-    if estimator == "kde":
-        plan = grid_plan(SparkSource(df).kept(label, skip_cols), plan)
-    notes: list[str] = []
-    if plan.rows_dropped:
-        notes.append(f"dropped {plan.rows_dropped} rows with a null label")
-    if plan.rows_skipped:
-        notes.append(f"skipped {plan.rows_skipped} rows with missing feature values")
-    if looks_continuous(plan, df.schema[label].dataType):
-        notes.append(f"label '{label}' has {len(plan.classes)} classes in {plan.num_rows} rows "
-                     "and looks continuous; set labelType to continuous to bin it")
-    k, min_gain = selection_size(selection_mode, selection_threshold, num_features, len(features))
-    k, capped = cap_num_features(k, len(features))
+                        "block_storage": block_storage, "staging_dir": staging_dir})
+    for key in ("num_features", "restart_tolerance", "selection_threshold"):
+        params[key] = checked[key]
+    inp = _plan_rows(df, label, features, features_col, source, params, reader, execution,
+                     phases)
+    plan, d = inp.plan, len(inp.features)
+    notes = _plan_notes(plan, inp.df.schema[label].dataType)
+    k, min_gain = selection_size(selection_mode, params["selection_threshold"],
+                                 params["num_features"], d)
+    k, capped = cap_num_features(k, d)
     for n in notes:
         warnings.warn(n, UserWarning, stacklevel=2)
     if capped is not None:
         notes.append(str(capped))
         warnings.warn(capped, stacklevel=2)
-
-    d, num_classes = len(features), len(plan.classes)
-    if driver is not None and method == PAIRWISE and \
-            8 * plan.num_rows * d * num_classes > DRIVER_PAIR_BYTES:
-        if execution == "driver":
-            raise InputError("execution 'driver': the pairwise state of this table "
-                             f"({8 * plan.num_rows * d * num_classes >> 20} MiB) is more than "
-                             f"the driver keeps ({DRIVER_PAIR_BYTES >> 20} MiB); use auto")
-        driver = None  # planned in the driver, selected on the executors
-        why_not = unavailable_reason(df.sparkSession)
-        parts = slots if why_not is not None else task_slots(df.sparkSession)
-    block_rows = block_rows_for(plan.num_rows, parts, d, method, num_classes)
-    # one shuffle of the one-byte blocks spreads them evenly over the slots (by range of
-    # block id, so a partition's blocks stay together), whatever the input's partitioning.
-    # The range partitioner samples its input in a job of its own: the encoded blocks are
-    # kept for the shuffle to read, so that every row is read and encoded once, not twice.
-    kept: Kept | None = None
-    if driver is not None:
-        codes, y = driver.codes(plan, skip_cols)
-        phases.lap("encode")
-        backend: Execution = DriverBackend(codes, y, method, plan.arity, num_classes)
-    else:
-        level = _storage_level(df.sparkSession, storage_level, plan.num_rows * (d + 2), parts,
-                               notes)
-        # a cached batch of a few blocks, not of a whole partition (see cache_batch_rows)
-        with batch_rows(df.sparkSession, cache_batch_rows(block_rows * (d + 2))), reading():
-            even = rows.evened(parts) if isinstance(rows, BatchReader) else None
-            if even is not None:
-                # row groups (and pieces of them) split evenly over the task slots: encoded
-                # straight into the cache, no range shuffle (one job instead of three)
-                encoded = even.encode_blocks(plan, block_rows, skip_cols, partitions=parts)
-                phases.lap("plan")
-                kept = keep(encoded, level, block_storage, staging_dir)
-            else:
-                encoded = rows.encode_blocks(plan, block_rows, skip_cols)  # (driver: codes)
-                phases.lap("plan")
-                kept = _keep_blocks(encoded, parts, level, block_storage, staging_dir)
-        phases.lap("encode")
-        try:
-            backend = _backend(kept.df, d, plan.arity, num_classes, method, execution, why_not,
-                               notes)
-        except BaseException:
-            kept.release()
-            raise
+    backend, kept = _start(inp, method, execution, storage_level, block_storage, staging_dir,
+                           notes, phases)
     phases.lap("start_execution")
-    params = {"method": method, "num_features": num_features, "restart_tolerance": restart_tolerance,
-              "num_bins": num_bins, "binning": binning, "max_categories": max_categories,
-              "max_classes": max_classes, "label_type": label_type, "label_bins": label_bins,
-              "handle_invalid": handle_invalid, "estimator": estimator,
-              "selection_mode": selection_mode, "selection_threshold": selection_threshold}
     t_prep = time.perf_counter() - t0
     try:
-        resume = None
-        if checkpoint_dir is not None:
-            ckpt = Checkpoint(checkpoint_dir, fingerprint(
-                plan.to_json(), backend.feature_counts(),
-                {**params, "report_candidates": report_candidates}), num_features=d,
-                method=method, report_candidates=report_candidates)
-            resume = ckpt.load()
-            if resume is not None:
-                if len(resume.selected) > k:
-                    raise InputError(f"the checkpoint in {checkpoint_dir} has more steps than "
-                                     "this run selects")
-                notes.append(f"resumed from the checkpoint after step {len(resume.selected)}")
-            on_step = _saving(ckpt, on_step)
-        if is_vmi(method):
-            smoothing = None
-            if estimator == "kde":
-                grid = [j for j, c in enumerate(plan.columns) if c.kind == "grid"]
-                cells = [len(c.splits or []) + 1 for c in plan.columns]
-                missing = [c.missing for c in plan.columns]
-                smoothing = partial(kde_conditional, grid_columns=grid, grid_cells=cells,
-                                    missing=missing)
-            selection = select_vmi(backend, method, k, restart_tolerance,
-                                   report_candidates=report_candidates, on_step=on_step,
-                                   resume=resume, conditional_fn=smoothing, min_gain=min_gain)
-        else:
-            selection = select_classic(backend, method, k, report_candidates=report_candidates,
-                                       on_step=on_step, resume=resume, min_gain=min_gain)
+        selection = _select(backend, inp, params, k, min_gain, report_candidates, on_step,
+                            checkpoint_dir, notes)
         phases.lap("steps")
     finally:
         backend.close()
@@ -657,5 +537,186 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         notes.append(f"the encoded rows were kept by {_STORAGE_WORDS[how]} (the session "
                      "cannot cache DataFrames)")
     return SelectionRun(plan, selection, params, time.perf_counter() - t0, t_prep, notes,
-                        backend.execution, how, dict(phases),
-                        read_by)
+                        backend.execution, how, dict(phases), inp.read_by)
+
+
+@dataclass
+class _Rows:
+    """The input of a run as planned (:func:`_plan_rows`).
+
+    ``df`` is the input (with the ``kde`` estimator, its vector expanded into columns);
+    ``rows`` what the passes read the rows with, or ``driver`` the rows held in the driver
+    (then ``rows`` is ``driver``); ``why_not`` why resident tasks cannot run (None if they
+    can); ``parts`` the partitions the encoded blocks are spread over; ``slots`` the
+    session's parallelism; ``reading`` the session settings of the jobs that read the rows;
+    ``read_by`` ``"pyarrow"`` or ``"spark"`` (the report's ``reader``).
+    """
+
+    df: DataFrame
+    features: list[str]
+    plan: EncodingPlan
+    skip_cols: list[str]
+    rows: RowSource
+    driver: DriverRows | None
+    why_not: str | None
+    parts: int
+    slots: int
+    read_by: str
+    reading: Callable[[], AbstractContextManager[Any]]
+
+
+def _plan_rows(df: DataFrame, label: str, features: list[str] | None,
+               features_col: str | None, source: ParquetSource | None, params: dict[str, Any],
+               reader: str, execution: str, phases: Phases) -> _Rows:
+    """Resolve the columns, choose what reads the rows (the driver for a small table,
+    pyarrow for Parquet files, else Spark) and compute the encoding plan with its passes."""
+    estimator = params["estimator"]
+    slots = parallelism(df.sparkSession)
+    vector: VectorReader | None = None
+    schema: DataFrame | T.StructType = df
+    if features_col is not None:
+        if estimator == "kde":  # the KDE grid is computed over the expanded columns
+            df, features = expand_vector(df, features_col, label)
+        else:  # the workers cut the vectors (vector_source): no projection of D columns
+            features = vector_names(df, features_col, label, check=False)
+            vector = VectorReader(df, label, features_col, features, slots)
+            schema = vector_schema(df, label, features)
+    names: list[str] = (resolve_columns(df, label, features) if vector is None
+                        else list(features or []))
+    auto = reader == "auto" and estimator == "histogram"
+    if source is None and auto and features_col is None:
+        source = parquet_source(df, [label, *names])
+    vector_col = features_col if vector is not None else None
+    # a vector of another length, met by any read of the rows, is the one-line InputError
+    with vector_lengths_checked(df, vector_col, label):
+        driver = _driver_rows(df, label, names, source if features_col is None else None,
+                              execution, estimator, vector)
+        # resident tasks all run at once: at most one partition per task slot
+        why_not = ("not asked for" if execution == "passes" or driver is not None
+                   else unavailable_reason(df.sparkSession))
+        if execution == "resident" and why_not is not None:
+            raise InputError(f"resident execution is not available: {why_not}")
+        parts = slots if why_not is not None else task_slots(df.sparkSession)
+        label_type = params["label_type"]
+        rows: RowSource = driver if driver is not None else _row_source(
+            df, label, names, vector, source, slots,
+            presample=None if label_type == "continuous" else (params["num_bins"],
+                                                               params["binning"]),
+            auto=auto, histogram=estimator == "histogram")
+        # the driver reads a Parquet source with pyarrow too (parquet_rows), a vector with Spark
+        read_by = ("pyarrow" if isinstance(rows, (ParquetReader, ParquetVectorReader))
+                   or (driver is not None and source is not None and features_col is None)
+                   else "spark")
+        # the passes over the rows type the values in the Python workers (spark_source.packed)
+        reading = rows.reading if isinstance(rows, BatchReader) else nullcontext
+        with reading():
+            plan, skip_cols = build_plan(schema, label, names, params["num_bins"],
+                                         params["max_categories"], params["max_classes"],
+                                         params["handle_invalid"], _TimedSource(rows, phases),
+                                         params["binning"], label_type, params["label_bins"])
+    if estimator == "kde":
+        plan = grid_plan(SparkSource(df).kept(label, skip_cols), plan)
+    return _Rows(df, names, plan, skip_cols, rows, driver, why_not, parts, slots, read_by,
+                 reading)
+
+
+def _plan_notes(plan: EncodingPlan, label_type: T.DataType) -> list[str]:
+    """What the run's warnings say about the rows: dropped and skipped rows, a label that
+    looks continuous."""
+    notes: list[str] = []
+    if plan.rows_dropped:
+        notes.append(f"dropped {plan.rows_dropped} rows with a null label")
+    if plan.rows_skipped:
+        notes.append(f"skipped {plan.rows_skipped} rows with missing feature values")
+    if looks_continuous(plan, label_type):
+        notes.append(f"label '{plan.label}' has {len(plan.classes)} classes in "
+                     f"{plan.num_rows} rows and looks continuous; set labelType to continuous "
+                     "to bin it")
+    return notes
+
+
+def _start(inp: _Rows, method: str, execution: str, storage_level: StorageLevel,
+           block_storage: str, staging_dir: str | None, notes: list[str],
+           phases: Phases) -> tuple[Execution, Kept | None]:
+    """Encode the rows and start the execution of the steps over them: in the driver
+    (:class:`.driver.DriverBackend`), or the blocks kept on the executors (``Kept``) and
+    resident tasks or one Spark job a pass over them (:func:`_backend`)."""
+    plan, d, num_classes = inp.plan, len(inp.features), len(inp.plan.classes)
+    spark = inp.df.sparkSession
+    driver, why_not, parts = inp.driver, inp.why_not, inp.parts
+    if driver is not None and method == PAIRWISE and \
+            8 * plan.num_rows * d * num_classes > DRIVER_PAIR_BYTES:
+        if execution == "driver":
+            raise InputError("execution 'driver': the pairwise state of this table "
+                             f"({8 * plan.num_rows * d * num_classes >> 20} MiB) is more than "
+                             f"the driver keeps ({DRIVER_PAIR_BYTES >> 20} MiB); use auto")
+        driver = None  # planned in the driver, selected on the executors
+        why_not = unavailable_reason(spark)
+        parts = inp.slots if why_not is not None else task_slots(spark)
+    if driver is not None:
+        codes, y = driver.codes(plan, inp.skip_cols)
+        phases.lap("encode")
+        return DriverBackend(codes, y, method, plan.arity, num_classes), None
+    block_rows = block_rows_for(plan.num_rows, parts, d, method, num_classes)
+    rows = inp.rows
+    level = _storage_level(spark, storage_level, plan.num_rows * (d + 2), parts, notes)
+    # one shuffle of the one-byte blocks spreads them evenly over the slots (by range of
+    # block id, so a partition's blocks stay together), whatever the input's partitioning.
+    # The range partitioner samples its input in a job of its own: the encoded blocks are
+    # kept for the shuffle to read, so that every row is read and encoded once, not twice.
+    # A cached batch holds a few blocks, not a whole partition (see cache_batch_rows).
+    with batch_rows(spark, cache_batch_rows(block_rows * (d + 2))), inp.reading():
+        even = rows.evened(parts) if isinstance(rows, BatchReader) else None
+        if even is not None:
+            # row groups (and pieces of them) split evenly over the task slots: encoded
+            # straight into the cache, no range shuffle (one job instead of three)
+            encoded = even.encode_blocks(plan, block_rows, inp.skip_cols, partitions=parts)
+            phases.lap("plan")
+            kept = keep(encoded, level, block_storage, staging_dir)
+        else:
+            encoded = rows.encode_blocks(plan, block_rows, inp.skip_cols)  # (driver: codes)
+            phases.lap("plan")
+            kept = _keep_blocks(encoded, parts, level, block_storage, staging_dir)
+    phases.lap("encode")
+    try:
+        return _backend(kept.df, d, plan.arity, num_classes, method, execution, why_not,
+                        notes), kept
+    except BaseException:
+        kept.release()
+        raise
+
+
+def _select(backend: Execution, inp: _Rows, params: dict[str, Any], k: int,
+            min_gain: float | None, report_candidates: int,
+            on_step: Callable[[Selection], None] | None, checkpoint_dir: str | None,
+            notes: list[str]) -> Selection:
+    """The greedy selection of ``k`` features over ``backend``, continued from the
+    checkpoint in ``checkpoint_dir`` (if it has one of this input and these parameters)
+    and saved there after every step."""
+    plan, method = inp.plan, params["method"]
+    resume = None
+    if checkpoint_dir is not None:
+        ckpt = Checkpoint(checkpoint_dir, fingerprint(
+            plan.to_json(), backend.feature_counts(),
+            {**params, "report_candidates": report_candidates}), num_features=len(inp.features),
+            method=method, report_candidates=report_candidates)
+        resume = ckpt.load()
+        if resume is not None:
+            if len(resume.selected) > k:
+                raise InputError(f"the checkpoint in {checkpoint_dir} has more steps than "
+                                 "this run selects")
+            notes.append(f"resumed from the checkpoint after step {len(resume.selected)}")
+        on_step = _saving(ckpt, on_step)
+    if not is_vmi(method):
+        return select_classic(backend, method, k, report_candidates=report_candidates,
+                              on_step=on_step, resume=resume, min_gain=min_gain)
+    smoothing = None
+    if params["estimator"] == "kde":
+        grid = [j for j, c in enumerate(plan.columns) if c.kind == "grid"]
+        cells = [len(c.splits or []) + 1 for c in plan.columns]
+        missing = [c.missing for c in plan.columns]
+        smoothing = partial(kde_conditional, grid_columns=grid, grid_cells=cells,
+                            missing=missing)
+    return select_vmi(backend, method, k, params["restart_tolerance"],
+                      report_candidates=report_candidates, on_step=on_step, resume=resume,
+                      conditional_fn=smoothing, min_gain=min_gain)
