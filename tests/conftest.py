@@ -91,6 +91,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(getattr(pytest.mark, tier_of(item)))
 
 
+#: the warnings filter of the spark fixture's Python workers (PYTHONWARNINGS: a literal
+#: prefix of the message, matched without case; it cannot hold a colon)
+WORKER_WARNINGS = "error:vmi_spark:RuntimeWarning"  # the only one: numba could not compile
+
+
 @pytest.fixture(scope="session")
 def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -104,6 +109,9 @@ def spark():
                .config("spark.default.parallelism", "4")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.memory", "2g")
+               # a compiled loop falling back to numpy in a Python worker fails the task (as
+               # pyproject's filterwarnings does in this process): the answers would not show it
+               .config("spark.executorEnv.PYTHONWARNINGS", WORKER_WARNINGS)
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     yield session

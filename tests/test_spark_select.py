@@ -504,3 +504,28 @@ def test_blocks_are_whole_strides_within_their_byte_bounds():
             assert -(-num_rows // rows) <= 4 * parts, case  # not cut finer than the slots need
         if share >= select.MIN_BLOCK_ROWS:
             assert rows > min(share, bound, MAX_BLOCK_ROWS) - BLOCK_ROW_STEP, case
+
+
+def test_a_kernel_falling_back_to_numpy_in_a_python_worker_fails_the_task(spark):
+    # the spark fixture gives its Python workers the warnings filter that pyproject gives
+    # this process: a compiled loop that falls back to numpy there is an error, not a line
+    # in a worker's log (the answers would be the same)
+    from pyspark.errors import PythonException
+
+    def warn(rows):
+        import warnings
+
+        warnings.warn("vmi_spark: numba could not compile a kernel (TypingError); using the "
+                      "numpy loops", RuntimeWarning, stacklevel=2)
+        yield from rows
+
+    def other(rows):
+        import warnings
+
+        warnings.warn("VMI selection stopped early: a test", RuntimeWarning, stacklevel=2)
+        yield from rows
+
+    rdd = spark.sparkContext.parallelize(range(4), 2)
+    assert sorted(rdd.mapPartitions(other).collect()) == [0, 1, 2, 3]  # other warnings pass
+    with pytest.raises(PythonException, match="numba could not compile"):
+        rdd.mapPartitions(warn).collect()
