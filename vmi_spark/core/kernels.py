@@ -354,22 +354,25 @@ def _compile(numba, cache=True):
     # The score passes read each candidate's sums once, a stretch at a time, and spend long
     # enough on a stretch (exp, log) that the hardware's prefetcher falls behind: the fused
     # pass waited on memory for about a sixth of its time (a state of 400 MB at 250k x 200).
-    # ahead() asks for ``width`` values of the state from value p of candidate j's row on,
+    # ahead() asks for the stretch _AHEAD rows after the one from row s of candidate j,
     # in the next candidate's row once past the end of this one (flat: the C-contiguous
-    # state, ``row`` values a feature, as one row; last: its last index). Blocks of fewer
-    # rows than that (wide tables) are not prefetched: each candidate's row is short, the
-    # rows of consecutive candidates follow each other, and the hardware keeps up (the
-    # prefetches cost 3-9% there).
+    # state of n rows and ``others`` values a row per feature, as one row; last: its last
+    # index). Blocks of fewer rows than _AHEAD (wide tables) are not prefetched: each
+    # candidate's row is short, the rows of consecutive candidates follow each other, and
+    # the hardware keeps up (the prefetches cost 3-9% there). The callers test that, not
+    # ahead(): inside it the test cost 2-13% at few rows (session 20, one-off timings).
 
     @numba.njit(nogil=True, error_model="numpy", inline="always")
-    def ahead(flat, cands, j, p, row, width, last):
+    def ahead(flat, cands, j, s, n, others, last):
+        row = n * others
+        p = (s + _AHEAD) * others
         if p >= row:
             if j + 1 >= cands.shape[0]:
                 return
             j += 1
             p -= row
         base = cands[j] * row + p
-        for q in range(0, width, 8):  # a cache line of 64 bytes a prefetch
+        for q in range(0, _STRETCH * others, 8):  # a cache line of 64 bytes a prefetch
             prefetch(flat, min(base + q, last))
 
     _terms2, _terms = terms2, terms
@@ -519,8 +522,8 @@ def _compile(numba, cache=True):
             t = 0
             for s in range(0, n, _STRETCH):
                 e = min(n, s + _STRETCH)
-                if n >= _AHEAD:
-                    _ahead(flat, cands, j, s + _AHEAD, n, _STRETCH, last)
+                if n >= _AHEAD:  # see ahead()
+                    _ahead(flat, cands, j, s, n, 1, last)
                 t += _terms2(src[s:e], own[s:e], other[s:e], m, buf)
             out[j] = t
 
@@ -539,9 +542,8 @@ def _compile(numba, cache=True):
             t = 0
             for s in range(0, n, _STRETCH):
                 e = min(n, s + _STRETCH)
-                if n >= _AHEAD:
-                    _ahead(flat, cands, j, (s + _AHEAD) * others, n * others,
-                           _STRETCH * others, last)
+                if n >= _AHEAD:  # see ahead()
+                    _ahead(flat, cands, j, s, n, others, last)
                 t += _terms(src[s * others:e * others], own[s:e],
                             other[s * others:e * others], m, ones, ebuf, buf)
             out[j] = t
@@ -565,8 +567,8 @@ def _compile(numba, cache=True):
             t = 0
             for s in range(0, n, _STRETCH):
                 e = min(n, s + _STRETCH)
-                if n >= _AHEAD:
-                    _ahead(flat, cands, j, s + _AHEAD, n, _STRETCH, last)
+                if n >= _AHEAD:  # see ahead()
+                    _ahead(flat, cands, j, s, n, 1, last)
                 _fold_add2(src[s:e], a_i[s:e], key[s:e], d, arity)
                 t += _terms2(src[s:e], own[s:e], other[s:e], m, buf)
             out[j] = t
