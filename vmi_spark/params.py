@@ -26,11 +26,11 @@ from .core.binning import DEFAULT_LABEL_BINS, LABEL_TYPES
 from .core.binning import STRATEGIES as BINNINGS
 from .core.bound import NAIVE, PAIRWISE
 from .core.criteria import CIFE, CMIM, JMI, MIM, MRMR, SPEC_CMI
-from .errors import InputError
+from .errors import ParameterError, ParameterWarning, literal, register_names
 
-__all__ = ["Method", "METHODS", "METHOD_NAMES", "VMI_METHODS", "is_vmi", "method",
+__all__ = ["Settings", "Method", "METHODS", "METHOD_NAMES", "VMI_METHODS", "is_vmi", "method",
            "Parameter", "SPEC", "STYLES", "ParameterError", "ParameterWarning", "validate",
-           "check", "default", "defaults", "display_name", "cap_num_features", "markdown_table",
+           "check", "default", "defaults", "display_name", "cap_num_features", "plan_size", "markdown_table",
            "selection_size", "DEFAULT_THRESHOLDS"]
 
 #: the names a front end gives the parameters: ``python`` (run_selection's keywords),
@@ -113,7 +113,11 @@ class Parameter:
     job's argparse ``dest``); ``ml``, ``flag`` and ``sklearn`` are the names in the
     other front ends, None where a front end does not have the parameter. ``low`` and
     ``high`` bound a number (inclusive), ``choices`` a string. ``defaults`` overrides
-    ``default`` for some entry points (``sklearn``, ``demo``). ``doc`` is the meaning
+    ``default`` for some entry points (``sklearn``, ``demo``). ``role`` says where the
+    value goes: ``result`` (it changes the selection: in :class:`Settings`, the report's
+    ``parameters`` and a checkpoint's fingerprint), ``run`` (how the selection runs: in
+    :class:`Settings` only), ``columns`` (which columns: a keyword of its own) or ``job``
+    (the job's alone). ``doc`` is the meaning
     (markdown: backticks mark code; ``{key}`` names another parameter) used for the
     README; :meth:`help` is that text for one front end (``docs`` may override it):
     parameter names in its style, no markdown, no ``readme_only`` fragments (references
@@ -137,6 +141,7 @@ class Parameter:
     readme_only: tuple[str, ...] = ()
     metavar: str | None = None
     docs: Mapping[str, str] = field(default_factory=dict)
+    role: str = "result"
 
     def name(self, style: str) -> str:
         """This parameter's name in front end ``style`` (one of :data:`STYLES`)."""
@@ -168,12 +173,17 @@ SPEC: tuple[Parameter, ...] = (
     Parameter("features", list, None, "vector column, or ordinary columns (`inputCols` wins if "
               "set)", ml="featuresCol", flag="--features", defaults={"ml": "features"},
               docs={"cli": "comma-separated feature columns (default: all but the label)"},
-              readme_default="`features` / all columns but the label"),
+              readme_default="`features` / all columns but the label", role="columns"),
+    Parameter("exclude", list, None, "columns to leave out of the features (with all "
+              "columns as features, or with `{features}`)", ml="excludeCols", flag="--exclude",
+              sklearn="exclude", metavar="COLS", role="columns",
+              docs={"cli": "comma-separated columns to leave out of the features (e.g. IDs "
+                           "and dates you do not want selected)"}),
     Parameter("label", str, "label", "class label (numeric or string), or a numeric "
               "regression target (`{label_type}`)", ml="labelCol",
               flag="--label", defaults={"cli": None},
               docs={"cli": "label column: a class label (numeric or string) or a numeric "
-                           "regression target (see --label-type)"}),
+                           "regression target (see --label-type)"}, role="columns"),
     Parameter("num_features", int, 50, "K", ml="numTopFeatures", flag="--num-features",
               sklearn="n_features_to_select", low=1, defaults={"sklearn": 10, "demo": 9},
               readme_default="50 (demo: 9)", metavar="K",
@@ -231,7 +241,7 @@ SPEC: tuple[Parameter, ...] = (
               "it (Usage)", flag="--checkpoint-dir", metavar="DIR", readme_only=(" (Usage)",),
               docs={"cli": "save the selection state after every step in DIR (driver file "
                            "system); rerunning the same command resumes after the last saved "
-                           "step"}),
+                           "step"}, role="run"),
     Parameter("execution", str, "auto", "`driver` (a small table, at most 200,000 rows and "
               "64M cells, read, encoded and selected in the driver: no Spark job per pass), "
               "`resident` (one job of long-running tasks; a round trip per step), `passes` (a "
@@ -243,33 +253,33 @@ SPEC: tuple[Parameter, ...] = (
                            "rows and 64M cells, in the driver), `resident` (one job of "
                            "long-running tasks; a round trip per step), `passes` (a Spark job "
                            "per pass), `auto` (driver for a small table, else resident where "
-                           "the session allows it; the same result every way)"}),
+                           "the session allows it; the same result every way)"}, role="run"),
     Parameter("reader", str, "auto", "Parquet `--input`: `auto` reads with pyarrow in the "
               "workers when it can, `spark` with Spark's reader", flag="--reader",
               choices=("auto", "spark"),
               docs={"cli": "how a Parquet --input is read: `auto` with pyarrow in the Python "
                            "workers when it can (same result, faster on wide tables), `spark` "
-                           "with Spark's reader"}),
+                           "with Spark's reader"}, role="run"),
     Parameter("output_col", str, None, "output vector column (vector input only)",
-              ml="outputCol", readme_default="`<uid>__output`"),
+              ml="outputCol", readme_default="`<uid>__output`", role="columns"),
     Parameter("block_storage", str, "auto", "where the encoded rows live between passes: "
               "`auto` (Spark's cache; where the session refuses caching, as Databricks "
               "serverless does, a copy under `{staging_dir}` if given, else recomputed per "
               "pass), `cache`, `staging` or `recompute`", ml="blockStorage",
-              flag="--block-storage", choices=("auto", "cache", "staging", "recompute")),
+              flag="--block-storage", choices=("auto", "cache", "staging", "recompute"), role="run"),
     Parameter("staging_dir", str, None, "a directory Spark can write and read (e.g. a Unity "
               "Catalog volume) for a copy of the encoded rows where the session cannot cache "
               "them; the copy is removed afterwards", ml="stagingDir", flag="--staging-dir",
-              metavar="DIR"),
+              metavar="DIR", role="run"),
     Parameter("report_candidates", int, 0, "also report the best N candidates and their scores "
-              "at each step", flag="--report-candidates", low=0, metavar="N"),
+              "at each step", flag="--report-candidates", low=0, metavar="N", role="run"),
     Parameter("demo_rows", int, 5000, "rows of the demo data (no --input/--table)",
-              flag="--demo-rows", low=1, metavar="N"),
+              flag="--demo-rows", low=1, metavar="N", role="job"),
 )
 _SPEC = {p.key: p for p in SPEC}
 
 #: keys shown in the README's Parameters table (the others are in its Usage section)
-README_KEYS = ("features", "label", "num_features", "selection_mode", "selection_threshold",
+README_KEYS = ("features", "exclude", "label", "num_features", "selection_mode", "selection_threshold",
                "method", "restart_tolerance", "num_bins", "binning",
                "max_categories", "max_classes", "label_type", "label_bins", "handle_invalid", "estimator", "checkpoint_dir",
                "execution", "reader", "output_col", "block_storage", "staging_dir")
@@ -305,56 +315,18 @@ def defaults(style: str, entry_point: str | None = None) -> dict[str, Any]:
 # Validation
 # ---------------------------------------------------------------------------
 
+def names(style: str) -> dict[str, str]:
+    """``{key: name}`` of every parameter in front end ``style`` (for message templates)."""
+    return {p.key: p.name(style) for p in SPEC}
+
+
 def _phrase(template: str, style: str) -> str:
     """Fill the ``{key}`` placeholders of ``template`` with the names of ``style``."""
-    return template.format_map({p.key: p.name(style) for p in SPEC})
+    return template.format_map(names(style))
 
 
-def _literal(text: str) -> str:
-    """``text`` safe inside a template (its braces are not placeholders)."""
-    return text.replace("{", "{{").replace("}", "}}")
-
-
-class ParameterError(InputError):
-    """A bad parameter value: one line, phrased in the names of whichever front end asks.
-
-    ``str(error)`` uses the ML names (``numTopFeatures``); :meth:`phrase` gives the
-    message in another front end's names (``--num-features``).
-
-    Attributes
-    ----------
-    key : str
-        The parameter (its :attr:`Parameter.key`).
-    template : str
-        The message with ``{key}`` placeholders for parameter names.
-    """
-
-    def __init__(self, key: str, template: str, style: str = "ml") -> None:
-        self.key = key
-        self.template = template
-        self.style = style
-        super().__init__(_phrase(template, style))
-
-    def phrase(self, style: str) -> str:
-        """The message with the parameter names of front end ``style``."""
-        return _phrase(self.template, style)
-
-    def restyled(self, style: str) -> ParameterError:
-        """The same error phrased for front end ``style``."""
-        return ParameterError(self.key, self.template, style)
-
-
-class ParameterWarning(UserWarning):
-    """A note about a parameter (e.g. K capped), phrased like :class:`ParameterError`."""
-
-    def __init__(self, key: str, template: str, style: str = "ml") -> None:
-        self.key = key
-        self.template = template
-        super().__init__(_phrase(template, style))
-
-    def phrase(self, style: str) -> str:
-        """The message with the parameter names of front end ``style``."""
-        return _phrase(self.template, style)
+_literal = literal
+register_names(names)
 
 
 def _fail(key: str, problem: str, style: str) -> ParameterError:
@@ -453,6 +425,82 @@ def validate(values: Mapping[str, Any], style: str = "ml") -> dict[str, Any]:
     return out
 
 
+class Settings(Mapping[str, Any]):
+    """The checked parameters of one selection, by spec key: built once at each front
+    end (:meth:`of`) from the values it was given and the spec's defaults, validated
+    once, and passed down whole.
+
+    Holds every parameter whose :attr:`Parameter.role` is ``result`` or ``run``; read
+    them as ``settings["num_bins"]`` or ``settings.num_bins``. Immutable:
+    :meth:`replace` gives a new, checked object.
+
+    Examples
+    --------
+    >>> s = Settings.of({"num_features": 5}, "python")
+    >>> s.num_features, s.method
+    (5, 'vmi_naive')
+    >>> s.replace(num_bins=1)
+    Traceback (most recent call last):
+    ...
+    vmi_spark.errors.ParameterError: num_bins must be between 2 and 255, got 1
+    """
+
+    KEYS: tuple[str, ...] = ()  # filled below from the spec
+
+    def __init__(self, values: Mapping[str, Any], style: str = "python") -> None:
+        self._values = dict(values)
+        self._style = style
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any] | None = None, style: str = "python",
+           entry_point: str | None = None) -> Settings:
+        """The settings of ``values`` (spec keys; missing ones take the defaults of
+        ``entry_point``, else of ``style``), checked with :func:`validate`; a bad value
+        is a :class:`ParameterError` phrased in ``style``'s names."""
+        given = dict(values or {})
+        unknown = sorted(set(given) - set(cls.KEYS))
+        if unknown:
+            raise TypeError(f"unknown parameter {unknown[0]!r}")
+        full = {k: given[k] if k in given else _SPEC[k].default_for(entry_point or style)
+                for k in cls.KEYS}
+        return cls(validate(full, style), style)
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` (spec keys), checked."""
+        return Settings.of({**self._values, **changes}, self._style)
+
+    @property
+    def style(self) -> str:
+        """The front end whose names messages about these settings use."""
+        return self._style
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self.__dict__["_values"][key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Settings({self._values!r})"
+
+    def result(self) -> dict[str, Any]:
+        """The parameters that change the selection (role ``result``), for the report's
+        ``parameters`` and a checkpoint's fingerprint."""
+        return {k: v for k, v in self._values.items() if _SPEC[k].role == "result"}
+
+
+Settings.KEYS = tuple(p.key for p in SPEC if p.role in ("result", "run"))
+
+
 #: the threshold of each selection mode when none is given
 DEFAULT_THRESHOLDS = {"gain": 0.01, "fraction": 0.1}
 
@@ -477,6 +525,17 @@ def selection_size(mode: str, threshold: float | None, num_features: int,
     if mode == "gain":
         return available, t
     return max(1, math.floor(t * available + 1e-9)), None
+
+
+def plan_size(settings: Mapping[str, Any], available: int
+              ) -> tuple[int, float | None, ParameterWarning | None]:
+    """How many of ``available`` features a selection may take and its least gain
+    (:func:`selection_size`), K capped at ``available`` (:func:`cap_num_features`), and
+    the warning to give if it was: the one rule every front end applies."""
+    k, min_gain = selection_size(settings["selection_mode"], settings["selection_threshold"],
+                                 settings["num_features"], available)
+    k, capped = cap_num_features(k, available)
+    return k, min_gain, capped
 
 
 def cap_num_features(k: int, available: int) -> tuple[int, ParameterWarning | None]:
