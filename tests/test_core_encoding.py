@@ -60,14 +60,20 @@ def test_top_values_by_count_then_value(seed):
 
 def test_grouped_plan_keeps_the_most_frequent_and_one_other_state():
     top = TopValues(("z", "a", "m", "b"), (9, 5, 5, 2), distinct=7, rows=22)
-    p = grouped_plan("g", "string", top, True, 3)  # 2 kept + (other) = max_categories
+    p = grouped_plan("g", "string", top, True, 3, min_rows=1)  # 2 kept + (other)
     assert (p.kind, p.values, p.other, p.num_states) == ("category", ["a", "z"], True, 4)
     assert p.state_labels() == ["a", "z", "(other)", "(missing)"]
     arr = pa.array(["z", "q", None, "a", "m", "z"], pa.string())
     assert encode_column(arr, p).tolist() == [1, 2, 3, 0, 2, 1]
     # every value kept: no other state
-    whole = grouped_plan("g", "string", TopValues(("a", "b"), (3, 1), 2, 4), False, 3)
+    whole = grouped_plan("g", "string", TopValues(("a", "b"), (3, 1), 2, 4), False, 3, 1)
     assert (whole.values, whole.other, whole.num_states) == (["a", "b"], False, 2)
+    # a value needs MIN_STATE_ROWS rows (10): fewer is the (other) state, an ID is one state
+    few = grouped_plan("g", "string", TopValues(("z", "a", "m"), (30, 10, 9), 9, 52), False, 5)
+    assert (few.values, few.other, few.num_states) == (["a", "z"], True, 3)
+    ids = grouped_plan("id", "string", TopValues(("a", "b"), (1, 1), 400, 400), True, 32)
+    assert (ids.values, ids.other, ids.num_states, ids.state_labels()) == \
+        ([], True, 2, ["(other)", "(missing)"])
     assert EncodingPlan.from_json(EncodingPlan("y", [0, 1], "double", [p]).to_json()).columns[0] == p
 
 

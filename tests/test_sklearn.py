@@ -91,11 +91,11 @@ def test_encoding_rules():
     assert encode_column(s, p).tolist() == [1, 2, 0]
     # more strings than max_categories: the 2 most frequent (ties to the smaller value)
     # are states, every other value one state after them, as OneHotEncoder(max_categories=3)
-    t = np.array(list("dcbaddcb") + [None], dtype=object)
+    t = np.array(list("dcbaddcb") * 10 + [None], dtype=object)  # 10 rows a value at least
     p = plan_column("t", t, "string", num_bins=4, max_categories=3)
     # counts d 3, c 2, b 2, a 1: d, then b before c (the tie goes to the smaller value)
     assert (p.values, p.other, p.num_states) == (["b", "d"], True, 4)
-    assert encode_column(t, p).tolist() == [1, 2, 0, 2, 1, 1, 2, 0, 3]
+    assert encode_column(t, p).tolist() == [1, 2, 0, 2, 1, 1, 2, 0] * 10 + [3]
     assert p.state_labels() == ["b", "d", "(other)", "(missing)"]
 
 

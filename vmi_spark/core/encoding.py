@@ -203,22 +203,31 @@ def top_values(values: list[Any], counts: list[int], most: int) -> TopValues:
                      len(values), int(sum(counts)))
 
 
+#: a value of a grouped column needs at least this many rows to be a state of its own
+MIN_STATE_ROWS = 10
+
+
 def grouped_plan(name: str, dtype: str, top: TopValues, missing: bool,
-                 max_categories: int) -> ColumnPlan:
-    """A category column with more than ``max_categories`` values: its
-    ``max_categories - 1`` most frequent values (``top``, ties to the smaller value) are
-    states of their own, in sorted order, and every other value is one more state,
-    ``(other)``, as scikit-learn's ``OneHotEncoder(max_categories=...)`` groups its
-    infrequent categories (``max_categories`` counts that state).
+                 max_categories: int, min_rows: int = MIN_STATE_ROWS) -> ColumnPlan:
+    """A category column with more than ``max_categories`` values: its most frequent
+    values (``top``, ties to the smaller value) are states of their own, in sorted order,
+    at most ``max_categories - 1`` of them and each with at least ``min_rows`` rows, and
+    every other value is one more state, ``(other)``, as scikit-learn's
+    ``OneHotEncoder(max_categories=..., min_frequency=...)`` groups its infrequent
+    categories (``max_categories`` counts that state). A value seen in a handful of rows
+    tells the label by chance (an identifier would look informative: each of its values
+    predicts its own rows' class); :data:`MIN_STATE_ROWS` is the rows a value the
+    label rule asks of a class (:data:`vmi_spark.core.planning.AUTO_ROWS_PER_VALUE`).
 
     References
     ----------
-    scikit-learn, ``sklearn.preprocessing.OneHotEncoder``, parameter ``max_categories``
-    (infrequent categories), version 1.1 and later.
+    scikit-learn, ``sklearn.preprocessing.OneHotEncoder``, parameters ``max_categories``
+    and ``min_frequency`` (infrequent categories), version 1.1 and later.
     """
-    kept = sorted(top.values[:max(max_categories - 1, 0)])
-    return ColumnPlan(name, "category", values=kept, missing=missing, dtype=dtype,
-                      other=top.distinct > len(kept))
+    kept = sorted(v for v, n in zip(top.values[:max(max_categories - 1, 0)], top.counts)
+                  if n >= min_rows)
+    return ColumnPlan(name, "category" if kept or top.distinct else "constant", values=kept,
+                      missing=missing, dtype=dtype, other=top.distinct > len(kept))
 
 
 def binned_plan(name: str, splits: list[float], missing: bool,

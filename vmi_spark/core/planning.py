@@ -41,6 +41,7 @@ from ..errors import InputError, ParameterError, literal
 from .binning import Binning
 from .binning import state_labels as binning_state_labels
 from .encoding import (
+    MIN_STATE_ROWS,
     SAMPLE_ROWS,
     ColumnPlan,
     EncodingPlan,
@@ -60,8 +61,9 @@ from .rows import column_stats_fn, kept_rows, merge_stats, missing_mask
 
 #: ``labelType="auto"``: a numeric label with more distinct values than this ...
 AUTO_MIN_VALUES = 20
-#: ... and fewer rows per distinct value than this, on average, is continuous
-AUTO_ROWS_PER_VALUE = 10
+#: ... and fewer rows per distinct value than this, on average, is continuous (the rows a
+#: value of a grouped category column needs, too)
+AUTO_ROWS_PER_VALUE = MIN_STATE_ROWS
 #: a string column with at least this share of distinct values among its values is an ID
 ID_SHARE = 0.9
 
@@ -266,11 +268,12 @@ def _grouped(source: PlanSource, label: str, types: Mapping[str, ValueType],
     for c in cols:
         top = tops[c]
         out[c] = grouped_plan(c, types[c].kind, top, missing[c] > 0, max_categories)
-        kept = sum(top.counts[:max_categories - 1])
+        kept_values = len(out[c].values or [])
+        kept = sum(n for v, n in zip(top.values, top.counts) if v in (out[c].values or []))
         notes.append(f"string column '{c}' has {top.distinct} distinct values: its "
-                     f"{len(out[c].values or [])} most frequent are states of their own, the "
-                     f"other {top.distinct - len(out[c].values or [])} ({top.rows - kept} "
-                     "rows) one state '(other)'")
+                     f"{kept_values} most frequent (of at least {MIN_STATE_ROWS} rows) are "
+                     f"states of their own, the other {top.distinct - kept_values} "
+                     f"({top.rows - kept} rows) one state '(other)'")
         if top.rows >= 20 and top.distinct >= ID_SHARE * top.rows:
             notes.append(f"column '{c}' looks like an identifier ({top.distinct} distinct "
                          f"values in {top.rows} rows); leave it out of the features")
