@@ -233,12 +233,28 @@ def _is_spark_error(exc: BaseException) -> bool:
     return isinstance(exc, PySparkException) or type(exc).__module__.startswith("py4j")
 
 
-def _quiet_jvm_logs(spark, verbose: bool) -> None:
-    """Keep the console to this job's own lines unless --verbose (classic mode, or a
+def _what(args: argparse.Namespace) -> str:
+    """The first progress line: what the job is about to read and select."""
+    if not (args.input or args.table):
+        return f"demo: {args.demo_rows} rows of the paper's synthetic tree model"
+    source = (f"table {args.table}" if args.table
+              else f"{args.input} ({args.format or 'parquet'})")
+    return (f"selecting {args.num_features} features ({args.method}) for label "
+            f"'{args.label}' of {source}")
+
+
+def _spark_log_level(args: argparse.Namespace) -> str:
+    """Spark's console level: INFO with --verbose, ERROR with --quiet, else WARN (its
+    warnings, not its INFO lines)."""
+    return "INFO" if args.verbose else "ERROR" if args.quiet else "WARN"
+
+
+def _quiet_jvm_logs(spark, args: argparse.Namespace) -> None:
+    """Keep the console to this job's own lines and Spark's warnings (classic mode, or a
     Connect server in this process; a remote Connect server owns its logs)."""
     from .spark.session import set_log_level
 
-    set_log_level(spark, "INFO" if verbose else "FATAL")
+    set_log_level(spark, _spark_log_level(args))
 
 
 def _log_step(total: int, names: list[str] | None = None):
@@ -346,6 +362,7 @@ def _select(args: argparse.Namespace, spark, df, claimed) -> dict[str, Any]:
         msg = w.message
         log.warning("%s", msg.phrase("cli") if isinstance(msg, ParameterWarning) else msg)
     report = result.report()
+    report["job_seconds"] = time.perf_counter() - getattr(args, "started", time.perf_counter())
     report["input"] = "demo: synthetic tree model" if demo else (args.input or args.table)
     report["format"] = None if demo else (args.format or (None if args.table else "parquet"))
     if demo:
@@ -472,8 +489,10 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
     log.propagate = False  # our own handler prints; no duplicates through the root logger
     log.setLevel(level)
     t0 = time.perf_counter()
+    args.started = t0
     try:
         outputs.check_before_spark(args)
+        log.info("%s; starting Spark", _what(args))
         if args.mlflow and importlib.util.find_spec("mlflow") is None:
             raise InputError("--mlflow needs MLflow: pip install 'vmi_spark[mlflow]'")
         if spark is None:
@@ -498,8 +517,13 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
                     raise InputError(f"--remote needs the Spark Connect client "
                                      f"(pip install 'pyspark[connect]'): {exc}") from exc
             else:
-                spark = SparkSession.builder.appName("vmi_spark select_features").getOrCreate()
-            _quiet_jvm_logs(spark, args.verbose)
+                from .spark.session import preset_log_level
+
+                builder = SparkSession.builder.appName("vmi_spark select_features")
+                if not preset_log_level(_spark_log_level(args)):  # then after its INFO lines
+                    builder = builder.config("spark.log.level", _spark_log_level(args))
+                spark = builder.getOrCreate()
+            _quiet_jvm_logs(spark, args)
         run(args, spark)
     except InputError as exc:
         print(f"select_features: error: {_message(exc)}", file=sys.stderr)

@@ -20,6 +20,8 @@ __all__ = ["render_markdown", "plot_bounds", "restart_steps", "step_rows", "writ
 
 #: most class names listed in the data summary
 _MAX_CLASSES_LISTED = 20
+#: state names listed per column in the states section
+_MAX_STATES_LISTED = 40
 #: columns of the per-step table: ``VMISelectorModel.stepsDF`` and the job's ``steps.csv``
 STEP_COLUMNS = ("step", "feature", "index", "score", "gain", "block")
 #: longest feature name drawn on the plot (longer ones are shortened in the middle)
@@ -50,6 +52,12 @@ def _seconds(value: Any) -> str:
     if value is None:
         return ""
     return f"{float(value):.2f} s"
+
+
+def _ms(value: Any) -> str:
+    """Milliseconds with three significant digits (a step takes from microseconds on)."""
+    ms = 1000.0 * float(value)
+    return f"{ms:.3g}" if ms < 100 else f"{ms:.0f}"
 
 
 def restart_steps(report: dict[str, Any]) -> list[int]:
@@ -120,19 +128,25 @@ def _candidates_section(report: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def _bins_section(report: dict[str, Any], selected: list[str]) -> list[str]:
-    """The states of the selected binned columns: strategy, spikes and state names."""
-    binned = {c["name"]: c for c in report.get("columns") or []
-              if c.get("kind") == "bins" and "state_names" in c}
-    rows = [(name, binned[name]) for name in selected if name in binned]
+def _states_section(report: dict[str, Any], selected: list[str]) -> list[str]:
+    """The states of the selected columns: how each was coded (binning and spikes of a
+    binned column, ``(other)`` of a grouped category column, a constant column) and its
+    state names, in the column's own form (dates for a date column)."""
+    columns = {c["name"]: c for c in report.get("columns") or [] if "name" in c}
+    rows = [(name, columns[name]) for name in selected if name in columns]
     if not rows:
         return []
-    out = ["## Bins of the selected columns", "",
-           "| feature | binning | spikes | states |", "|---|---|---|---|"]
+    out = ["## States of the selected columns", "",
+           "| feature | coding | spikes | states |", "|---|---|---|---|"]
     for name, c in rows:
-        spikes = ", ".join(_num(v) for v in c.get("spikes") or []) or "none"
-        states = "; ".join(str(v) for v in c["state_names"])
-        out.append(f"| {_cell(name)} | {_cell(c.get('binning', ''))} | {_cell(spikes)} | "
+        kind = c.get("kind", "")
+        coding = (f"bins ({c.get('binning', '')})" if kind == "bins" else
+                  "category, most frequent values and (other)" if c.get("other") else kind)
+        spikes = ", ".join(_num(v) for v in c.get("spikes") or []) if kind == "bins" else ""
+        names = c.get("state_names") or []
+        states = "; ".join(str(v) for v in names[:_MAX_STATES_LISTED]) + (
+            f"; ... ({len(names)} states)" if len(names) > _MAX_STATES_LISTED else "")
+        out.append(f"| {_cell(name)} | {_cell(coding)} | {_cell(spikes or '')} | "
                    f"{_cell(states)} |")
     return out + [""]
 
@@ -205,7 +219,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         if with_index:
             head.insert(2, "index")
         if with_time:
-            head.append("seconds")
+            head.append("ms")
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "|".join("---:" if h not in ("feature",) else "---" for h in head) + "|")
         for i, name in enumerate(selected):
@@ -217,7 +231,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             row += [_num(scores[i]) if i < len(scores) else "",
                     _num(gains[i]) if i < len(gains) else "", block_text]
             if with_time:
-                row.append(f"{step_seconds[i]:.2f}")
+                row.append(_ms(step_seconds[i]))
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
         if restarts:
@@ -228,7 +242,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines += ["No feature was selected.", ""]
 
     lines += _candidates_section(report)
-    lines += _bins_section(report, selected)
+    lines += _states_section(report, selected)
 
     data = []
     for key, title in (("num_rows", "rows used"),
@@ -277,7 +291,10 @@ def render_markdown(report: dict[str, Any]) -> str:
     if step_seconds:
         timing.append((f"selection ({len(step_seconds)} steps)", _seconds(sum(step_seconds))))
     if report.get("total_seconds") is not None:
-        timing.append(("total", _seconds(report["total_seconds"])))
+        timing.append(("read, plan, encode and select", _seconds(report["total_seconds"])))
+    if report.get("job_seconds") is not None:
+        timing.append(("job, start to end (Spark's start included)",
+                       _seconds(report["job_seconds"])))
     if timing:
         lines += ["## Timings", "", "| | |", "|---|---:|"]
         lines += [f"| {t} | {v} |" for t, v in timing]

@@ -24,7 +24,7 @@ from ..core.greedy import Backend, Selection, select_vmi
 from ..core.kde import kde_conditional
 from ..core.planning import AUTO_ROWS_PER_VALUE, thin_classes
 from ..core.summary import selection_report
-from ..errors import InputError, phrased
+from ..errors import InputError, literal, phrase, phrased
 from ..params import METHOD_NAMES, Settings, is_vmi, parameter, plan_size
 from .arrow_source import BatchReader, ParquetReader, ParquetSource, parquet_source
 from .backend import SparkBackend
@@ -437,7 +437,7 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
     with phrased(settings.style):
         inp = _plan_rows(df, label, features, exclude, features_col, source, settings, phases)
     plan, d = inp.plan, len(inp.features)
-    notes = inp.notes + _plan_notes(plan)
+    notes = inp.notes + _plan_notes(plan, settings.style)
     log.info("label '%s': %s (%s)", label, plan.label_type, inp.label_reason)
     k, min_gain, capped = plan_size(settings, d)
     for n in notes:
@@ -559,7 +559,7 @@ def _plan_rows(df: DataFrame, label: str, features: list[str] | None,
                  reading, notes + planned.notes, planned.label.reason)
 
 
-def _plan_notes(plan: EncodingPlan) -> list[str]:
+def _plan_notes(plan: EncodingPlan, style: str) -> list[str]:
     """What the run's warnings say about the rows: dropped and skipped rows, classes too
     thin to estimate (a label asked to be categorical)."""
     notes: list[str] = []
@@ -569,10 +569,10 @@ def _plan_notes(plan: EncodingPlan) -> list[str]:
         notes.append(f"skipped {plan.rows_skipped} rows with missing feature values")
     if plan.label_type == "categorical" and plan.label_dtype != "string" and \
             thin_classes(len(plan.classes), plan.num_rows):
-        notes.append(f"label '{plan.label}' has {len(plan.classes)} classes in "
-                     f"{plan.num_rows} rows, fewer than {AUTO_ROWS_PER_VALUE} rows a class: "
-                     "it looks like a regression target; set labelType to continuous or auto "
-                     "to bin it")
+        notes.append(phrase(f"label '{literal(plan.label)}' has {len(plan.classes)} classes "
+                            f"in {plan.num_rows} rows, fewer than {AUTO_ROWS_PER_VALUE} rows a "
+                            "class: it looks like a regression target; set {label_type} to "
+                            "continuous or auto to bin it", style))
     return notes
 
 
