@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from . import outputs
+from . import hints, outputs
 from .errors import InputError
 from .params import (
     METHOD_NAMES,
@@ -202,6 +202,9 @@ def read_input(spark, args: argparse.Namespace):
         if "DATA_SOURCE_NOT_FOUND" in str(exc):
             raise InputError(f"unknown format '{args.format}': Spark has no data source of that "
                              "name (is its package on the classpath?)") from exc
+        hint = hints.explain(exc, spark, args.table)
+        if hint is not None:
+            raise InputError(hint) from exc
         raise InputError(f"cannot read input '{args.input or args.table}': {_first_line(exc)}") from exc
 
 
@@ -492,6 +495,8 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
     args.started = t0
     try:
         outputs.check_before_spark(args)
+        if args.input and not args.table:
+            hints.check_format(args.input, args.format)
         log.info("%s; starting Spark", _what(args))
         if args.mlflow and importlib.util.find_spec("mlflow") is None:
             raise InputError("--mlflow needs MLflow: pip install 'vmi_spark[mlflow]'")
@@ -524,6 +529,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
                     builder = builder.config("spark.log.level", _spark_log_level(args))
                 spark = builder.getOrCreate()
             _quiet_jvm_logs(spark, args)
+            hints.check_worker_python(spark)
         run(args, spark)
     except InputError as exc:
         print(f"select_features: error: {_message(exc)}", file=sys.stderr)
@@ -531,7 +537,8 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
     except Exception as exc:  # a Spark failure reading or scanning the input
         if verbose or not _is_spark_error(exc):
             raise
-        print(f"select_features: error: {_first_line(exc)}", file=sys.stderr)
+        print(f"select_features: error: {hints.explain(exc) or _first_line(exc)}",
+              file=sys.stderr)
         return 2
     log.debug("done in %.1fs", time.perf_counter() - t0)
     return 0

@@ -140,7 +140,8 @@ def _states_section(report: dict[str, Any], selected: list[str]) -> list[str]:
            "| feature | coding | spikes | states |", "|---|---|---|---|"]
     for name, c in rows:
         kind = c.get("kind", "")
-        coding = (f"bins ({c.get('binning', '')})" if kind == "bins" else
+        coding = ("constant" if c.get("constant") else
+                  f"bins ({c.get('binning', '')})" if kind == "bins" else
                   "category, most frequent values and (other)" if c.get("other") else kind)
         spikes = ", ".join(_num(v) for v in c.get("spikes") or []) if kind == "bins" else ""
         names = c.get("state_names") or []

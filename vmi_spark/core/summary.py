@@ -30,9 +30,11 @@ def column_report(c: ColumnPlan, binning: str) -> dict[str, Any]:
     ``#{edges <= v}``) and the values that are a state of their own (``spikes``); for a
     temporal column what its numbers count (``unit``) and its edges as dates or times
     (``edges_shown``); for a category column that keeps only its most frequent values,
-    ``other`` (one more state for every other value)."""
+    ``other`` (one more state for every other value); ``constant`` for a column with one
+    value (or none) besides missing ones, which can tell nothing about the label."""
     out: dict[str, Any] = {"name": c.name, "kind": c.kind, "states": c.num_states,
-                           "missing_state": c.missing, "state_names": c.state_labels()}
+                           "missing_state": c.missing, "state_names": c.state_labels(),
+                           "constant": c.num_states - (1 if c.missing else 0) <= 1}
     if c.unit is not None:
         out["unit"] = MEANINGS[c.unit]
     if c.kind == "category" and c.other:
