@@ -164,6 +164,43 @@ def test_spark_submit_end_to_end(table, tmp_path):
     assert "Traceback" not in bad.stdout + bad.stderr
 
 
+def test_spark_submit_console_and_worker_python(table, tmp_path):
+    """Under spark-submit's defaults: no Spark INFO line (Spark's start-up included), the
+    job's first line says what it reads before Spark starts; a worker Python without the
+    package is one line naming PYSPARK_PYTHON, before anything is read."""
+    base, _ = table
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    if not spark_submit.exists():
+        pytest.skip("spark-submit not on the virtual environment's path")
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PYTHONPATH=str(ROOT))
+    cmd = [str(spark_submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+           str(ROOT / "jobs" / "select_features.py"), "--input", str(base / "t.parquet"),
+           "--label", "y", "--num-features", "2"]
+    proc = subprocess.run(cmd + ["--output", str(tmp_path / "a")], env=env,
+                          capture_output=True, text=True, timeout=300)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-3000:]
+    lines = text.splitlines()
+    spark_info = [ln for ln in lines if " INFO " in ln and " vmi_spark: " not in ln]
+    assert spark_info == [], spark_info[:5]
+    ours = [ln for ln in lines if " INFO vmi_spark: " in ln]
+    assert "t.parquet (parquet); starting Spark" in ours[0]
+    assert any(" step 2/2 " in ln for ln in ours)
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'vmi_spark'\""
+                      " >&2\nexit 1\n")
+    broken.chmod(0o755)
+    proc = subprocess.run(cmd + ["--output", str(tmp_path / "b")],
+                          env=dict(env, PYSPARK_PYTHON=str(broken)), capture_output=True,
+                          text=True, timeout=300)
+    text = proc.stdout + proc.stderr
+    errors = [ln for ln in text.splitlines() if "select_features: error:" in ln]
+    assert proc.returncode == 2 and len(errors) == 1, text[-3000:]
+    assert "set PYSPARK_PYTHON" in errors[0] and "Traceback" not in text
+    assert not (tmp_path / "b").exists()
+
+
 def _step_fields(line: str) -> dict[str, str]:
     msg = line.split(" vmi_spark: ", 1)[1]
     head, rest = msg.split(" ", 2)[1], msg.split(" ", 2)[2]
