@@ -106,7 +106,7 @@ def _bad_inputs(base: Path, spark, tmp: Path):
         "empty input": (["--input", str(tmp / "empty.csv"), "--format", "csv", "--label", "y"], "no rows"),
         "single class": (["--input", str(tmp / "single.parquet"), "--label", "y"], "single class"),
         "too many classes": (["--input", str(tmp / "many.parquet"), "--label", "y", "--max-classes", "10",
-                              "--label-type", "categorical"], "use --label-type continuous"),
+                              "--label-type", "categorical"], "set --label-type continuous to bin it"),
         "no labelled rows": (["--input", str(tmp / "nolab.parquet"), "--label", "y"], "no labelled rows"),
         "k zero": (["--input", t, "--label", "y", "--num-features", "0"],
                    "--num-features must be >= 1, got 0"),

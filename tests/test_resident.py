@@ -34,6 +34,7 @@ from vmi_spark.core.criteria import select_classic
 from vmi_spark.core.greedy import select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
 from vmi_spark.errors import InputError
+from vmi_spark.params import Settings
 from vmi_spark.spark import driver, wire
 from vmi_spark.spark import resident as R
 from vmi_spark.spark.select import run_selection
@@ -155,7 +156,8 @@ def _encoded(spark, pdf, block_rows=64):
     features = [c for c in pdf.columns if c != "y"]
     df = spark.createDataFrame(pdf).repartition(3)
     source = SparkSource(df)
-    plan, skip_cols = build_plan(df, "y", features, 10, 32, 1000, "keep", source)
+    planned = build_plan(df, "y", features, Settings.of(), source)
+    plan, skip_cols = planned.plan, planned.skip_cols
     blocks = (source.encode_blocks(plan, block_rows, skip_cols)
               .repartitionByRange(task_slots(spark), "block_id").persist())
     blocks.count()

@@ -14,6 +14,7 @@ from vmi_spark import VMISelector, VMISelectorModel
 from vmi_spark.core.encoding import equal_frequency_splits
 from vmi_spark.core.greedy import select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
+from vmi_spark.params import Settings
 from vmi_spark.spark.select import run_selection
 
 LUNG_BLOCK = [22, 125, 243, 163, 93, 108, 33]
@@ -230,7 +231,8 @@ def _blocks_of(df, label, features, block_rows: int):
 
     typed = prepare_frame(df, label, features)
     source = SparkSource(typed)
-    plan, skip_cols = build_plan(typed, label, features, 10, 32, 1000, "keep", source)
+    planned = build_plan(typed, label, features, Settings.of(), source)
+    plan, skip_cols = planned.plan, planned.skip_cols
     return source.encode_blocks(plan, block_rows, skip_cols).persist(), plan
 
 

@@ -497,7 +497,6 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
         outputs.check_before_spark(args)
         if args.input and not args.table:
             hints.check_format(args.input, args.format)
-        log.info("%s; starting Spark", _what(args))
         if args.mlflow and importlib.util.find_spec("mlflow") is None:
             raise InputError("--mlflow needs MLflow: pip install 'vmi_spark[mlflow]'")
         if spark is None:
@@ -508,6 +507,8 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
             except ImportError as exc:
                 raise InputError(str(exc)) from None
             from pyspark.sql import SparkSession
+
+            log.info("%s; starting Spark", _what(args))
 
             if args.remote:
                 from .spark.session import check_reachable, remote_session
