@@ -549,8 +549,7 @@ def capped(limit, fn, *a, **k):
 
 def _ours(df, codes, y, method, k):
     """run_selection on Spark, and the same selection by the in-memory core."""
-    from vmi_spark.core.criteria import select_classic
-    from vmi_spark.core.greedy import select_vmi
+    from vmi_spark.core.greedy import select_classic, select_vmi
     from vmi_spark.spark.select import run_selection
     try:
         t, run = timed(run_selection, df, "label", method=method, num_features=k,

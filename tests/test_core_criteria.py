@@ -25,9 +25,8 @@ from vmi_spark.core.criteria import (
     label_mutual_information,
     pair_conditional_mutual_information,
     pair_mutual_information,
-    select_classic,
 )
-from vmi_spark.core.greedy import StopSelection
+from vmi_spark.core.greedy import StopSelection, select_classic
 from vmi_spark.core.inmemory import InMemoryBackend
 
 BLOCK_ROWS = (5, 64, 65536)

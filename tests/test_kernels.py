@@ -403,8 +403,7 @@ def test_the_pair_count_tests_meet_every_number_of_histograms(num_classes):
 _EVERY_LOOP = """
 import json
 import numpy as np
-from vmi_spark.core.criteria import select_classic
-from vmi_spark.core.greedy import select_vmi
+from vmi_spark.core.greedy import select_classic, select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
 out = []
 for num_classes in (2, 3):

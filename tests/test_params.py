@@ -18,8 +18,8 @@ import pytest
 
 from vmi_spark import params as P
 from vmi_spark.core.bound import METHODS as CORE_VMI
-from vmi_spark.core.criteria import CLASSIC_METHODS, select_classic
-from vmi_spark.core.greedy import select_vmi
+from vmi_spark.core.criteria import CLASSIC_METHODS
+from vmi_spark.core.greedy import select_classic, select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
 from vmi_spark.errors import InputError
 

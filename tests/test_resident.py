@@ -30,8 +30,7 @@ from helpers import (
     resume,
     wait_until_paused,
 )
-from vmi_spark.core.criteria import select_classic
-from vmi_spark.core.greedy import select_vmi
+from vmi_spark.core.greedy import select_classic, select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
 from vmi_spark.errors import InputError
 from vmi_spark.spark import driver, wire

@@ -17,8 +17,8 @@ import pytest
 from test_core_bound import AMBIGUOUS, EPS, METHODS, random_data, reference_of
 from test_core_criteria import make_data, ref_argmax, ref_criterion
 
-from vmi_spark.core.criteria import GREEDY_METHODS, select_classic
-from vmi_spark.core.greedy import STOP_REASONS, StopSelection, select_vmi
+from vmi_spark.core.criteria import GREEDY_METHODS
+from vmi_spark.core.greedy import STOP_REASONS, StopSelection, select_classic, select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
 
 

@@ -9,8 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from vmi_spark.core.criteria import select_classic
-from vmi_spark.core.greedy import select_vmi
+from vmi_spark.core.greedy import select_classic, select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
 from vmi_spark.params import ParameterError, selection_size
 from vmi_spark.sklearn import VMIFeatureSelector

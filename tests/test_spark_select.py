@@ -171,7 +171,7 @@ def test_partition_independence_of_continuous_plan(spark):
 @pytest.mark.parametrize("execution", ["resident", "passes"])
 @pytest.mark.parametrize("method", ["mim", "mrmr", "jmi", "cmim", "cife", "spec_cmi"])
 def test_classic_criteria_on_spark_match_the_core(spark, method, execution):
-    from vmi_spark.core.criteria import select_classic
+    from vmi_spark.core.greedy import select_classic
 
     pdf = random_discrete(8, n=180, d=7)
     x = pdf.drop(columns="y").to_numpy()

@@ -2,8 +2,7 @@
 
 :class:`VMIFeatureSelector` encodes ``X`` column by column with the rules of the
 encoding plan (:mod:`vmi_spark.core.encoding`, shared with Spark) and runs the same greedy loop
-(:func:`vmi_spark.core.greedy.select_vmi`, or a classic criterion from
-:func:`vmi_spark.core.criteria.select_classic`) on an
+(:func:`vmi_spark.core.greedy.select`, every method) on an
 :class:`~vmi_spark.core.inmemory.InMemoryBackend`. For the same table and
 parameters it selects the same features, with the same scores, as
 :class:`vmi_spark.VMISelector` on Spark (up to tables larger than
@@ -48,17 +47,15 @@ from .core.binning import (
     state_labels,
     value_counts,
 )
-from .core.criteria import select_classic
 from .core.encoding import ColumnPlan, TooManyCategories, binned_plan, categorical_plan
 from .core.encoding import encode_column as _encode_typed
-from .core.greedy import Selection, report_fields, select_vmi
+from .core.greedy import Selection, report_fields, select
 from .core.inmemory import InMemoryBackend
 from .params import (
     METHOD_NAMES,
     SPEC,
     cap_num_features,
     default,
-    is_vmi,
     selection_size,
     validate,
 )
@@ -423,11 +420,8 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         backend = InMemoryBackend(codes, y_codes.astype(np.int64), self.method, arity=arity,
                                   num_classes=len(classes))
         try:
-            if is_vmi(self.method):
-                sel = select_vmi(backend, self.method, k, float(self.restart_tolerance),
-                                 min_gain=min_gain)
-            else:
-                sel = select_classic(backend, self.method, k, min_gain=min_gain)
+            sel = select(backend, self.method, k,
+                         restart_tolerance=float(self.restart_tolerance), min_gain=min_gain)
         finally:
             backend.close()
 

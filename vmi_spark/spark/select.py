@@ -19,16 +19,15 @@ from pyspark.sql import types as T
 from ..checkpoint import Checkpoint, fingerprint
 from ..core.binning import json_float
 from ..core.binning import looks_continuous as core_looks_continuous
-from ..core.bound import MAX_BLOCK_ROWS, PAIRWISE, whole_strides
-from ..core.criteria import select_classic
+from ..core.bound import MAX_BLOCK_ROWS, whole_strides
+from ..core.criteria import criterion
 from ..core.encoding import SAMPLE_ROWS, ColumnPlan, EncodingPlan
-from ..core.greedy import Backend, Selection, report_fields, select_vmi
+from ..core.greedy import Backend, Selection, report_fields, select
 from ..core.kde import kde_conditional
 from ..errors import InputError
 from ..params import (
     METHOD_NAMES,
     cap_num_features,
-    is_vmi,
     parameter,
     selection_size,
     validate,
@@ -431,8 +430,9 @@ def block_rows_for(num_rows: int, parts: int, num_features: int, method: str,
     rows = min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, whole_strides(-(-num_rows // (4 * parts)),
                                                                  up=True)))
     most = BLOCK_BYTES // (num_features + 2)
-    if method == PAIRWISE:
-        most = min(most, _PAIR_BLOCK_BYTES // (8 * num_features * num_classes))
+    state = criterion(method).row_state_bytes(num_features, num_classes)
+    if state:
+        most = min(most, _PAIR_BLOCK_BYTES // state)
     return max(256, min(rows, whole_strides(most)))
 
 
@@ -644,11 +644,11 @@ def _start(inp: _Rows, method: str, execution: str, storage_level: StorageLevel,
     plan, d, num_classes = inp.plan, len(inp.features), len(inp.plan.classes)
     spark = inp.df.sparkSession
     driver, why_not, parts = inp.driver, inp.why_not, inp.parts
-    if driver is not None and method == PAIRWISE and \
-            8 * plan.num_rows * d * num_classes > DRIVER_PAIR_BYTES:
+    state = plan.num_rows * criterion(method).row_state_bytes(d, num_classes)
+    if driver is not None and state > DRIVER_PAIR_BYTES:
         if execution == "driver":
             raise InputError("execution 'driver': the pairwise state of this table "
-                             f"({8 * plan.num_rows * d * num_classes >> 20} MiB) is more than "
+                             f"({state >> 20} MiB) is more than "
                              f"the driver keeps ({DRIVER_PAIR_BYTES >> 20} MiB); use auto")
         driver = None  # planned in the driver, selected on the executors
         why_not = unavailable_reason(spark)
@@ -707,9 +707,6 @@ def _select(backend: Execution, inp: _Rows, params: dict[str, Any], k: int,
                                  "this run selects")
             notes.append(f"resumed from the checkpoint after step {len(resume.selected)}")
         on_step = _saving(ckpt, on_step)
-    if not is_vmi(method):
-        return select_classic(backend, method, k, report_candidates=report_candidates,
-                              on_step=on_step, resume=resume, min_gain=min_gain)
     smoothing = None
     if params["estimator"] == "kde":
         grid = [j for j, c in enumerate(plan.columns) if c.kind == "grid"]
@@ -717,6 +714,6 @@ def _select(backend: Execution, inp: _Rows, params: dict[str, Any], k: int,
         missing = [c.missing for c in plan.columns]
         smoothing = partial(kde_conditional, grid_columns=grid, grid_cells=cells,
                             missing=missing)
-    return select_vmi(backend, method, k, params["restart_tolerance"],
-                      report_candidates=report_candidates, on_step=on_step, resume=resume,
-                      conditional_fn=smoothing, min_gain=min_gain)
+    return select(backend, method, k, restart_tolerance=params["restart_tolerance"],
+                  report_candidates=report_candidates, on_step=on_step, resume=resume,
+                  conditional_fn=smoothing, min_gain=min_gain)
