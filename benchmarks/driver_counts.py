@@ -39,7 +39,7 @@ def in_turn(self, count):
 
 
 def select(codes, y, method: str, k: int) -> tuple[float, list[int]]:
-    be = DriverBackend(codes, y, method if method.startswith("vmi") else "vmi_naive", 8, 2,
+    be = DriverBackend(codes, y, 8, 2,
                        threads=2)
     try:
         t = time.perf_counter()

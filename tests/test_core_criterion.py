@@ -97,9 +97,9 @@ def test_a_criterion_of_a_test_runs_through_the_loop(plain_mim, seed):
     ref = [plugin_mi(tuple(c), tuple(y)) for c in codes]
     order = sorted(range(len(ref)), key=lambda i: (-ref[i], i))
     assert all(ref[a] - ref[b] > 1e-9 for a, b in zip(order, order[1:]))  # no near ties
-    by_name = select(InMemoryBackend(codes, y, "plain_mim", block_rows=64), "plain_mim", 5,
+    by_name = select(InMemoryBackend(codes, y, block_rows=64), "plain_mim", 5,
                      report_candidates=2)
-    by_object = select(InMemoryBackend(codes, y, "plain_mim"), plain_mim, 5)
+    by_object = select(InMemoryBackend(codes, y), plain_mim, 5)
     for sel in (by_name, by_object):
         assert sel.method == "plain_mim"
         assert sel.selected == order[:5]
@@ -109,14 +109,14 @@ def test_a_criterion_of_a_test_runs_through_the_loop(plain_mim, seed):
     assert [c[0][0] for c in by_name.candidates] == order[:5]
     # the loop's gain threshold and callback work for it as for the built-in criteria
     cut = (ref[order[2]] + ref[order[3]]) / 2
-    stopped = select(InMemoryBackend(codes, y, "plain_mim"), "plain_mim", 7, min_gain=cut)
+    stopped = select(InMemoryBackend(codes, y), "plain_mim", 7, min_gain=cut)
     assert stopped.selected == order[:3] and stopped.stop_reason == "threshold"
     assert "plain_mim criterion" in stopped.stopped_early
 
     def stop(sel):
         raise StopSelection
 
-    assert select(InMemoryBackend(codes, y, "x"), plain_mim, 5, on_step=stop).selected == \
+    assert select(InMemoryBackend(codes, y), plain_mim, 5, on_step=stop).selected == \
         order[:1]
 
 
@@ -135,7 +135,7 @@ def test_the_registry_refuses_a_taken_name_and_keeps_the_built_in_criteria(plain
 
 def test_unknown_methods_and_arguments_a_criterion_does_not_take():
     codes, y = data(0)
-    backend = InMemoryBackend(codes, y, "x")
+    backend = InMemoryBackend(codes, y)
     with pytest.raises(ValueError, match="unknown method 'mifs'"):
         select(backend, "mifs", 2)
     with pytest.raises(ValueError, match="not defined for spec_cmi"):
@@ -158,7 +158,7 @@ def test_every_criterion_starts_with_its_definition(entry, seed):
     ref = [plugin_mi(tuple(c), tuple(y)) for c in codes]
     best = int(np.argmax(ref))
     assert sorted(ref)[-1] - sorted(ref)[-2] > 1e-6  # a clear best
-    sel = select(InMemoryBackend(codes, y, entry.name), entry.name, 1)
+    sel = select(InMemoryBackend(codes, y), entry.name, 1)
     assert sel.method == entry.name and len(sel.selected) == 1
     np.testing.assert_allclose(sel.mutual_information, ref, rtol=0, atol=1e-12)
     if entry.all_pair_tables:
@@ -202,5 +202,5 @@ def test_a_new_running_criterion_is_one_entry():
             top = max(values.values())
             assert sorted(values.values())[-2:][0] < top - 1e-9 or len(values) == 1
             selected.append(min(i for i, v in values.items() if v == top))
-        got = select(InMemoryBackend(codes, y, "mifs", block_rows=100), mifs, 6)
+        got = select(InMemoryBackend(codes, y, block_rows=100), mifs, 6)
         assert got.selected == selected

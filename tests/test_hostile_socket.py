@@ -226,7 +226,7 @@ def case(spark):
     pdf = random_discrete(21, n=4000, d=12, states=4, classes=3)
     features = [c for c in pdf.columns if c != "y"]
     expected = select_vmi(InMemoryBackend(codes_of(pdf[features].to_numpy()),
-                                          pdf["y"].to_numpy(), METHOD), METHOD, K)
+                                          pdf["y"].to_numpy()), METHOD, K)
     df = spark.createDataFrame(pdf).repartition(3).cache()
     df.count()
     run_selection(df, "y", method=METHOD, num_features=K, execution="resident")  # warm up

@@ -30,7 +30,7 @@ def _case(seed, n, d, arity, num_classes, peaked=False):
     if peaked:  # near-deterministic features: posteriors of 1e-200 and smaller
         codes[:4] = (y % arity).astype(np.uint8)
         codes[0, :5] = (codes[0, :5] + 1) % arity
-    counts = InMemoryBackend(codes, y, NAIVE, arity, num_classes).feature_counts()
+    counts = InMemoryBackend(codes, y, arity, num_classes).feature_counts()
     return codes, y, counts
 
 
@@ -412,9 +412,9 @@ for num_classes in (2, 3):
     y = rng.integers(0, num_classes, n)
     codes = ((rng.integers(0, 6, (d, n)) + (rng.random((d, n)) < 0.5) * y) % 6).astype(np.uint8)
     for method in ("vmi_naive", "vmi_pairwise"):
-        b = InMemoryBackend(codes, y, method, arity=6, num_classes=num_classes)
+        b = InMemoryBackend(codes, y, arity=6, num_classes=num_classes)
         out.append(list(select_vmi(b, method, 8).selected))
-    b = InMemoryBackend(codes, y, "jmi", arity=6, num_classes=num_classes)
+    b = InMemoryBackend(codes, y, arity=6, num_classes=num_classes)
     out.append(list(select_classic(b, "jmi", 4).selected))
 print(json.dumps(out))
 """

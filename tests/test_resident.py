@@ -105,7 +105,7 @@ def test_wire_refuses_unknown_types_oversize_and_garbage():
 def _lung_core(method: str, k: int, tol: float = 0.0):
     x, labels = lung()
     y = np.unique(labels, return_inverse=True)[1]
-    be = InMemoryBackend(codes_of(x), y, method)
+    be = InMemoryBackend(codes_of(x), y)
     if method in ("vmi_naive", "vmi_pairwise"):
         return select_vmi(be, method, k, tol)
     return select_classic(be, method, k)
@@ -164,8 +164,8 @@ def _encoded(spark, pdf, block_rows=64):
 def test_a_connection_without_the_secret_is_never_served(spark):
     pdf = random_discrete(11, n=400, d=6)
     blocks, plan, features = _encoded(spark, pdf)
-    expected = select_vmi(InMemoryBackend(codes_of(pdf[features].to_numpy()), pdf["y"].to_numpy(),
-                                          "vmi_naive"), "vmi_naive", 4)
+    expected = select_vmi(InMemoryBackend(codes_of(pdf[features].to_numpy()),
+                                          pdf["y"].to_numpy()), "vmi_naive", 4)
     be = R.ResidentBackend(blocks, len(features), plan.arity, len(plan.classes), "vmi_naive")
     try:
         address = be._server.getsockname()
@@ -214,7 +214,7 @@ def test_one_backend_serves_selections_with_different_tables(spark):
         c = counts.astype(np.float64) + 1.0
         return c / c.sum(axis=1, keepdims=True)
 
-    mem = InMemoryBackend(codes, pdf["y"].to_numpy(), "vmi_naive")
+    mem = InMemoryBackend(codes, pdf["y"].to_numpy())
     expected = [select_vmi(mem, "vmi_naive", 4), select_vmi(mem, "vmi_naive", 4,
                                                              conditional_fn=smoothed)]
     assert expected[0].scores != expected[1].scores

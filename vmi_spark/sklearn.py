@@ -417,7 +417,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         if capped is not None:
             warnings.warn(capped.phrase("sklearn"), UserWarning, stacklevel=2)
         arity = max((p.num_states for p in plans), default=1)
-        backend = InMemoryBackend(codes, y_codes.astype(np.int64), self.method, arity=arity,
+        backend = InMemoryBackend(codes, y_codes.astype(np.int64), arity=arity,
                                   num_classes=len(classes))
         try:
             sel = select(backend, self.method, k,

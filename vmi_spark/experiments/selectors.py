@@ -39,7 +39,7 @@ Selector = Callable[[np.ndarray, np.ndarray, str, int], list]
 def core_selector(codes: np.ndarray, y: np.ndarray, method: str, k: int) -> list[int]:
     """Select with the numpy core on an InMemoryBackend."""
     k = cap_num_features(k, codes.shape[1])[0]
-    backend = InMemoryBackend(np.ascontiguousarray(codes.T), y, method)
+    backend = InMemoryBackend(np.ascontiguousarray(codes.T), y)
     return list(select(backend, method, k).selected)
 
 

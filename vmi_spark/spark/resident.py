@@ -52,8 +52,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from ..core.bound import (
-    NAIVE,
-    PAIRWISE,
     BlockState,
     NaiveState,
     StepOps,
@@ -162,14 +160,13 @@ class _TaskServer:
             self.tables[int(f)] = next(it)
         if self.prior is None or self.cond is None:
             raise ValueError("a step request before the tables")
-        method = header["method"]
-        ops = StepOps(method=method, prior=self.prior, cond=self.cond, candidates=candidates,
-                      block=block, pair_log_tables=self.tables)
+        ops = StepOps(method=header["method"], prior=self.prior, cond=self.cond,
+                      candidates=candidates, block=block, pair_log_tables=self.tables)
         hi = np.zeros(self.num_features, dtype=np.int64)
         lo = np.zeros(self.num_features, dtype=np.int64)
         try:
             for bid, codes, y in self.blocks:
-                if method == PAIRWISE:
+                if ops.pairwise:
                     p = pairwise_partials(codes, y, self._state(bid, codes.shape[1]), ops)
                 else:
                     p = naive_partials(codes, ops, self._naive_state(bid, codes.shape[1]))
@@ -717,9 +714,6 @@ class ResidentBackend:
         return np.concatenate(out) if len(out) > 1 else out[0]
 
     def _resident_run(self, ops: StepOps) -> np.ndarray:
-        if ops.method not in (NAIVE, PAIRWISE):
-            raise ValueError(f"unknown method {ops.method!r}")
-
         prior = np.asarray(ops.prior, dtype=np.float64)
         cond = np.asarray(ops.cond, dtype=np.float64)
         same = (self._prior is not None and self._cond is not None

@@ -306,8 +306,8 @@ class Execution(Backend, Protocol):
 class StartExecution(Protocol):
     """Makes an :class:`Execution` over the cached blocks (the class itself, usually)."""
 
-    def __call__(self, blocks: DataFrame, num_features: int, arity: int, num_classes: int,
-                 method: str) -> Execution:
+    def __call__(self, blocks: DataFrame, num_features: int, arity: int,
+                 num_classes: int) -> Execution:
         ...
 
 
@@ -318,14 +318,14 @@ def _backend(blocks: DataFrame, d: int, arity: int, num_classes: int, method: st
     if why_not is None:
         try:
             return ResidentBackend(blocks, d, arity, num_classes, method, fallback=partial(
-                passes, blocks, d, arity, num_classes, method))
+                passes, blocks, d, arity, num_classes))
         except ResidentUnavailable as exc:
             if execution == "resident":
                 raise InputError(f"resident execution failed to start: {exc}") from None
             notes.append(f"resident tasks could not start ({exc}); running one Spark job "
                          "per pass instead")
             warnings.warn(notes[-1], UserWarning, stacklevel=4)  # run_selection's caller
-    return passes(blocks, d, arity, num_classes, method)
+    return passes(blocks, d, arity, num_classes)
 
 
 _STORAGE_WORDS = {"staging": "a Parquet copy in the staging directory",
@@ -656,7 +656,7 @@ def _start(inp: _Rows, method: str, execution: str, storage_level: StorageLevel,
     if driver is not None:
         codes, y = driver.codes(plan, inp.skip_cols)
         phases.lap("encode")
-        return DriverBackend(codes, y, method, plan.arity, num_classes), None
+        return DriverBackend(codes, y, plan.arity, num_classes), None
     block_rows = block_rows_for(plan.num_rows, parts, d, method, num_classes)
     rows = inp.rows
     level = _storage_level(spark, storage_level, plan.num_rows * (d + 2), parts, notes)
