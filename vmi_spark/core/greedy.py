@@ -147,9 +147,49 @@ def _stop(result: Selection, reason: str, why: str | None = None) -> None:
     result.stopped_early = why
 
 
-def _record(result: Selection, block: _Block, best: int, gain: float,
-            blocks: bool) -> None:
-    """Add ``best`` to the selection (and, with blocks, to the block) with its ``gain``."""
+def _restarts(block: _Block, gain: float, candidates: np.ndarray, relevance: np.ndarray,
+              restart_tolerance: float, min_gain: float | None) -> bool:
+    """The restart rule: a block whose best gain is no more than ``restart_tolerance``, or
+    below ``min_gain`` when a new block would start at ``min_gain`` or more, is cleared."""
+    if not block.features:
+        return False
+    if not gain > restart_tolerance:
+        return True
+    return min_gain is not None and gain < min_gain \
+        and _new_block_reaches(relevance, candidates, min_gain)
+
+
+def _stops(result: Selection, crit: Criterion, block: _Block, gain: float,
+           min_gain: float | None, num_features: int) -> bool:
+    """Whether the selection ends before taking the best candidate (its gain ``gain``):
+    a new block of the bound that would start without information, or a gain below
+    ``min_gain``. Records why in ``result``."""
+    if crit.vmi and not block.features and not gain > 0.0:
+        _stop(result, "no_information", "no remaining feature has positive mutual "
+              f"information with the label (selected {len(result.selected)} of "
+              f"{num_features})")
+        warnings.warn(f"VMI selection stopped early: {result.stopped_early}", RuntimeWarning,
+                      stacklevel=3)  # select's caller
+        return True
+    if min_gain is not None and gain < min_gain:
+        _stop(result, "threshold", crit.below_threshold(gain, min_gain, bool(block.features)))
+        return True
+    return False
+
+
+def _candidates(gains: np.ndarray, values: np.ndarray, block: _Block,
+                n: int) -> list[tuple[int, float]]:
+    """The best ``n`` candidates, best first: the bound of the block each would give, or
+    the criterion's value."""
+    ranked = block.bound + gains if block.features else gains
+    shown = block.bound + values if block.features else values
+    return [(i, float(shown[i])) for i, _ in top_candidates(ranked, n)]
+
+
+def _record(result: Selection, block: _Block, best: int, gain: float, blocks: bool,
+            t_step: float) -> float:
+    """Add ``best`` to the selection (and, with blocks, to the block) with its ``gain``
+    and the seconds since ``t_step``; returns the time now."""
     score = block.bound + gain if block.features else gain
     if blocks:
         block.features.append(best)
@@ -158,6 +198,9 @@ def _record(result: Selection, block: _Block, best: int, gain: float,
     result.scores.append(score)
     result.gains.append(gain)
     result.blocks.append(block.index)
+    now = time.perf_counter()
+    result.step_seconds.append(now - t_step)
+    return now
 
 
 def select(
@@ -174,13 +217,12 @@ def select(
 ) -> Selection:
     """Select up to ``num_features`` features greedily by ``criterion``.
 
-    At each step every feature not yet selected is a candidate; the criterion gives
-    their gains and the best is selected (ties to the lowest index). For the
-    variational bound (a criterion with :attr:`~.criterion.Criterion.vmi`) the features
-    are chosen in blocks: a step's gain is what the candidate adds to the current
-    block's bound, the first feature of a block is chosen by its mutual information
-    with the label, and a block whose best gain is no more than ``restart_tolerance``
-    is cleared (a restart), as in the paper's Algorithm 1.
+    At each step the criterion gives every candidate's gain and the best is selected
+    (ties to the lowest index). For the variational bound (a criterion with
+    :attr:`~.criterion.Criterion.vmi`) the features are chosen in blocks: a step's gain
+    is what the candidate adds to the block's bound, a block starts with the feature of
+    most mutual information with the label, and a block whose best gain is no more than
+    ``restart_tolerance`` is cleared (a restart), as in the paper's Algorithm 1.
 
     Parameters
     ----------
@@ -197,8 +239,7 @@ def select(
         than this (0.0 in the paper's Algorithm 1; the authors' program uses 1e-2).
         Criteria with blocks only.
     report_candidates : int
-        Also record the best ``report_candidates`` (feature, score) pairs per step:
-        the bound of the block they would give, or the criterion's value.
+        Also record the best ``report_candidates`` (feature, score) pairs per step.
     on_step : callable, optional
         Called with the running :class:`Selection` after every selected feature;
         raising :class:`StopSelection` ends the selection.
@@ -232,7 +273,7 @@ def select(
     Raises
     ------
     ValueError
-        For an unknown method, or an argument the criterion does not take.
+        An unknown method, or an argument the criterion does not take.
 
     References
     ----------
@@ -257,36 +298,19 @@ def select(
         gains = np.where(candidates, scorer.gains(candidates, block.features, label), -np.inf)
         best = int(np.argmax(gains))  # first maximum: ties go to the lowest index
         gain = float(gains[best])
-        below = min_gain is not None and gain < min_gain
-        if block.features and (not gain > restart_tolerance or min_gain is not None and below
-                               and _new_block_reaches(scorer.relevance, candidates, min_gain)):
-            block = _Block(index=block.index + 1)  # restart: a new, empty block
+        if _restarts(block, gain, candidates, scorer.relevance, restart_tolerance, min_gain):
+            block = _Block(index=block.index + 1)
             scorer.restart()
             result.restarts += 1
             continue
-        if crit.vmi and not block.features and not gain > 0.0:
-            _stop(result, "no_information", "no remaining feature has positive mutual "
-                  f"information with the label (selected {len(result.selected)} of "
-                  f"{num_features})")
-            warnings.warn(f"VMI selection stopped early: {result.stopped_early}",
-                          RuntimeWarning, stacklevel=2)
-            break
-        if below:
-            assert min_gain is not None
-            _stop(result, "threshold", crit.below_threshold(gain, min_gain, bool(block.features)))
+        if _stops(result, crit, block, gain, min_gain, num_features):
             break
         values = scorer.values(gains)
         if report_candidates:
-            ranked = block.bound + gains if block.features else gains
-            shown = block.bound + values if block.features else values
-            result.candidates.append([(i, float(shown[i]))
-                                      for i, _ in top_candidates(ranked, report_candidates)])
-        _record(result, block, best, float(values[best]), crit.vmi)
+            result.candidates.append(_candidates(gains, values, block, report_candidates))
         chosen[best] = True
         scorer.chose(best)
-        now = time.perf_counter()
-        result.step_seconds.append(now - t_step)
-        t_step = now
+        t_step = _record(result, block, best, float(values[best]), crit.vmi, t_step)
         if on_step is not None:
             try:
                 on_step(result)
