@@ -18,8 +18,8 @@ import pytest
 
 from vmi_spark import params as P
 from vmi_spark.core.bound import METHODS as CORE_VMI
-from vmi_spark.core.criteria import CLASSIC_METHODS, select_classic
-from vmi_spark.core.greedy import select_vmi
+from vmi_spark.core.criteria import CLASSIC_METHODS
+from vmi_spark.core.greedy import select_classic, select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
 from vmi_spark.errors import InputError
 
@@ -61,7 +61,7 @@ def test_registry_flags_say_what_each_method_asks_for(name):
     codes[0] = y + rng.integers(0, 2, 300)  # informative, so that VMI goes past one step
     codes[1] = (codes[0] + y) % 3
     spec = P.method(name)
-    backend = _Recorder(codes, y.astype(np.int64), name if spec.vmi else "vmi_naive")
+    backend = _Recorder(codes, y.astype(np.int64))
     if spec.vmi:
         select_vmi(backend, name, 4, float("-inf"))
     else:

@@ -1,6 +1,6 @@
 """The method registry and the parameter specification, shared by every front end.
 
-Spark-free (it imports only the numpy core's method names). The spark-submit job
+Spark-free (it imports only the numpy core's criteria registry). The spark-submit job
 (:mod:`vmi_spark.job`), the Spark ML estimator (:mod:`vmi_spark.ml`), the scikit-learn
 selector (:mod:`vmi_spark.sklearn`) and :func:`vmi_spark.spark.select.run_selection`
 take their method list, parameter names, defaults, ranges and documentation from here,
@@ -24,8 +24,9 @@ from typing import Any
 
 from .core.binning import DEFAULT_LABEL_BINS, LABEL_TYPES
 from .core.binning import STRATEGIES as BINNINGS
-from .core.bound import NAIVE, PAIRWISE
-from .core.criteria import CIFE, CMIM, JMI, MIM, MRMR, SPEC_CMI
+from .core.bound import NAIVE
+from .core.criteria import CRITERIA, criterion
+from .core.criterion import Criterion
 from .errors import ParameterError, ParameterWarning, literal, register_names
 
 __all__ = ["Settings", "Method", "METHODS", "METHOD_NAMES", "VMI_METHODS", "is_vmi", "method",
@@ -45,60 +46,30 @@ ENTRY_POINTS = ("python", "ml", "cli", "sklearn", "demo")
 # Method registry
 # ---------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Method:
-    """One selection method and what it needs from a backend.
+#: one selection method and what it needs from a backend: a criterion of the core's
+#: registry (:class:`vmi_spark.core.criterion.Criterion`: ``name``, ``vmi``,
+#: ``pair_tables_per_step``, ``all_pair_tables``, ``kde``, ``unit``/``nats``,
+#: ``description``)
+Method = Criterion
 
-    Attributes
-    ----------
-    name : str
-        The name every front end accepts.
-    vmi : bool
-        A Q-distribution of the variational bound (greedy with restarts, score = bound
-        I_LB in nats); otherwise a comparison criterion (score = criterion value).
-    pair_tables_per_step : bool
-        Each step needs the pair tables n(x_i, x_f, y) of the feature f chosen last.
-    all_pair_tables : bool
-        Needs the pair tables of every pair of features up front (spec_cmi).
-    kde : bool
-        Supports the ``kde`` estimator of p(x_i | y).
-    description : str
-        One line for help texts.
-    """
-
-    name: str
-    vmi: bool
-    pair_tables_per_step: bool
-    all_pair_tables: bool
-    kde: bool
-    description: str
-
-
-#: every selection method: the two VMI Q-distributions, then the paper's comparison criteria
-METHODS: tuple[Method, ...] = (
-    Method(NAIVE, True, False, False, True, "VMI bound, naive Bayes Q-distribution"),
-    Method(PAIRWISE, True, True, False, False, "VMI bound, pairwise Q-distribution"),
-    Method(MIM, False, False, False, False, "mutual information maximisation, I(x_i; y)"),
-    Method(MRMR, False, True, False, False, "max-relevance min-redundancy"),
-    Method(JMI, False, True, False, False, "joint mutual information"),
-    Method(CMIM, False, True, False, False, "conditional mutual information maximisation"),
-    Method(CIFE, False, True, False, False, "conditional infomax feature extraction"),
-    Method(SPEC_CMI, False, False, True, False, "spectral relaxation of the CMI objective"),
-)
+#: every selection method: the two VMI Q-distributions, then the paper's comparison
+#: criteria (the core's built-in criteria, :data:`vmi_spark.core.criteria.CRITERIA`)
+METHODS: tuple[Method, ...] = CRITERIA
 METHOD_NAMES: tuple[str, ...] = tuple(m.name for m in METHODS)
 VMI_METHODS: tuple[str, ...] = tuple(m.name for m in METHODS if m.vmi)
-_BY_NAME = {m.name: m for m in METHODS}
 
 
 def method(name: str) -> Method:
     """The registry entry of method ``name`` (``KeyError`` if there is none)."""
-    return _BY_NAME[name]
+    return criterion(name)
 
 
 def is_vmi(name: str) -> bool:
     """True for a Q-distribution of the VMI bound, False for a comparison criterion."""
-    m = _BY_NAME.get(name)
-    return m is not None and m.vmi
+    try:
+        return criterion(name).vmi
+    except KeyError:
+        return False
 
 
 # ---------------------------------------------------------------------------
@@ -414,9 +385,9 @@ def validate(values: Mapping[str, Any], style: str = "ml") -> dict[str, Any]:
         raise ParameterError("selection_threshold", "{selection_threshold} must be a fraction "
                              f"in (0, 1] with {{selection_mode}} 'fraction', got {threshold!r}",
                              style)
-    if mode == "gain" and m is not None and method(m).all_pair_tables:
+    if mode == "gain" and m is not None and not method(m).nats:
         raise ParameterError("selection_mode", f"{{selection_mode}} 'gain' is not defined for "
-                             f"{{method}} {m!r} (its scores are eigenvector entries, not nats)",
+                             f"{{method}} {m!r} (its scores are {method(m).unit}, not nats)",
                              style)
     if out.get("block_storage") == "staging" and "staging_dir" in out \
             and out["staging_dir"] is None:

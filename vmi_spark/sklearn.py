@@ -2,8 +2,7 @@
 
 :class:`VMIFeatureSelector` encodes ``X`` column by column with the rules of the
 encoding plan (:mod:`vmi_spark.core.encoding`, shared with Spark) and runs the same greedy loop
-(:func:`vmi_spark.core.greedy.select_vmi`, or a classic criterion from
-:func:`vmi_spark.core.criteria.select_classic`) on an
+(:func:`vmi_spark.core.greedy.select`, every method) on an
 :class:`~vmi_spark.core.inmemory.InMemoryBackend`. For the same table and
 parameters it selects the same features, with the same scores, as
 :class:`vmi_spark.VMISelector` on Spark (up to tables larger than
@@ -41,7 +40,6 @@ except ImportError:  # pragma: no cover - older scikit-learn
     _validate_data = None
 
 from .core.binning import Binning, fit_binning
-from .core.criteria import select_classic
 from .core.encoding import (
     ColumnPlan,
     binned_plan,
@@ -50,7 +48,7 @@ from .core.encoding import (
     top_values,
 )
 from .core.encoding import encode_column as _encode_typed
-from .core.greedy import Selection, select_vmi
+from .core.greedy import Selection, select
 from .core.inmemory import InMemoryBackend
 from .core.planning import (
     BOOLEAN,
@@ -65,7 +63,7 @@ from .core.planning import (
 )
 from .core.summary import selection_report
 from .errors import phrased
-from .params import METHOD_NAMES, SPEC, Settings, default, is_vmi, plan_size
+from .params import METHOD_NAMES, SPEC, Settings, default, plan_size
 
 __all__ = ["VMIFeatureSelector", "column_values", "encode_column", "plan_column"]
 
@@ -475,14 +473,11 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         k, min_gain, capped = plan_size(settings, len(keep))
         if capped is not None:
             warnings.warn(capped.phrase("sklearn"), UserWarning, stacklevel=2)
-        backend = InMemoryBackend(codes, y_codes, settings.method, arity=plan.arity,
+        backend = InMemoryBackend(codes, y_codes, arity=plan.arity,
                                   num_classes=len(plan.classes))
         try:
-            if is_vmi(settings.method):
-                sel = select_vmi(backend, settings.method, k, settings.restart_tolerance,
-                                 min_gain=min_gain)
-            else:
-                sel = select_classic(backend, settings.method, k, min_gain=min_gain)
+            sel = select(backend, settings.method, k,
+                         restart_tolerance=settings.restart_tolerance, min_gain=min_gain)
         finally:
             backend.close()
         self._record(sel, planned, keep, y_checked, n_rows, settings)

@@ -137,14 +137,14 @@ class DriverBackend(InMemoryBackend):
 
     execution = "driver"
 
-    def __init__(self, codes: np.ndarray, y: np.ndarray, method: str, arity: int,
-                 num_classes: int, threads: int | None = None):
+    def __init__(self, codes: np.ndarray, y: np.ndarray, arity: int, num_classes: int,
+                 threads: int | None = None):
         threads = threads or min(MAX_THREADS, os.cpu_count() or 1)
         n = codes.shape[1]
         # about two blocks per thread, so that every thread has work in every pass
         block_rows = max(4096, whole_strides(-(-n // (2 * threads)), up=True)) if n else 4096
         pool = ThreadPoolExecutor(threads) if threads > 1 and n > 4096 else None
-        super().__init__(codes, y, method, arity=arity, num_classes=num_classes,
+        super().__init__(codes, y, arity=arity, num_classes=num_classes,
                          block_rows=min(block_rows, MAX_BLOCK_ROWS),
                          map=pool.map if pool is not None else None)
         self._pool = pool

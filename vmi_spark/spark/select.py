@@ -17,15 +17,15 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..checkpoint import Checkpoint, fingerprint
-from ..core.bound import MAX_BLOCK_ROWS, PAIRWISE, whole_strides
-from ..core.criteria import select_classic
+from ..core.bound import MAX_BLOCK_ROWS, whole_strides
+from ..core.criteria import criterion
 from ..core.encoding import SAMPLE_ROWS, EncodingPlan
-from ..core.greedy import Backend, Selection, select_vmi
+from ..core.greedy import Backend, Selection, select
 from ..core.kde import kde_conditional
 from ..core.planning import AUTO_ROWS_PER_VALUE, thin_classes
 from ..core.summary import selection_report
 from ..errors import InputError, literal, phrase, phrased
-from ..params import METHOD_NAMES, Settings, is_vmi, parameter, plan_size
+from ..params import METHOD_NAMES, Settings, parameter, plan_size
 from .arrow_source import BatchReader, ParquetReader, ParquetSource, parquet_source
 from .backend import SparkBackend
 from .driver import (
@@ -258,8 +258,8 @@ class Execution(Backend, Protocol):
 class StartExecution(Protocol):
     """Makes an :class:`Execution` over the cached blocks (the class itself, usually)."""
 
-    def __call__(self, blocks: DataFrame, num_features: int, arity: int, num_classes: int,
-                 method: str) -> Execution:
+    def __call__(self, blocks: DataFrame, num_features: int, arity: int,
+                 num_classes: int) -> Execution:
         ...
 
 
@@ -270,14 +270,14 @@ def _backend(blocks: DataFrame, d: int, arity: int, num_classes: int, method: st
     if why_not is None:
         try:
             return ResidentBackend(blocks, d, arity, num_classes, method, fallback=partial(
-                passes, blocks, d, arity, num_classes, method))
+                passes, blocks, d, arity, num_classes))
         except ResidentUnavailable as exc:
             if execution == "resident":
                 raise InputError(f"resident execution failed to start: {exc}") from None
             notes.append(f"resident tasks could not start ({exc}); running one Spark job "
                          "per pass instead")
             warnings.warn(notes[-1], UserWarning, stacklevel=4)  # run_selection's caller
-    return passes(blocks, d, arity, num_classes, method)
+    return passes(blocks, d, arity, num_classes)
 
 
 _STORAGE_WORDS = {"staging": "a Parquet copy in the staging directory",
@@ -382,8 +382,9 @@ def block_rows_for(num_rows: int, parts: int, num_features: int, method: str,
     rows = min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, whole_strides(-(-num_rows // (4 * parts)),
                                                                  up=True)))
     most = BLOCK_BYTES // (num_features + 2)
-    if method == PAIRWISE:
-        most = min(most, _PAIR_BLOCK_BYTES // (8 * num_features * num_classes))
+    state = criterion(method).row_state_bytes(num_features, num_classes)
+    if state:
+        most = min(most, _PAIR_BLOCK_BYTES // state)
     return max(256, min(rows, whole_strides(most)))
 
 
@@ -586,11 +587,11 @@ def _start(inp: _Rows, settings: Settings, storage_level: StorageLevel, notes: l
     plan, d, num_classes = inp.plan, len(inp.features), len(inp.plan.classes)
     spark = inp.df.sparkSession
     driver, why_not, parts = inp.driver, inp.why_not, inp.parts
-    if driver is not None and method == PAIRWISE and \
-            8 * plan.num_rows * d * num_classes > DRIVER_PAIR_BYTES:
+    state = plan.num_rows * criterion(method).row_state_bytes(d, num_classes)
+    if driver is not None and state > DRIVER_PAIR_BYTES:
         if execution == "driver":
             raise InputError("execution 'driver': the pairwise state of this table "
-                             f"({8 * plan.num_rows * d * num_classes >> 20} MiB) is more than "
+                             f"({state >> 20} MiB) is more than "
                              f"the driver keeps ({DRIVER_PAIR_BYTES >> 20} MiB); use auto")
         driver = None  # planned in the driver, selected on the executors
         why_not = unavailable_reason(spark)
@@ -598,7 +599,7 @@ def _start(inp: _Rows, settings: Settings, storage_level: StorageLevel, notes: l
     if driver is not None:
         codes, y = driver.codes(plan, inp.skip_cols)
         phases.lap("encode")
-        return DriverBackend(codes, y, method, plan.arity, num_classes), None
+        return DriverBackend(codes, y, plan.arity, num_classes), None
     block_rows = block_rows_for(plan.num_rows, parts, d, method, num_classes)
     rows = inp.rows
     level = _storage_level(spark, storage_level, plan.num_rows * (d + 2), parts, notes)
@@ -650,9 +651,6 @@ def _select(backend: Execution, inp: _Rows, settings: Settings, k: int,
                                  "this run selects")
             notes.append(f"resumed from the checkpoint after step {len(resume.selected)}")
         on_step = _saving(ckpt, on_step)
-    if not is_vmi(method):
-        return select_classic(backend, method, k, report_candidates=report_candidates,
-                              on_step=on_step, resume=resume, min_gain=min_gain)
     smoothing = None
     if settings.estimator == "kde":
         grid = [j for j, c in enumerate(plan.columns) if c.kind == "grid"]
@@ -660,6 +658,6 @@ def _select(backend: Execution, inp: _Rows, settings: Settings, k: int,
         missing = [c.missing for c in plan.columns]
         smoothing = partial(kde_conditional, grid_columns=grid, grid_cells=cells,
                             missing=missing)
-    return select_vmi(backend, method, k, settings.restart_tolerance,
-                      report_candidates=report_candidates, on_step=on_step, resume=resume,
-                      conditional_fn=smoothing, min_gain=min_gain)
+    return select(backend, method, k, restart_tolerance=settings.restart_tolerance,
+                  report_candidates=report_candidates, on_step=on_step, resume=resume,
+                  conditional_fn=smoothing, min_gain=min_gain)
