@@ -334,6 +334,10 @@ def _select(args: argparse.Namespace, spark, df, claimed) -> dict[str, Any]:
     reader = "spark" if demo or args.reader == "spark" or args.read_option else "auto"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        # as Python's default filters do: not the libraries' notes to their developers
+        # (PySpark 3.5's distutils and unclosed-socket warnings, one per Spark job)
+        for category in (DeprecationWarning, PendingDeprecationWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)
         result = run_selection(df, label, reader=reader, features=features, method=args.method, num_features=k,
                                restart_tolerance=args.restart_tolerance, num_bins=args.num_bins,
                                binning=args.binning, label_type=args.label_type,

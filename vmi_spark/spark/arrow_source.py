@@ -39,6 +39,7 @@ from ..core import encoding
 from ..core.encoding import EncodingPlan, LabelRule, doubles, fit_sample, label_keys
 from . import plan
 from .blocks import BLOCK_SCHEMA, block_encoder
+from .compat import arrow_reader_note
 from .rows import (
     ByteColumns,
     ColumnStats,
@@ -194,6 +195,8 @@ def parquet_source(df: DataFrame, columns: list[str]) -> ParquetSource | None:
     """
     if not plain_parquet_scan(df):
         log.debug("Parquet fast path off: not a plain scan of Parquet files")
+        return None
+    if arrow_reader_note() is not None:  # too old a pyarrow: run_selection's note says so
         return None
     fields = {f.name: f.dataType for f in df.schema.fields}
     try:

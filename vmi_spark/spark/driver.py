@@ -51,6 +51,7 @@ from ..core.encoding import (
 )
 from ..core.inmemory import InMemoryBackend
 from .blocks import BLOCK_SCHEMA
+from .compat import to_arrow
 from .plan import quote
 from .rows import column_stats_fn, kept_rows, merge_stats, typed_array
 
@@ -170,7 +171,7 @@ def probed_rows(df: DataFrame, label: str, features: list[str],
         return None
     cols = [label, *features]
     if vector is not None:
-        table = vector.frame().limit(limit + 1).toArrow()
+        table = to_arrow(vector.frame().limit(limit + 1))
         if table.num_rows > limit:
             return None
         typed = list(vector.read(cols)(iter(table.to_batches())))
@@ -180,7 +181,7 @@ def probed_rows(df: DataFrame, label: str, features: list[str],
     # rest typed in Python by typed_array), so the values are the same
     exprs = [f"CAST({quote(c)} AS DOUBLE) AS _c{i}" if isinstance(types[c], T.DecimalType)
              else f"{quote(c)} AS _c{i}" for i, c in enumerate(cols)]
-    table = df.selectExpr(*exprs).limit(limit + 1).toArrow()
+    table = to_arrow(df.selectExpr(*exprs).limit(limit + 1))
     if table.num_rows > limit:
         return None
     kinds = ["string" if isinstance(types[c], T.StringType) else "double" for c in cols]

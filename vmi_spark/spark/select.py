@@ -33,8 +33,15 @@ from ..params import (
     selection_size,
     validate,
 )
-from .arrow_source import BatchReader, ParquetReader, ParquetSource, parquet_source
+from .arrow_source import (
+    BatchReader,
+    ParquetReader,
+    ParquetSource,
+    parquet_source,
+    plain_parquet_scan,
+)
 from .backend import SparkBackend
+from .compat import arrow_reader_note
 from .driver import (
     DRIVER_CELLS,
     DRIVER_PAIR_BYTES,
@@ -508,6 +515,9 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                      phases)
     plan, d = inp.plan, len(inp.features)
     notes = _plan_notes(plan, inp.df.schema[label].dataType)
+    old_pyarrow = arrow_reader_note() if reader == "auto" and inp.read_by == "spark" else None
+    if old_pyarrow is not None and plain_parquet_scan(inp.df):
+        notes.append(old_pyarrow)  # the pyarrow reader would have read this input
     k, min_gain = selection_size(selection_mode, params["selection_threshold"],
                                  params["num_features"], d)
     k, capped = cap_num_features(k, d)

@@ -23,6 +23,7 @@ from ..core import encoding
 from ..core.encoding import EncodingPlan, LabelRule, fit_sample, label_keys
 from . import plan
 from .blocks import BLOCK_SCHEMA, block_encoder
+from .compat import to_arrow
 from .plan import is_numeric, quote
 from .rows import column_stats_fn, feature_array, merge_stats, typed_array
 from .storage import keep
@@ -178,7 +179,7 @@ class SparkSource:
                 names = frame.columns[1 + start:1 + start + chunk]
                 if not names and not lead:
                     break
-                table = frame.select(*lead, *names).toArrow()
+                table = to_arrow(frame.select(*lead, *names))
                 values = [table.column(len(lead) + i).to_numpy(zero_copy_only=False)
                           .astype(np.float64) for i in range(len(names))]
                 keys = (label_keys(table.column(0).combine_chunks(), rule)
