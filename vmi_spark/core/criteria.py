@@ -47,6 +47,7 @@ from typing import Protocol
 
 import numpy as np
 
+from . import explog
 from .greedy import Selection, StopSelection, restore_steps, top_candidates
 
 MIM = "mim"
@@ -85,7 +86,8 @@ def _sorted_xlogx_sum(counts: np.ndarray) -> np.ndarray:
     """``sum n log n`` over all axes but the first, summing the terms in sorted order."""
     n = np.asarray(counts, dtype=np.float64).reshape(counts.shape[0], -1)
     logn = np.zeros_like(n)
-    np.log(n, out=logn, where=n > 0)
+    pos = n > 0
+    logn[pos] = explog.log(n[pos])  # the same bits with every numpy (not np.log)
     terms = np.sort(n * logn, axis=1)
     return terms.sum(axis=1)
 
