@@ -61,7 +61,7 @@ GREEDY_METHODS = (MIM, MRMR, JMI, CMIM, CIFE)
 
 #: byte budget of one bulk (len(fs), D, A, A, L) int64 pair-count array (SPEC_CMI)
 PAIR_BLOCK_BYTES = 256 * 2**20
-#: decimals the SPEC_CMI eigenvector entries are rounded to before ranking
+#: decimals the SPEC_CMI eigenvector entries are rounded to, ranked and reported
 SPEC_RANK_DECIMALS = 12
 
 
@@ -298,6 +298,8 @@ def _select_spec_cmi(backend: ClassicBackend, num_features: int, report_candidat
     result = Selection(method=SPEC_CMI, num_rows=n_rows,
                        mutual_information=[float(v) for v in relevance])
     v = dominant_eigenvector(spec_cmi_matrix(backend, counts))
+    # ranked and reported rounded: LAPACK's eigenvector differs in the last bits between
+    # builds (numpy 1.26 and 2.x give other bits), the rounded entries do not
     key = np.round(v, SPEC_RANK_DECIMALS)
     order = np.lexsort((np.arange(num_cols), -key))  # ties to the lowest index
     if resume is not None:
@@ -306,9 +308,9 @@ def _select_spec_cmi(backend: ClassicBackend, num_features: int, report_candidat
         best = int(best)
         if report_candidates:
             rest = np.where(np.isin(np.arange(num_cols), result.selected), -np.inf, key)
-            result.candidates.append([(i, float(v[i]))
+            result.candidates.append([(i, float(key[i]))
                                       for i, _ in top_candidates(rest, report_candidates)])
-        t_step = _record(result, best, float(v[best]), t_step)
+        t_step = _record(result, best, float(key[best]), t_step)
         if on_step is not None:
             try:
                 on_step(result)
