@@ -101,7 +101,7 @@ def save_metadata(instance: Any, path: str, spark: Any, extra: dict | None = Non
     # 3.5's _get_metadata_to_save asks its "sc" for the version only: the session has it
     text = DefaultParamsWriter._get_metadata_to_save(instance, spark, extra)  # type: ignore[arg-type]
     writer = spark.createDataFrame([(text,)], schema=["value"]).coalesce(1).write
-    writer.mode("overwrite" if overwrite else "errorifexists").text(os.path.join(path, "metadata"))
+    writer.mode("overwrite" if overwrite else "error").text(os.path.join(path, "metadata"))
 
 
 def load_metadata(path: str, spark: Any, expected: str = "") -> dict[str, Any]:
