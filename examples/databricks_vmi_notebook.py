@@ -133,7 +133,9 @@ def read_table(name: str):
     saved (``saveAsTable``) is registered again from the session's warehouse directory
     (a local session's catalog does not outlive its process)."""
     try:
-        return spark.read.table(name)
+        found = spark.read.table(name)
+        found.schema  # noqa: B018 - Spark Connect resolves the table here, not in read.table
+        return found
     except Exception as exc:
         if widgets is not None or "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
             raise
