@@ -172,7 +172,7 @@ def spark4_side(base: str) -> None:
     finally:
         spark.stop()
     with open(os.path.join(base, "spark4.json"), "w") as fh:
-        json.dump(res, fh, indent=1)
+        json.dump(res, fh, indent=1, default=lambda v: v.item())  # numpy scalars
 
 
 if __name__ == "__main__":
