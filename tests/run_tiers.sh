@@ -61,7 +61,7 @@ grpcio==1.60.0 grpcio-status==1.60.0 protobuf==4.24.1 googleapis-common-protos==
 
 run_spark35() {
     local venv=${SPARK35_VENV:-$PWD/.venv35} pins=${SPARK35_PINS:-$SPARK35_DEFAULT_PINS}
-    local work wheel rc
+    local work wheel rc t0=$SECONDS
     work=$(mktemp -d)
     echo "+ $venv: $pins"
     # the venv stays in the checkout (gitignored): a rerun reuses its downloads
@@ -72,6 +72,7 @@ run_spark35() {
     # test tools under the pins as constraints: they may not change a runtime library
     "$venv/bin/python" -m pip install -q --disable-pip-version-check -c "$work/pins.txt" \
         "pytest>=8" || return 1
+    echo "   (venv ready after $((SECONDS - t0))s)"
     echo "+ the plain wheel, built from this tree"
     "$PY" -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation \
         -w "$work/dist" . || return 1
@@ -80,6 +81,7 @@ run_spark35() {
     PYSPARK_PYTHON="$PY" PYSPARK_DRIVER_PYTHON="$PY" PYTHONPATH="$PWD" \
         "$PY" tests/spark_matrix.py "$work/spark4" > "$work/spark4.log" 2>&1 \
         || { tail -50 "$work/spark4.log"; return 1; }
+    echo "   (Spark 4's side done after $((SECONDS - t0))s)"
     echo "+ PySpark 3.5: tests/test_spark35.py tests/test_compat.py"
     # shellcheck disable=SC2086
     SPARK35_PINS="$pins" VMI_WHEEL="$wheel" VMI_SPARK4_DIR="$work/spark4" \
