@@ -359,6 +359,10 @@ def _select(args: argparse.Namespace, spark, df, claimed) -> dict[str, Any]:
     settings = args.settings.replace(reader=reader, num_features=k)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        # as Python's default filters do: not the libraries' notes to their developers
+        # (PySpark 3.5's distutils and unclosed-socket warnings, one per Spark job)
+        for category in (DeprecationWarning, PendingDeprecationWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)
         result = run_selection(df, label, settings, features=features, exclude=exclude,
                                on_step=_log_step(k, names))
     for w in caught:

@@ -45,9 +45,9 @@ from pyspark.sql import functions as F
 
 from .errors import InputError
 from .params import SPEC, Settings, check, defaults, is_vmi, parameter
+from .spark.compat import handle_overwrite, load_metadata, save_metadata
 from .spark.plan import quote
 from .spark.select import run_selection, vector_attribute_names
-from .spark.session import is_connect
 from .tracking import log_if_active
 
 __all__ = ["VMISelector", "VMISelectorModel"]
@@ -318,6 +318,10 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     def write(self) -> MLWriter:
         return _Writer(self)
 
+    @classmethod
+    def read(cls) -> DefaultParamsReader:
+        return _Reader(cls)
+
     def _fit(self, dataset: DataFrame) -> VMISelectorModel:
         return self._fit_with_report(dataset)
 
@@ -503,18 +507,29 @@ class _Writer(DefaultParamsWriter):
     """
 
     def _handleOverwrite(self, path: str) -> None:
-        if is_connect(self.sparkSession):
-            from pyspark.ml.connect.readwrite import RemoteMLWriter
+        handle_overwrite(self.sparkSession, path, super()._handleOverwrite)
 
-            RemoteMLWriter.handleOverwrite(path, True)
-        else:
-            super()._handleOverwrite(path)
+    def saveImpl(self, path: str) -> None:  # PySpark 3.5's needs a SparkContext
+        save_metadata(self.instance, path, self.sparkSession, overwrite=self.shouldOverwrite)
 
 
 class _ModelWriter(_Writer):
     def saveImpl(self, path: str) -> None:
-        DefaultParamsWriter.saveMetadata(self.instance, path, self.sparkSession,
-                                         extraMetadata={"report": self.instance._report})  # type: ignore[attr-defined]
+        save_metadata(self.instance, path, self.sparkSession,
+                      {"report": self.instance._report},  # type: ignore[attr-defined]
+                      overwrite=self.shouldOverwrite)
+
+
+class _Reader(DefaultParamsReader):
+    """``DefaultParamsReader`` that reads with the session (PySpark 3.5's needs a
+    SparkContext, which a Spark Connect client has not)."""
+
+    def load(self, path: str) -> Any:
+        meta = load_metadata(path, self.sparkSession)
+        instance: Any = self.cls()
+        instance._resetUid(meta["uid"])
+        DefaultParamsReader.getAndSetParams(instance, meta)  # type: ignore[type-var]
+        return instance
 
 
 class _ModelReader(DefaultParamsReader):
@@ -522,7 +537,7 @@ class _ModelReader(DefaultParamsReader):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:  # JSON only: tampered or foreign metadata is refused, never executed
-                meta = DefaultParamsReader.loadMetadata(path, self.sparkSession)
+                meta = load_metadata(path, self.sparkSession)
                 if not isinstance(meta.get("uid"), str):
                     raise ValueError("it has no uid")
                 report = meta.get("report", {})

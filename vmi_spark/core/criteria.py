@@ -68,6 +68,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import explog
 from .bound import NAIVE, PAIRWISE, SCALE, StepOps, naive_own
 from .criterion import Backend, BaseScorer, Criterion, Scorer
 from .tables import conditional, mutual_information, pair_conditional, safe_log
@@ -82,7 +83,7 @@ SPEC_CMI = "spec_cmi"
 #: byte budget of one bulk (len(fs), D, A, A, L) int64 pair-count array (SPEC_CMI, and
 #: the running sums replayed on resume)
 PAIR_BLOCK_BYTES = 256 * 2**20
-#: decimals the SPEC_CMI eigenvector entries are rounded to before ranking
+#: decimals the SPEC_CMI eigenvector entries are rounded to, ranked and reported
 SPEC_RANK_DECIMALS = 12
 
 
@@ -94,7 +95,8 @@ def _sorted_xlogx_sum(counts: np.ndarray) -> np.ndarray:
     """``sum n log n`` over all axes but the first, summing the terms in sorted order."""
     n = np.asarray(counts, dtype=np.float64).reshape(counts.shape[0], -1)
     logn = np.zeros_like(n)
-    np.log(n, out=logn, where=n > 0)
+    pos = n > 0
+    logn[pos] = explog.log(n[pos])  # the same bits with every numpy (not np.log)
     terms = np.sort(n * logn, axis=1)
     return terms.sum(axis=1)
 
@@ -453,7 +455,9 @@ class SpecScorer(BaseScorer):
         return self.key
 
     def values(self, gains: np.ndarray) -> np.ndarray:
-        return self.vector
+        # ranked and reported rounded: LAPACK's eigenvector differs in the last bits between
+        # builds (numpy 1.26 and 2.x give other bits), the rounded entries do not
+        return self.key
 
 
 # ---------------------------------------------------------------------------

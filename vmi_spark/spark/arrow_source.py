@@ -56,6 +56,7 @@ from ..core.rows import (
 )
 from . import plan
 from .blocks import BLOCK_SCHEMA, block_encoder
+from .compat import arrow_reader_note
 from .sparkhash import SEED, hash_column, in_sample
 
 log = logging.getLogger("vmi_spark")
@@ -201,6 +202,8 @@ def parquet_source(df: DataFrame, columns: list[str]) -> ParquetSource | None:
     """
     if not plain_parquet_scan(df):
         log.debug("Parquet fast path off: not a plain scan of Parquet files")
+        return None
+    if arrow_reader_note() is not None:  # too old a pyarrow: run_selection's note says so
         return None
     fields = {f.name: f.dataType for f in df.schema.fields}
     try:

@@ -42,6 +42,7 @@ from ..core.inmemory import InMemoryBackend
 from ..core.planning import FLOATING, TableRows
 from ..core.rows import typed_array
 from .blocks import BLOCK_SCHEMA
+from .compat import to_arrow
 from .plan import value_sql, value_type
 
 #: largest table (rows x (features + 1)) selected in the driver when its rows are counted
@@ -108,7 +109,7 @@ def probed_rows(df: DataFrame, label: str, features: list[str],
         return None
     cols = [label, *features]
     if vector is not None:
-        table = vector.frame().limit(limit + 1).toArrow()
+        table = to_arrow(vector.frame().limit(limit + 1))
         if table.num_rows > limit:
             return None
         typed = list(vector.read(cols)(iter(table.to_batches())))
@@ -118,7 +119,7 @@ def probed_rows(df: DataFrame, label: str, features: list[str],
     # intervals converted in Spark, the rest typed in Python by typed_array), so the
     # values are the same
     exprs = [f"{value_sql(c, types[c])} AS _c{i}" for i, c in enumerate(cols)]
-    table = df.selectExpr(*exprs).limit(limit + 1).toArrow()
+    table = to_arrow(df.selectExpr(*exprs).limit(limit + 1))
     if table.num_rows > limit:
         return None
     kinds = [(value_type(types[c]) or FLOATING).kind for c in cols]

@@ -26,8 +26,15 @@ from ..core.planning import AUTO_ROWS_PER_VALUE, thin_classes
 from ..core.summary import selection_report
 from ..errors import InputError, literal, phrase, phrased
 from ..params import METHOD_NAMES, Settings, parameter, plan_size
-from .arrow_source import BatchReader, ParquetReader, ParquetSource, parquet_source
+from .arrow_source import (
+    BatchReader,
+    ParquetReader,
+    ParquetSource,
+    parquet_source,
+    plain_parquet_scan,
+)
 from .backend import SparkBackend
+from .compat import arrow_reader_note
 from .driver import (
     DRIVER_CELLS,
     DRIVER_PAIR_BYTES,
@@ -440,6 +447,10 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
     plan, d = inp.plan, len(inp.features)
     notes = inp.notes + _plan_notes(plan, settings.style)
     log.info("label '%s': %s (%s)", label, plan.label_type, inp.label_reason)
+    old_pyarrow = (arrow_reader_note() if settings.reader == "auto" and inp.read_by == "spark"
+                   else None)
+    if old_pyarrow is not None and plain_parquet_scan(inp.df):
+        notes.append(old_pyarrow)  # the pyarrow reader would have read this input
     k, min_gain, capped = plan_size(settings, d)
     for n in notes:
         warnings.warn(n, UserWarning, stacklevel=2)

@@ -25,6 +25,7 @@ from ..core.planning import FLOATING
 from ..core.rows import column_stats_fn, feature_array, merge_stats, typed_array
 from . import plan
 from .blocks import BLOCK_SCHEMA, block_encoder
+from .compat import to_arrow
 from .plan import quote, value_sql, value_type
 from .storage import keep
 
@@ -208,7 +209,7 @@ class SparkSource:
                 names = frame.columns[1 + start:1 + start + chunk]
                 if not names and not lead:
                     break
-                table = frame.select(*lead, *names).toArrow()
+                table = to_arrow(frame.select(*lead, *names))
                 values = [table.column(len(lead) + i).to_numpy(zero_copy_only=False)
                           .astype(np.float64) for i in range(len(names))]
                 keys = (label_keys(table.column(0).combine_chunks(), rule)
