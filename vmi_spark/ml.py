@@ -47,7 +47,8 @@ from .errors import InputError
 from .params import SPEC, Settings, check, defaults, is_vmi, parameter
 from .spark.compat import handle_overwrite, load_metadata, save_metadata
 from .spark.plan import quote
-from .spark.select import run_selection, vector_attribute_names
+from .spark.select import run_selection
+from .spark.vector_source import vector_attribute_names
 from .tracking import log_if_active
 
 __all__ = ["VMISelector", "VMISelectorModel"]

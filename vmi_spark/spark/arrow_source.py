@@ -382,6 +382,8 @@ class BatchReader:
 
     kinds: dict[str, str]
     slots: int  # task slots of the session
+    #: what reads the rows: the Python workers' pyarrow (Parquet files) or Spark's JVM
+    read_by = "spark"
 
     def frame(self, partitions: int | None = None) -> DataFrame:
         raise NotImplementedError
@@ -614,6 +616,8 @@ class RowGroups:
 
 class ParquetReader(RowGroups, BatchReader):
     """The passes over the files of a :class:`ParquetSource`, read by pyarrow in the workers."""
+
+    read_by = "pyarrow"
 
     #: cells of a column chunk of :meth:`read_chunks`
     chunk_cells: int = READ_CELLS

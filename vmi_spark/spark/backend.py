@@ -301,7 +301,7 @@ class SparkBackend:
     """Greedy-loop backend over a cached DataFrame of encoded blocks (one Spark job a pass).
 
     Implements :class:`vmi_spark.core.greedy.Backend` and
-    :class:`vmi_spark.spark.select.Execution`.
+    :class:`vmi_spark.spark.routes.Execution`.
     """
 
     #: the execution's name in the report

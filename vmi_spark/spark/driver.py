@@ -43,7 +43,7 @@ from ..core.planning import FLOATING, TableRows
 from ..core.rows import typed_array
 from .blocks import BLOCK_SCHEMA
 from .compat import to_arrow
-from .plan import value_sql, value_type
+from .plan import SparkRows, value_sql, value_type
 
 #: largest table (rows x (features + 1)) selected in the driver when its rows are counted
 #: without Spark (a Parquet input pyarrow reads from the driver)
@@ -57,7 +57,7 @@ DRIVER_PAIR_BYTES = 512 << 20
 MAX_THREADS = 8
 
 
-class DriverRows(TableRows):
+class DriverRows(SparkRows, TableRows):
     """All rows of a small table, typed, in the driver: the in-memory rows of the core
     (:class:`vmi_spark.core.planning.TableRows`, which plans and codes them) that can also
     hand the codes to the executors (:meth:`encode_blocks`).
@@ -66,9 +66,10 @@ class DriverRows(TableRows):
     it is called; ``num_rows`` is the table's row count.
     """
 
-    def __init__(self, spark, batches, features: list[str], num_rows: int):
-        super().__init__(batches, features, num_rows)
-        self.spark = spark
+    def __init__(self, spark, batches, features: list[str], num_rows: int,
+                 read_by: str = "spark"):
+        TableRows.__init__(self, batches, features, num_rows)
+        self.spark, self.read_by = spark, read_by
 
     def encode_blocks(self, plan: EncodingPlan, block_rows: int,
                       skip_cols: list[str]) -> DataFrame:
@@ -96,7 +97,7 @@ def parquet_rows(spark, source, label: str, features: list[str]) -> DriverRows |
         return None
     read = read_fn(source, [label, *features])
     units = pa.RecordBatch.from_pydict({"unit": pa.array(range(len(source.units)), pa.int64())})
-    return DriverRows(spark, lambda: read(iter([units])), features, n)
+    return DriverRows(spark, lambda: read(iter([units])), features, n, read_by="pyarrow")
 
 
 def probed_rows(df: DataFrame, label: str, features: list[str],
@@ -134,7 +135,7 @@ def probed_rows(df: DataFrame, label: str, features: list[str],
 class DriverBackend(InMemoryBackend):
     """:class:`~vmi_spark.core.inmemory.InMemoryBackend` whose blocks run on threads (the
     kernels release the GIL; integer sums, so the order does not matter), with the
-    execution interface of :class:`vmi_spark.spark.select.Execution`."""
+    execution interface of :class:`vmi_spark.spark.routes.Execution`."""
 
     execution = "driver"
 

@@ -12,6 +12,7 @@ its partitioning nor of the reader.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 from pyspark.sql import DataFrame
@@ -38,12 +39,40 @@ _UNITS: tuple[tuple[str, str], ...] = (("DateType", "date"), ("TimestampType", "
 
 class RowSource(planning.PlanSource, Protocol):
     """Where the passes over the rows read them: the planner's passes
-    (:class:`vmi_spark.core.planning.PlanSource`) and the encoding pass."""
+    (:class:`vmi_spark.core.planning.PlanSource`), the encoding pass, and what the run
+    needs to know of the source (:mod:`vmi_spark.spark.routes` asks it, never its class).
+    """
+
+    #: ``"pyarrow"`` or ``"spark"``: what reads the rows (the report's ``reader``)
+    read_by: str
 
     def encode_blocks(self, plan: EncodingPlan, block_rows: int,
                       skip_cols: list[str]) -> DataFrame:
         """The kept rows as block rows of codes (:mod:`vmi_spark.spark.blocks`)."""
         ...
+
+    def reading(self) -> AbstractContextManager[None]:
+        """The session settings the jobs that read the rows run under."""
+        ...
+
+    def evened(self, parts: int) -> Any:
+        """The same rows cut into ``parts`` even runs, encoded straight into
+        ``parts`` partitions (``encode_blocks(..., partitions=parts)``), or None where
+        the source cannot (the blocks are then spread by a range shuffle)."""
+        ...
+
+
+class SparkRows:
+    """What a row source read by Spark has (the defaults of :class:`RowSource`): no
+    session settings of its own, no even cut."""
+
+    read_by = "spark"
+
+    def reading(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def evened(self, parts: int) -> Any:
+        return None
 
 
 def is_numeric(dt: T.DataType) -> bool:
@@ -168,7 +197,7 @@ def _check_named(features: list[str], fields: Mapping[str, T.DataType], label: s
 
 
 def build_plan(df: DataFrame | T.StructType, label: str, features: list[str],
-               params: Mapping[str, Any], source: RowSource) -> Planned:
+               params: Mapping[str, Any], source: planning.PlanSource) -> Planned:
     """The encoding plan of ``df``'s ``features`` (:func:`vmi_spark.core.planning.
     build_plan`) with the passes of ``source``; ``df`` (or its schema) gives the types."""
     schema = df if isinstance(df, T.StructType) else df.schema
@@ -178,5 +207,5 @@ def build_plan(df: DataFrame | T.StructType, label: str, features: list[str],
                                params, source)
 
 
-__all__ = ["RowSource", "SPLIT_CHUNK", "TopValues", "LabelRule", "build_plan", "is_numeric",
+__all__ = ["RowSource", "SparkRows", "SPLIT_CHUNK", "TopValues", "LabelRule", "build_plan", "is_numeric",
            "quote", "resolve_columns", "suggest", "value_sql", "value_type"]

@@ -69,7 +69,7 @@ def _to_all(header: dict) -> Callable[[Peer], tuple[dict, list[np.ndarray]]]:
 
 class ResidentBackend:
     """Greedy-loop backend served by resident barrier tasks (see the module docstring);
-    a :class:`vmi_spark.spark.select.Execution`.
+    a :class:`vmi_spark.spark.routes.Execution`.
 
     ``blocks`` is the cached DataFrame of encoded blocks; it must have at most
     :func:`~.session.task_slots` partitions. Raises :class:`ResidentUnavailable` if the

@@ -26,7 +26,7 @@ from ..core.rows import column_stats_fn, feature_array, merge_stats, typed_array
 from . import plan
 from .blocks import BLOCK_SCHEMA, block_encoder
 from .compat import to_arrow
-from .plan import quote, value_sql, value_type
+from .plan import SparkRows, quote, value_sql, value_type
 from .storage import keep
 
 #: the struct column of a packed frame (see :func:`packed`)
@@ -148,7 +148,7 @@ def top_values_of(df: DataFrame, cols: list[str], most: int) -> dict[str, TopVal
     return out
 
 
-class SparkSource:
+class SparkSource(SparkRows):
     """The rows of a DataFrame as a :class:`vmi_spark.spark.plan.RowSource`.
 
     ``df`` holds the label and feature columns with any supported types.
