@@ -13,6 +13,7 @@ It is read with :mod:`json` only (never unpickled).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -134,8 +135,14 @@ class Checkpoint:
 
     def _read(self) -> dict:
         """The file's JSON object; its size is bounded before anything is parsed."""
-        # non-blocking open: a FIFO put in its place must not hang the run
-        fd = os.open(self.file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        # non-blocking open: a FIFO put in its place must not hang the run; a symbolic
+        # link is not followed (the job reads and replaces only a file it wrote)
+        try:
+            fd = os.open(self.file, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise ValueError("a symbolic link, not a regular file") from None
+            raise
         with open(fd, "rb", buffering=0) as fh:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise ValueError("not a regular file")

@@ -410,8 +410,9 @@ def _write_outputs(spark, claimed: outputs.Claims, df, args: argparse.Namespace,
                                 "path": args.write_selected, "table": args.output_table}
             if sel is not None:  # "errorifexists": not under Connect
                 _writer(pruned, fmt, parts).mode("error").save(sel.payload)
+                written = [rel for rel, kind in sel.fs.tree(sel.payload) if kind == "file"]
                 sel.fs.write_text(sel.fs.join(sel.payload, outputs.SELECTED_MARKER),
-                                  outputs.marker_text(report))
+                                  outputs.marker_text(report, written))
             if args.output_table:
                 _writer(pruned, fmt, parts).mode("overwrite" if args.overwrite else "error") \
                     .saveAsTable(args.output_table)
