@@ -243,7 +243,7 @@ def current_umask() -> int:
     return mask
 
 
-def _lock_soon(fd: int, tries: int = 10) -> None:
+def lock_soon(fd: int, tries: int = 10) -> None:
     """``flock`` ``fd`` exclusively, retrying for ~0.2 s: :meth:`LocalFS.busy` of another run
     holds the lock for an instant. ``BlockingIOError`` if a run keeps holding it."""
     for i in range(tries):
@@ -256,7 +256,7 @@ def _lock_soon(fd: int, tries: int = 10) -> None:
             time.sleep(0.02)
 
 
-def _same(a: os.stat_result, b: os.stat_result) -> bool:
+def same_file(a: os.stat_result, b: os.stat_result) -> bool:
     return (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)
 
 
@@ -288,7 +288,7 @@ def read_regular(path: str, limit: int, dir_fd: int | None = None) -> str | None
         os.close(fd)
 
 
-def _create_at(dir_fd: int, name: str, text: str) -> None:
+def create_at(dir_fd: int, name: str, text: str) -> None:
     """Create file ``name`` in the directory ``dir_fd`` (never over an existing entry or
     through a link; mode from the umask) holding ``text``."""
     fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666,
@@ -297,7 +297,7 @@ def _create_at(dir_fd: int, name: str, text: str) -> None:
         fh.write(text)
 
 
-def _marker_of(dir_fd: int, name: str, kind: str) -> dict | None:
+def marker_of(dir_fd: int, name: str, kind: str) -> dict | None:
     """The JSON object of marker file ``name`` in ``dir_fd`` if the job wrote it (a regular
     file whose ``writer`` is vmi_spark and ``kind`` is ``kind``), else None."""
     text = read_regular(name, 1 << 16, dir_fd=dir_fd)
@@ -324,12 +324,12 @@ def _take_over(fd: int) -> None:
     foreign = [n for n in names if n not in STAGING_ENTRIES]
     if foreign:
         raise NotOurs(f"holds '{foreign[0]}', which the job never puts there")
-    if _marker_of(fd, STAGING_MARKER, "staging") is None:
+    if marker_of(fd, STAGING_MARKER, "staging") is None:
         raise NotOurs(f"has no valid {STAGING_MARKER} marker of this job")
-    _empty_at(fd)
+    empty_at(fd)
 
 
-def _empty_at(fd: int) -> None:
+def empty_at(fd: int) -> None:
     """Remove every entry of directory ``fd``, recursively, each relative to the descriptor
     of its own directory: no symbolic link is followed, whatever is renamed meanwhile."""
     for name in os.listdir(fd):
@@ -337,7 +337,7 @@ def _empty_at(fd: int) -> None:
             if stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
                 sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
                 try:
-                    _empty_at(sub)
+                    empty_at(sub)
                 finally:
                     os.close(sub)
                 os.rmdir(name, dir_fd=fd)
@@ -442,14 +442,14 @@ class LocalFS:
                                   else "is not a directory") from None
                 raise
             try:
-                _lock_soon(fd)
+                lock_soon(fd)
             except BlockingIOError:
                 os.close(fd)
                 raise FileExistsError(path) from None
             try:
-                if _same(os.lstat(path), os.fstat(fd)):
+                if same_file(os.lstat(path), os.fstat(fd)):
                     _take_over(fd)
-                    _create_at(fd, STAGING_MARKER, json.dumps(
+                    create_at(fd, STAGING_MARKER, json.dumps(
                         {"writer": "vmi_spark", "kind": "staging", "version": 1,
                          "pid": os.getpid()}) + "\n")
                     return fd
@@ -480,7 +480,7 @@ class LocalFS:
             foreign = [n for n in names if n not in STAGING_ENTRIES]
             if foreign:
                 return f"holds '{foreign[0]}', which the job never puts there"
-            if _marker_of(fd, STAGING_MARKER, "staging") is None:
+            if marker_of(fd, STAGING_MARKER, "staging") is None:
                 return f"has no valid {STAGING_MARKER} marker of this job"
             return None
         finally:
@@ -506,9 +506,9 @@ class LocalFS:
         """Empty the claimed directory through its descriptor, remove it if ``path`` still
         names it, then drop the lock."""
         try:
-            _empty_at(handle)
+            empty_at(handle)
             try:
-                if _same(os.lstat(path), os.fstat(handle)):
+                if same_file(os.lstat(path), os.fstat(handle)):
                     os.rmdir(path)
             except FileNotFoundError:
                 pass
