@@ -112,3 +112,14 @@ def test_a_copy_a_killed_run_left_is_removed_by_the_next_run(table, tmp_path):
     assert os.listdir(target) == ["x"] and sorted(os.listdir(plain)) == ["data"]
     live.release()
     assert not Path(live.local).exists()
+
+
+def test_the_paths_a_connect_plan_reads():
+    """Under Spark Connect the input's roots come from the client's plan (protobuf): every
+    data source's paths, through any relation above them."""
+    relations_pb2 = pytest.importorskip("pyspark.sql.connect.proto.relations_pb2")
+    r = relations_pb2.Relation()
+    r.join.left.project.input.read.data_source.paths.extend(["/a/b.parquet", "/c"])
+    r.join.right.filter.input.read.data_source.paths.append("hdfs://nn/d")
+    r.join.right.filter.input.read.data_source.options["k"] = "v"
+    assert sorted(storage._read_paths(r)) == ["/a/b.parquet", "/c", "hdfs://nn/d"]

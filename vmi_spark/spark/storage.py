@@ -339,9 +339,9 @@ def check_staging(df, staging_dir: str) -> None:
     :func:`vmi_spark.outputs.check_overlaps`).
 
     The input is where ``df`` reads its files: the root paths of its file relations and
-    the locations of its catalog tables (classic sessions), and the directory (above
-    Hive-style ``k=v`` directories) of any input file outside those (all of them under
-    Spark Connect, where the plan cannot be seen).
+    the locations of its catalog tables (classic sessions; under Spark Connect the paths
+    of the data sources in the client's plan), and the directory (above Hive-style
+    ``k=v`` directories) of any input file outside those (a catalog table under Connect).
 
     Raises
     ------
@@ -365,13 +365,15 @@ def input_roots(df) -> list[str]:
     """Where ``df`` reads its files (see :func:`check_staging`), as URIs or paths."""
     roots: list[str] = []
     jdf = getattr(df, "_jdf", None)
-    if jdf is not None:
-        try:
+    try:
+        if jdf is not None:
             leaves = jdf.queryExecution().analyzed().collectLeaves().iterator()
             while leaves.hasNext():
                 roots += _leaf_roots(leaves.next())
-        except Exception:  # noqa: BLE001, S110 - a plan of another shape: the files below
-            pass
+        else:  # Spark Connect: the paths the client's plan reads
+            roots += _read_paths(df._plan.plan(df.sparkSession.client))
+    except Exception:  # noqa: BLE001, S110 - a plan of another shape: the files below
+        pass
     try:
         files = list(df.inputFiles())
     except Exception:  # noqa: BLE001 - no files (a local relation, a computed frame)
@@ -387,6 +389,22 @@ def input_roots(df) -> list[str]:
         roots.append(loc.root + "/" + "/".join(parts))
         under.append(outputs.resolve(roots[-1], ""))
     return roots
+
+
+def _read_paths(message) -> list[str]:
+    """The paths of every data source a Spark Connect plan (protobuf) reads."""
+    out: list[str] = []
+    for fd, value in message.ListFields():
+        if fd.message_type is None:
+            continue
+        for item in ([value] if hasattr(value, "ListFields") else list(value)):
+            if not hasattr(item, "ListFields"):  # a map's entries
+                continue
+            if item.DESCRIPTOR.full_name == "spark.connect.Read.DataSource":
+                out += [str(p) for p in item.paths]
+            else:
+                out += _read_paths(item)
+    return out
 
 
 def _leaf_roots(leaf) -> list[str]:
