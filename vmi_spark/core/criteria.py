@@ -47,7 +47,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .greedy import Selection, StopSelection, restore_steps, top_candidates
+from .greedy import Selection, StopSelection, check_replayed, restore_steps, top_candidates
 
 MIM = "mim"
 MRMR = "mrmr"
@@ -172,25 +172,45 @@ def _select_greedy(backend: ClassicBackend, method: str, num_features: int,
     acc = np.zeros(num_cols)  # running sum (mRMR, JMI, CIFE)
     running_min = np.full(num_cols, np.inf)  # CMIM
     last: int | None = None
+
+    def criterion(pair: np.ndarray | None, k: int) -> np.ndarray:
+        """The criterion of every feature once ``pair`` (the tables against the feature
+        selected last; None at the first step) is folded in; ``k`` = |S|."""
+        nonlocal acc
+        if pair is None or method == MIM:
+            return relevance.copy()
+        if method == MRMR:
+            acc += pair_mutual_information(pair)
+            return relevance - acc / k
+        if method == JMI:
+            acc += label_conditional_mutual_information(pair)
+            return acc.copy()
+        if method == CIFE:
+            acc += pair_mutual_information(pair) - pair_conditional_mutual_information(pair)
+            return relevance - acc
+        np.minimum(running_min, label_conditional_mutual_information(pair), out=running_min)
+        return running_min.copy()
+
     if resume is not None and resume.selected:
+        # the saved steps are not trusted: replayed from one bulk count pass of the pair
+        # tables (the same tables the steps counted one at a time), each choice, value and
+        # candidate list checked
+        saved = resume.selected
+        step = _pair_block_size(num_cols, counts.shape[1], counts.shape[2])
+        done = saved[:-1] if method != MIM else []
+        pairs = (p for s0 in range(0, len(done), step)
+                 for p in _bulk_pair_counts(backend, done[s0:s0 + step]))
+        for t in range(len(saved)):
+            values = criterion(next(pairs) if t and method != MIM else None, t)
+            values[chosen] = -np.inf
+            best = _best(values)
+            stops = min_gain is not None and values[best] < min_gain
+            cands = top_candidates(values, report_candidates) if report_candidates else None
+            check_replayed(resume, t, None if stops else best, float(values[best]),
+                           float(values[best]), 0, cands)
+            chosen[best] = True
         restore_steps(result, resume)
-        chosen[result.selected] = True
-        last = result.selected[-1]
-        done = result.selected[:-1]
-        if method != MIM and done:  # replay the running sums, in selection order
-            step = _pair_block_size(num_cols, counts.shape[1], counts.shape[2])
-            pairs = (p for s0 in range(0, len(done), step)
-                     for p in _bulk_pair_counts(backend, done[s0:s0 + step]))
-            for pair in pairs:
-                if method == MRMR:
-                    acc += pair_mutual_information(pair)
-                elif method == JMI:
-                    acc += label_conditional_mutual_information(pair)
-                elif method == CIFE:
-                    acc += pair_mutual_information(pair) - pair_conditional_mutual_information(pair)
-                else:
-                    np.minimum(running_min, label_conditional_mutual_information(pair),
-                               out=running_min)
+        last = saved[-1]
 
     while len(result.selected) < num_features:
         if chosen.all():
@@ -201,20 +221,7 @@ def _select_greedy(backend: ClassicBackend, method: str, num_features: int,
             values = relevance.copy()
         else:
             pair = backend.pair_counts(last)  # the only pass over the rows this step
-            k = len(result.selected)  # |S|, including ``last``
-            if method == MRMR:
-                acc += pair_mutual_information(pair)
-                values = relevance - acc / k
-            elif method == JMI:
-                acc += label_conditional_mutual_information(pair)
-                values = acc.copy()
-            elif method == CIFE:
-                acc += pair_mutual_information(pair) - pair_conditional_mutual_information(pair)
-                values = relevance - acc
-            else:  # CMIM
-                np.minimum(running_min, label_conditional_mutual_information(pair),
-                           out=running_min)
-                values = running_min.copy()
+            values = criterion(pair, len(result.selected))  # |S|, including ``last``
         values[chosen] = -np.inf
         best = _best(values)
         if min_gain is not None and values[best] < min_gain:
@@ -298,14 +305,21 @@ def _select_spec_cmi(backend: ClassicBackend, num_features: int, report_candidat
     v = dominant_eigenvector(spec_cmi_matrix(backend, counts))
     key = np.round(v, SPEC_RANK_DECIMALS)
     order = np.lexsort((np.arange(num_cols), -key))  # ties to the lowest index
-    if resume is not None:
+    def candidates(selected: list[int]) -> list[tuple[int, float]]:
+        rest = np.where(np.isin(np.arange(num_cols), selected), -np.inf, key)
+        return [(i, float(v[i])) for i, _ in top_candidates(rest, report_candidates)]
+
+    if resume is not None:  # the saved steps are the ranking's head, or refused
+        for t in range(len(resume.selected)):
+            best = int(order[t]) if t < num_cols else None
+            check_replayed(resume, t, best, float(v[best]) if best is not None else 0.0,
+                           float(v[best]) if best is not None else 0.0, 0,
+                           candidates(resume.selected[:t]) if report_candidates else None)
         restore_steps(result, resume)
     for best in order[len(result.selected):max(num_features, 0)]:
         best = int(best)
         if report_candidates:
-            rest = np.where(np.isin(np.arange(num_cols), result.selected), -np.inf, key)
-            result.candidates.append([(i, float(v[i]))
-                                      for i, _ in top_candidates(rest, report_candidates)])
+            result.candidates.append(candidates(result.selected))
         t_step = _record(result, best, float(v[best]), t_step)
         if on_step is not None:
             try:
@@ -347,8 +361,11 @@ def select_classic(
         Called with the running :class:`Selection` after every selected feature;
         raising :class:`StopSelection` ends the selection.
     resume : Selection, optional
-        A selection saved after a completed step of the same run; the loop continues
-        after its last step (the running sums are replayed from one bulk count pass).
+        A selection saved after a completed step of the same run; its steps are replayed
+        (the running sums from one bulk count pass of the pair tables; SPEC_CMI's
+        ranking is computed anyway) and must come out the same, bit for bit, else
+        :class:`~vmi_spark.core.greedy.ResumeMismatch`; the loop continues after its last
+        step.
     min_gain : float, optional
         Stop when the best candidate's criterion value is below this (nats);
         ``num_features`` stays an upper bound. Not defined for SPEC_CMI, whose

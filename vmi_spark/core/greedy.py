@@ -57,6 +57,30 @@ class StopSelection(Exception):
     """Raised by an ``on_step`` callback to end the selection after the current step."""
 
 
+class ResumeMismatch(ValueError):
+    """A saved selection (a checkpoint) that replaying its steps does not reproduce."""
+
+
+def check_replayed(saved: Selection, t: int, feature: int | None, score: float,
+                   gain: float, block: int, candidates: list[tuple[int, float]] | None) -> None:
+    """Raise :class:`ResumeMismatch` unless step ``t`` (0-based) of ``saved`` is what the
+    replay computed: the feature (None: the replay stopped there), its score, gain and
+    block, and (when recorded) the candidates."""
+    if feature is None:
+        raise ResumeMismatch(f"it has {len(saved.selected)} steps; the selection stops after "
+                             f"{t}")
+    got = (feature, score, gain, block)
+    want = (saved.selected[t], saved.scores[t], saved.gains[t], saved.blocks[t])
+    if got != want:
+        raise ResumeMismatch(
+            f"step {t + 1} selects feature {feature} (score {score!r}, gain {gain!r}, block "
+            f"{block}); the checkpoint says feature {want[0]} (score {want[1]!r}, gain "
+            f"{want[2]!r}, block {want[3]})")
+    if candidates is not None and saved.candidates and \
+            [tuple(c) for c in saved.candidates[t]] != list(candidates):
+        raise ResumeMismatch(f"step {t + 1}'s candidates are not the checkpoint's")
+
+
 @dataclass
 class Selection:
     """The outcome of a selection: per step the feature, the block's bound, the block."""
@@ -103,12 +127,6 @@ def restore_steps(result: Selection, saved: Selection) -> None:
         setattr(result, name, [list(v) if isinstance(v, list) else v
                                for v in getattr(saved, name)])
     result.restarts = saved.restarts
-
-
-def _pair_tables(backend: Backend, block: list[int]) -> dict[int, np.ndarray]:
-    """log p(x_i | x_f, y) tables of every feature f of ``block`` (one count pass each)."""
-    counts = backend.pair_counts_many(block)
-    return {f: safe_log(pair_conditional(c)) for f, c in zip(block, counts)}
 
 
 def _new_block_reaches(mi: np.ndarray, candidates: np.ndarray, min_gain: float) -> bool:
@@ -163,8 +181,12 @@ def select_vmi(
         Called with the running :class:`Selection` after every selected feature.
     resume : Selection, optional
         A selection saved after a completed step of the same run (same data and
-        parameters); the loop continues after its last step and ends with the same
-        result as an uninterrupted run.
+        parameters). Its steps are not trusted: they are replayed through the greedy
+        rule (each step's candidates scored again, the restart rule applied) and must
+        come out the same, bit for bit (features, scores, gains, blocks, and the
+        candidates when recorded), else :class:`ResumeMismatch`; the loop then continues
+        after its last step (``on_step`` only for the new steps) and ends with the same
+        result as an uninterrupted run. The replay costs what those steps cost.
     conditional_fn : callable, optional
         Maps the (D, A, L) counts to the table p(x_i = a | y) used by the naive Q
         (for example :func:`vmi_spark.core.kde.kde_conditional`); the default is
@@ -212,18 +234,12 @@ def select_vmi(
     tables: dict[int, np.ndarray] = {}
     bound = 0.0
     block_index = 0
-    if resume is not None:
-        restore_steps(result, resume)
-        chosen[result.selected] = True
-        if result.selected:
-            block_index = result.blocks[-1]
-            block = [f for f, b in zip(result.selected, result.blocks) if b == block_index]
-            bound = result.scores[-1]
-            if method == PAIRWISE:
-                tables = _pair_tables(backend, block)
+    replay = resume if resume is not None and resume.selected else None
     t_step = time.perf_counter()
 
     while len(result.selected) < num_features:
+        t = len(result.selected)
+        replaying = replay is not None and t < len(replay.selected)
         candidates = ~chosen
         if not candidates.any():
             result.stopped_early = "no features left to select"
@@ -265,6 +281,10 @@ def select_vmi(
             result.candidates.append(top_candidates(bound + gains if block else gains,
                                                     report_candidates))
         bound = gain if not block else bound + gain
+        if replaying:
+            assert replay is not None
+            check_replayed(replay, t, best, bound, gain, block_index,
+                           result.candidates[t] if report_candidates else None)
         block.append(best)
         chosen[best] = True
         if method == PAIRWISE:
@@ -276,12 +296,18 @@ def select_vmi(
         now = time.perf_counter()
         result.step_seconds.append(now - t_step)
         t_step = now
+        if replaying:  # the saved step, as it was (its time included)
+            assert replay is not None
+            result.step_seconds[t] = replay.step_seconds[t]
+            continue
         if on_step is not None:
             try:
                 on_step(result)
             except StopSelection:
                 result.stop_reason = "callback"
                 break
+    if replay is not None and len(result.selected) < len(replay.selected):
+        check_replayed(replay, len(result.selected), None, 0.0, 0.0, 0, None)
     if result.stop_reason is None:
         result.stop_reason = "num_features"
     return result

@@ -22,7 +22,7 @@ from ..core.binning import looks_continuous as core_looks_continuous
 from ..core.bound import MAX_BLOCK_ROWS, PAIRWISE, whole_strides
 from ..core.criteria import select_classic
 from ..core.encoding import SAMPLE_ROWS, ColumnPlan, EncodingPlan
-from ..core.greedy import Backend, Selection, report_fields, select_vmi
+from ..core.greedy import Backend, ResumeMismatch, Selection, report_fields, select_vmi
 from ..core.kde import kde_conditional
 from ..errors import InputError
 from ..params import (
@@ -526,6 +526,10 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         selection = _select(backend, inp, params, k, min_gain, report_candidates, on_step,
                             checkpoint_dir, notes)
         phases.lap("steps")
+    except ResumeMismatch as exc:  # an edited checkpoint: refused, never trusted
+        raise InputError(f"the checkpoint in {checkpoint_dir} does not replay: {exc}; it was "
+                         "edited, or written by another version: remove it to start over"
+                         ) from None
     finally:
         backend.close()
         if kept is not None:
