@@ -964,7 +964,7 @@ def check_before_spark(args) -> None:
         writable("--staging-dir", os.path.realpath(local_path(staging)))
 
 
-def _java_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     """One line for a (possibly Java) exception: its root cause's message."""
     java = getattr(exc, "java_exception", None)
     if java is not None:
@@ -1014,7 +1014,7 @@ def check_staging_dir(hfs: HadoopFS | None, path: str, flag: str = "--staging-di
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - an unreachable or refusing file system
-        raise InputError(f"{flag} '{path}': cannot write there ({_java_line(exc)})") from None
+        raise InputError(f"{flag} '{path}': cannot write there ({first_line(exc)})") from None
 
 
 def output_locations(args, selected_qualified: str | None = None,
