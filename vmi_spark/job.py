@@ -363,14 +363,16 @@ def _select(args: argparse.Namespace, spark, df, claimed) -> dict[str, Any]:
 
 
 def _track(report: dict[str, Any], report_dir: str | None, asked: bool) -> None:
-    """Log to MLflow with --mlflow or in an active run; a failure is a log line, not a failed
-    job (the selection is written by then)."""
+    """Log to MLflow with --mlflow or in an active run; a failure (an unreachable server
+    included: bounded, :mod:`vmi_spark.tracking`) is a log line, not a failed job (the
+    selection is written by then)."""
     from . import tracking
 
     if not asked and tracking.active_run() is None:
         return
     try:
-        tracking.log_selection(report, report_dir)
+        with tracking.bounded_http():  # and log_selection waits DEADLINE_SECONDS at most
+            tracking.log_selection(report, report_dir)
     except Exception as exc:  # noqa: BLE001 - tracking is a side channel
         log.error("could not log the selection to MLflow: %s", _one_line(exc))
 
