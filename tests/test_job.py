@@ -193,3 +193,47 @@ def test_progress_lines_quiet_and_verbose(spark, table, capsys, tmp_path):
     assert rc == 0
     assert len([ln for ln in cap.err.splitlines() if " INFO vmi_spark: step " in ln]) == 4
     assert " DEBUG vmi_spark: " in cap.err
+
+
+#: the estimator's names of parameters the job has as flags (issue 33 item 10)
+ML_NAMES = ("numTopFeatures", "labelType", "maxCategories", "maxClasses", "handleInvalid",
+            "stagingDir", "numBins", "labelBins")
+
+
+def test_messages_and_warnings_use_the_flag_names(spark, table, capsys, tmp_path):
+    """Errors and warnings raised below the job (the plan, the selection) named the
+    estimator's params: 'labelType' for --label-type, 'numTopFeatures' in the warnings."""
+    base, _ = table
+    t = str(base / "t.parquet")
+    spark.createDataFrame(pd.DataFrame({"a": np.arange(60) % 4, "y": np.arange(60)})) \
+        .write.parquet(str(tmp_path / "wide_label.parquet"))
+    for argv, needle in (
+            (["--input", t, "--label", "name", "--label-type", "continuous"],
+             "--label-type is 'continuous' but label column 'name' is not numeric"),
+            (["--input", t, "--label", "y", "--max-categories", "1"],
+             "string column 'name' has more than 1 distinct values (--max-categories); raise "
+             "--max-categories or leave the column out"),
+            (["--input", str(tmp_path / "wide_label.parquet"), "--label", "y",
+              "--max-classes", "10", "--label-type", "categorical"],
+             "label column 'y' has more than 10 distinct values (--max-classes); use "
+             "--label-type continuous to bin it into classes, or raise --max-classes")):
+        rc, cap = _run(spark, capsys, *argv, "--output", str(tmp_path / "never"))
+        lines = [ln for ln in cap.err.splitlines() if ln.strip()]
+        assert rc == 2 and len(lines) == 1 and needle in lines[0], cap.err
+    out = tmp_path / "o"
+    rc, cap = _run(spark, capsys, "--input", t, "--label", "y", "--features", "c0,c1,name",
+                   "--num-features", "10", "--output", str(out))
+    assert rc == 0
+    rep = json.loads((out / "selection.json").read_text())
+    assert "--num-features 10 is more than the 3 features; selecting at most 3" in rep["warnings"]
+    out2 = tmp_path / "o2"
+    rc, cap2 = _run(spark, capsys, "--input", str(tmp_path / "wide_label.parquet"), "--label",
+                    "y", "--num-features", "1", "--output", str(out2))
+    assert rc == 0
+    rep2 = json.loads((out2 / "selection.json").read_text())
+    assert any("looks continuous; set --label-type to continuous to bin it" in w
+               for w in rep2["warnings"]), rep2["warnings"]
+    assert "looks continuous; set --label-type to continuous" in cap2.err
+    # ("numTopFeatures" is also a value of --selection-mode, in the report's parameters)
+    for text in (cap.err, cap2.err, json.dumps(rep["warnings"]), json.dumps(rep2["warnings"])):
+        assert not [n for n in ML_NAMES if n in text], text

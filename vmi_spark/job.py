@@ -348,7 +348,7 @@ def _select(args: argparse.Namespace, spark, df, claimed) -> dict[str, Any]:
     for w in caught:
         msg = w.message
         log.warning("%s", msg.phrase("cli") if isinstance(msg, ParameterWarning) else msg)
-    report = result.report()
+    report = result.report("cli")  # warnings in the job's flag names
     report["input"] = "demo: synthetic tree model" if demo else (args.input or args.table)
     report["format"] = None if demo else (args.format or (None if args.table else "parquet"))
     if demo:

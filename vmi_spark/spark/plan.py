@@ -25,6 +25,7 @@ from ..core.encoding import (
     categorical_plan,
 )
 from ..errors import InputError
+from ..params import ParameterError, literal
 
 #: columns fetched to the driver at once when placing bin edges
 SPLIT_CHUNK = 64
@@ -134,29 +135,31 @@ def build_plan(df: DataFrame | T.StructType, label: str, features: list[str], nu
     if handle_invalid == "error":
         bad = next((c for c in features if missing[c] > 0), None)
         if bad is not None:
-            raise InputError(f"feature column '{bad}' has {missing[bad]} missing values "
-                             "(null or NaN) and handleInvalid is 'error'")
+            raise ParameterError("handle_invalid", f"feature column {literal(repr(bad))} has "
+                                 f"{missing[bad]} missing values (null or NaN) and "
+                                 "{handle_invalid} is 'error'")
     elif handle_invalid == "skip" and stats["skipped"]:
         skip_cols = [c for c in features if missing[c]]
         skipped = stats["skipped"]
         missing = {c: 0 for c in features}
     rows = total - null_labels - skipped
     if rows == 0:
-        raise InputError("no rows left after dropping rows with missing feature values "
-                         "(handleInvalid is 'skip')")
+        raise ParameterError("handle_invalid", "no rows left after dropping rows with "
+                             "missing feature values ({handle_invalid} is 'skip')")
     string_label = isinstance(ldt, T.StringType)
-    try:
-        kind = resolve_label_type(label_type, stats["classes"], numeric=is_numeric(ldt),
-                                  floating=isinstance(ldt, _FLOATING))
-    except ValueError as e:
-        raise InputError(f"{e} (label column '{label}')") from None
+    if label_type == "continuous" and not is_numeric(ldt):
+        raise ParameterError("label_type", "{label_type} is 'continuous' but label column "
+                             f"{literal(repr(label))} is not numeric")
+    kind = resolve_label_type(label_type, stats["classes"], numeric=is_numeric(ldt),
+                              floating=isinstance(ldt, _FLOATING))
     continuous = kind == "continuous"
     classes: list[Any] = []
     if not continuous:
         if stats["classes"] is None:
-            hint = "" if string_label else "use --label-type continuous to bin it into classes, or "
-            raise InputError(f"label column '{label}' has more than {max_classes} distinct "
-                             f"values (maxClasses); {hint}raise --max-classes")
+            hint = "" if string_label else "use {label_type} continuous to bin it into classes, or "
+            raise ParameterError("max_classes", f"label column {literal(repr(label))} has more "
+                                 f"than {max_classes} distinct values ({{max_classes}}); "
+                                 f"{hint}raise {{max_classes}}")
         classes = sorted(stats["classes"])
         if len(classes) < 2:
             raise InputError(f"label column '{label}' has a single class ({classes[0]!r}); "
@@ -168,9 +171,9 @@ def build_plan(df: DataFrame | T.StructType, label: str, features: list[str], nu
         try:
             plans.append(categorical_plan(c, dtype, distinct, missing[c] > 0, max_categories))
         except TooManyCategories:
-            raise InputError(f"string column '{c}' has more than {max_categories} distinct values "
-                             "(maxCategories); raise --max-categories or leave it out with --features"
-                             ) from None
+            raise ParameterError("max_categories", f"string column {literal(repr(c))} has more "
+                                 f"than {max_categories} distinct values ({{max_categories}}); "
+                                 "raise {max_categories} or leave the column out") from None
     to_bin = [c for c, p in zip(features, plans) if p is None]
     rule = None
     if continuous or (binning == "mdlp" and to_bin):

@@ -27,8 +27,10 @@ from ..core.kde import kde_conditional
 from ..errors import InputError
 from ..params import (
     METHOD_NAMES,
+    ParameterWarning,
     cap_num_features,
     is_vmi,
+    literal,
     parameter,
     selection_size,
     validate,
@@ -113,6 +115,21 @@ class _TimedSource:
         return self._source.encode_blocks(*a, **k)
 
 
+class Note(str):
+    """A warning of the report that names parameters: its text in the ML names,
+    :meth:`phrase` in another front end's (from a :class:`~vmi_spark.params.ParameterWarning`)."""
+
+    warning: ParameterWarning
+
+    def __new__(cls, warning: ParameterWarning) -> Note:
+        note = super().__new__(cls, str(warning))
+        note.warning = warning
+        return note
+
+    def phrase(self, style: str) -> str:
+        return self.warning.phrase(style)
+
+
 @dataclass
 class SelectionRun:
     """A finished selection with everything the report needs."""
@@ -128,7 +145,9 @@ class SelectionRun:
     phases: dict[str, float] = field(default_factory=dict)
     reader: str = "spark"
 
-    def report(self) -> dict[str, Any]:
+    def report(self, style: str = "ml") -> dict[str, Any]:
+        """The report (``selection.json``); warnings that name parameters use the names of
+        front end ``style`` (:data:`vmi_spark.params.STYLES`)."""
         return {
             **report_fields(self.selection, self.plan.features),
             "label": self.plan.label,
@@ -149,7 +168,7 @@ class SelectionRun:
             # JSON has no infinities: a non-finite parameter (restartTolerance -inf) is a string
             "parameters": {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v)
                            for k, v in self.params.items()},
-            "warnings": list(self.warnings),
+            "warnings": [w.phrase(style) if isinstance(w, Note) else w for w in self.warnings],
             "columns": [column_report(c, self.params.get("binning", "quantile"))
                         for c in self.plan.columns],
         }
@@ -514,9 +533,9 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
                                  params["num_features"], d)
     k, capped = cap_num_features(k, d)
     for n in notes:
-        warnings.warn(n, UserWarning, stacklevel=2)
+        warnings.warn(n.warning if isinstance(n, Note) else UserWarning(n), stacklevel=2)
     if capped is not None:
-        notes.append(str(capped))
+        notes.append(Note(capped))
         warnings.warn(capped, stacklevel=2)
     backend, kept = _start(inp, method, execution, storage_level, block_storage, staging_dir,
                            notes, phases)
@@ -635,9 +654,10 @@ def _plan_notes(plan: EncodingPlan, label_type: T.DataType) -> list[str]:
     if plan.rows_skipped:
         notes.append(f"skipped {plan.rows_skipped} rows with missing feature values")
     if looks_continuous(plan, label_type):
-        notes.append(f"label '{plan.label}' has {len(plan.classes)} classes in "
-                     f"{plan.num_rows} rows and looks continuous; set labelType to continuous "
-                     "to bin it")
+        notes.append(Note(ParameterWarning(
+            "label_type", f"label {literal(repr(plan.label))} has {len(plan.classes)} classes "
+                          f"in {plan.num_rows} rows and looks continuous; set {{label_type}} to "
+                          "continuous to bin it")))
     return notes
 
 

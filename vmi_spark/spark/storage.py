@@ -39,7 +39,7 @@ from typing import Any
 
 from .. import outputs
 from ..errors import InputError
-from ..params import ParameterError
+from ..params import ParameterError, ParameterWarning
 
 __all__ = ["STORAGES", "Kept", "caching_refused", "keep"]
 
@@ -200,10 +200,10 @@ def keep(df, storage_level, mode: str = "auto", staging_dir: str | None = None,
             return Kept(kept, "cache")
         mode = "staging" if staging_dir else "recompute"
         if mode == "recompute" and warn:
-            warnings.warn("this session cannot cache DataFrames (Databricks serverless?): "
-                          "every pass re-reads and re-encodes the input; name a staging "
-                          "directory (stagingDir / --staging-dir) to read it once",
-                          UserWarning, stacklevel=2)
+            warnings.warn(ParameterWarning(
+                "staging_dir", "this session cannot cache DataFrames (Databricks serverless?): "
+                               "every pass re-reads and re-encodes the input; name a staging "
+                               "directory ({staging_dir}) to read it once"), stacklevel=2)
     if mode == "recompute" or staging_dir is None:
         return Kept(df, "recompute")
     kept = _staging_copy(df, staging_dir)
