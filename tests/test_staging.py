@@ -123,3 +123,15 @@ def test_the_paths_a_connect_plan_reads():
     r.join.right.filter.input.read.data_source.paths.append("hdfs://nn/d")
     r.join.right.filter.input.read.data_source.options["k"] = "v"
     assert sorted(storage._read_paths(r)) == ["/a/b.parquet", "/c", "hdfs://nn/d"]
+
+
+def test_run_selection_refuses_a_checkpoint_inside_its_input(table):
+    """The job refuses --checkpoint-dir in the input; run_selection wrote
+    vmi_checkpoint.json there."""
+    base, df = table
+    before = _listing(base / "in")
+    for where in (base / "in", base / "in" / "k=0" / "ck"):
+        with pytest.raises(InputError, match=f"checkpoint_dir '{where}' (is|lies inside) the "
+                                             "input"):
+            run_selection(df, "y", num_features=2, checkpoint_dir=str(where))
+    assert _listing(base / "in") == before

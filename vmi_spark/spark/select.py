@@ -51,7 +51,14 @@ from .plan import RowSource, build_plan, is_numeric, quote, resolve_columns
 from .resident import ResidentBackend, ResidentUnavailable
 from .session import is_local, parallelism, storage_memory, task_slots, unavailable_reason
 from .spark_source import SparkSource
-from .storage import Kept, batch_rows, cache_batch_rows, check_staging, keep
+from .storage import (
+    Kept,
+    batch_rows,
+    cache_batch_rows,
+    check_checkpoint_dir,
+    check_staging,
+    keep,
+)
 from .vector_source import (
     LENGTH_MARK,
     ParquetVectorReader,
@@ -525,6 +532,8 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
         params[key] = checked[key]
     if staging_dir is not None:  # before anything is read, as the job checks its outputs
         check_staging(df, staging_dir)
+    if checkpoint_dir is not None:
+        check_checkpoint_dir(df, checkpoint_dir)
     inp = _plan_rows(df, label, features, features_col, source, params, reader, execution,
                      phases)
     plan, d = inp.plan, len(inp.features)

@@ -361,6 +361,31 @@ def check_staging(df, staging_dir: str) -> None:
         raise ParameterError("staging_dir", text.replace(_FLAG, "{staging_dir}")) from None
 
 
+def check_checkpoint_dir(df, checkpoint_dir: str) -> None:
+    """Refuse a checkpoint directory that is, contains or lies inside the input of ``df``
+    (see :func:`check_staging`): the job's rule for ``--checkpoint-dir``, for
+    :func:`~vmi_spark.spark.select.run_selection` too.
+
+    Raises
+    ------
+    ParameterError
+        One line naming the checkpoint directory as the front end names it.
+    """
+    try:
+        where = outputs.resolve(checkpoint_dir, _CHECKPOINT, local_only=True)
+        outputs.check_overlaps([where], [outputs.Location("input", root, loc.root, loc.parts)
+                                         for root in input_roots(df)
+                                         for loc in [outputs.resolve(root, "input")]])
+    except InputError as exc:
+        text = str(exc).replace("{", "{{").replace("}", "}}")
+        raise ParameterError("checkpoint_dir",
+                             text.replace(_CHECKPOINT, "{checkpoint_dir}")) from None
+
+
+#: stands for the checkpoint directory's name in a message
+_CHECKPOINT = "\x00checkpoint_dir\x00"
+
+
 def input_roots(df) -> list[str]:
     """Where ``df`` reads its files (see :func:`check_staging`), as URIs or paths."""
     roots: list[str] = []
