@@ -8,7 +8,11 @@ count tables n(x_i, y) and the selection parameters. A checkpoint whose
 fingerprint differs is refused, so a resumed run continues only the run that wrote
 it. The file is written to a temporary name and renamed, so a killed driver
 leaves either the previous step's checkpoint or the new one, never a torn file.
-It is read with :mod:`json` only (never unpickled).
+It is read with :mod:`json` only (never unpickled), only if it is a regular file (a
+symbolic link is not followed) of bounded size, and every field is checked. The saved
+steps are still not trusted: the selection replays them through the greedy rule and
+refuses a checkpoint they do not reproduce bit for bit
+(:class:`~vmi_spark.core.greedy.ResumeMismatch`; docs/architecture.md, Resumable runs).
 """
 
 from __future__ import annotations
@@ -26,9 +30,9 @@ import numpy as np
 
 from .core.greedy import Selection
 from .errors import InputError
-from .outputs import current_umask
+from .outputs import CHECKPOINT_FILE, current_umask
 
-FILE_NAME = "vmi_checkpoint.json"
+FILE_NAME = CHECKPOINT_FILE
 VERSION = 1
 
 

@@ -47,6 +47,9 @@ OUTPUT_FILES = frozenset({"selection.json", "report.md", "steps.csv", "bounds.pn
 SELECTED_MARKER = "_VMI_SPARK_SELECTED"
 """File the job writes into ``--write-selected`` output (Spark's readers skip ``_`` names)."""
 
+CHECKPOINT_FILE = "vmi_checkpoint.json"
+"""The file the job keeps in ``--checkpoint-dir`` (:mod:`vmi_spark.checkpoint`)."""
+
 STAGING_PREFIX = ".vmi-tmp-"
 """Name prefix of a staging directory (the claim on an output, next to it)."""
 
@@ -950,14 +953,12 @@ def check_before_spark(args) -> None:
         if local.state(path) in ("file", "link"):
             raise InputError(f"--checkpoint-dir '{args.checkpoint_dir}' exists and is not a "
                              "directory")
-        from .checkpoint import FILE_NAME
-
-        state = local.state(os.path.join(path, FILE_NAME))
-        if state != "missing" and not local.regular(os.path.join(path, FILE_NAME)):
+        state = local.state(os.path.join(path, CHECKPOINT_FILE))
+        if state != "missing" and not local.regular(os.path.join(path, CHECKPOINT_FILE)):
             what = "a symbolic link" if state == "link" else "not a regular file"
             raise InputError(f"--checkpoint-dir '{args.checkpoint_dir}': "
-                             f"'{os.path.join(path, FILE_NAME)}' is {what}; the job reads and "
-                             "replaces only a checkpoint file it wrote: move it away")
+                             f"'{os.path.join(path, CHECKPOINT_FILE)}' is {what}; the job reads "
+                             "and replaces only a checkpoint file it wrote: move it away")
         writable("--checkpoint-dir", path)
     staging = getattr(args, "staging_dir", None)
     if staging and scheme_of(staging) == "file":
