@@ -49,7 +49,7 @@ def path_times(codes, y, states: int, k: int, ratio: int, block: int):
     saved = bound.PAIR_CELL_RATIO
     bound.PAIR_CELL_RATIO = ratio
     try:
-        be = InMemoryBackend(codes, y, PAIRWISE, states, CLASSES, block_rows=block)
+        be = InMemoryBackend(codes, y, states, CLASSES, block_rows=block)
         tabs, secs, sums = {}, [], []
         for m in range(1, k + 1):
             f = order[m - 1]

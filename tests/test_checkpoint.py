@@ -280,20 +280,18 @@ def test_a_resumed_selection_is_replayed_not_trusted(method):
     from dataclasses import replace
 
     from helpers import codes_of
-    from vmi_spark.core.criteria import label_mutual_information, select_classic
-    from vmi_spark.core.greedy import ResumeMismatch, select_vmi
+    from vmi_spark.core import greedy
+    from vmi_spark.core.criteria import criterion, label_mutual_information
+    from vmi_spark.core.greedy import ResumeMismatch
     from vmi_spark.core.inmemory import InMemoryBackend
 
     pdf = random_discrete(11, n=300, d=10, states=3, classes=3)
     codes, y = codes_of(pdf.drop(columns="y").to_numpy()), pdf["y"].to_numpy()
+    tolerance = 0.01 if criterion(method).vmi else 0.0
 
     def select(resume=None, on_step=None):
-        backend = InMemoryBackend(codes, y, method)
-        if method.startswith("vmi"):
-            return select_vmi(backend, method, 6, 0.01, report_candidates=3, on_step=on_step,
-                              resume=resume)
-        return select_classic(backend, method, 6, report_candidates=3, on_step=on_step,
-                              resume=resume)
+        return greedy.select(InMemoryBackend(codes, y), method, 6, restart_tolerance=tolerance,
+                             report_candidates=3, on_step=on_step, resume=resume)
 
     full = select()
     saved = _saved_steps(full, 4)
@@ -304,7 +302,7 @@ def test_a_resumed_selection_is_replayed_not_trusted(method):
         full.selected, full.scores, full.gains, full.blocks, full.restarts, full.candidates)
     assert got.step_seconds[:4] == [0.5] * 4
     other = next(j for j in range(10) if j not in full.selected)
-    mi = label_mutual_information(InMemoryBackend(codes, y, method).feature_counts())
+    mi = label_mutual_information(InMemoryBackend(codes, y).feature_counts())
     forgeries = {
         "feature": replace(saved, selected=[*saved.selected[:2], other, saved.selected[3]]),
         "score": replace(saved, scores=[*saved.scores[:3], saved.scores[3] + 2 ** -40]),
@@ -312,6 +310,7 @@ def test_a_resumed_selection_is_replayed_not_trusted(method):
         "block": replace(saved, blocks=[0, 0, 1, 1], restarts=1)
         if saved.blocks != [0, 0, 1, 1] else replace(saved, blocks=[0, 0, 0, 0], restarts=0),
         "candidates": replace(saved, candidates=[list(reversed(c)) for c in saved.candidates]),
+        "restarts": replace(saved, restarts=saved.restarts + 1),
         "consistent first step": replace(
             _saved_steps(full, 1), selected=[other], scores=[float(mi[other])],
             gains=[float(mi[other])], candidates=[[(other, float(mi[other]))]]),
@@ -321,6 +320,10 @@ def test_a_resumed_selection_is_replayed_not_trusted(method):
         with pytest.raises(ResumeMismatch, match="step|steps"):
             select(forged, lambda s: steps.append(1))
         assert steps == [], name
+    # the true steps, but more of them than this selection takes
+    with pytest.raises(ResumeMismatch, match="it has 4 steps; the selection stops after 3"):
+        greedy.select(InMemoryBackend(codes, y), method, 3, restart_tolerance=tolerance,
+                      report_candidates=3, resume=saved)
 
 
 def test_the_issue_case_an_edited_checkpoint_does_not_resume(saved_checkpoint, frame, tmp_path):

@@ -89,8 +89,14 @@ def test_encoding_rules():
     s = np.array(["b", None, "a"], dtype=object)
     p = plan_column("s", s, "string", num_bins=4, max_categories=3)
     assert encode_column(s, p).tolist() == [1, 2, 0]
-    with pytest.raises(ValueError, match="max_categories"):
-        plan_column("s", np.array(list("abcd"), dtype=object), "string", 4, 3)
+    # more strings than max_categories: the 2 most frequent (ties to the smaller value)
+    # are states, every other value one state after them, as OneHotEncoder(max_categories=3)
+    t = np.array(list("dcbaddcb") * 10 + [None], dtype=object)  # 10 rows a value at least
+    p = plan_column("t", t, "string", num_bins=4, max_categories=3)
+    # counts d 3, c 2, b 2, a 1: d, then b before c (the tie goes to the smaller value)
+    assert (p.values, p.other, p.num_states) == (["b", "d"], True, 4)
+    assert encode_column(t, p).tolist() == [1, 2, 0, 2, 1, 1, 2, 0] * 10 + [3]
+    assert p.state_labels() == ["b", "d", "(other)", "(missing)"]
 
 
 # ---------------------------------------------------------------- scikit-learn API
@@ -101,7 +107,8 @@ def test_params_and_clone():
     assert params == {"n_features_to_select": 3, "method": "vmi_pairwise",
                       "restart_tolerance": 0.01, "num_bins": 7, "max_categories": 5,
                       "selection_mode": "numTopFeatures", "selection_threshold": None,
-                      "binning": "quantile", "label_type": "auto", "label_bins": 10}
+                      "binning": "quantile", "label_type": "auto", "label_bins": 10,
+                      "exclude": None}
     other = clone(sel)
     assert other is not sel and other.get_params() == params
     assert VMIFeatureSelector().get_params()["n_features_to_select"] == 10
@@ -174,7 +181,7 @@ def test_k_capped_and_string_labels():
 
 
 def test_one_class_refused():
-    with pytest.raises(ValueError, match="one class"):
+    with pytest.raises(ValueError, match="single class"):
         VMIFeatureSelector().fit(np.zeros((5, 2)), np.ones(5))
 
 

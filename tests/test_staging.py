@@ -40,7 +40,8 @@ def test_run_selection_refuses_to_stage_inside_its_input(table, where):
     base, df = table
     staging = base / "in" if where == "the input" else base / "in" / "k=1"
     before = _listing(base / "in")
-    with pytest.raises(InputError, match=r"stagingDir '.*' \(resolves to '.*vmi-blocks-\*'\) "
+    # run_selection names its keywords, VMISelector its Params
+    with pytest.raises(InputError, match=r"staging_dir '.*' \(resolves to '.*vmi-blocks-\*'\) "
                                          r"lies inside the input") as info:
         run_selection(df, "y", num_features=2, block_storage="staging", staging_dir=str(staging))
     assert "\n" not in str(info.value)

@@ -181,8 +181,8 @@ def test_vector_chunks_side_by_side_are_the_read_batches(monkeypatch, cells):
     """read_chunks: the chunks of ``cells`` elements (1, 2 or every element column of a
     joined batch), put side by side from each chunk at 0 on, are read's batches, with a
     null vector and int8 / float64 columns as read makes them."""
+    from vmi_spark.core.rows import ByteColumns
     from vmi_spark.spark import vector_source as V
-    from vmi_spark.spark.rows import ByteColumns
 
     rng = np.random.default_rng(6)
     rows = [[float(x) for x in rng.integers(0, 4, 3)] for _ in range(50)]
@@ -449,8 +449,8 @@ def test_vector_chunks_of_small_integers_come_in_smaller_groups(monkeypatch):
     """read_chunks: the first group has the joined rows (what the driver's first look
     reads); after a group of one-byte slabs only, groups of VECTOR_BYTE_ROWS rows; after a
     slab that is not (a 0.5), the joined rows again. Side by side, read's values."""
+    from vmi_spark.core.rows import ByteColumns
     from vmi_spark.spark import vector_source as V
-    from vmi_spark.spark.rows import ByteColumns
 
     rng = np.random.default_rng(9)
     rows = [[float(x) for x in rng.integers(0, 4, 3)] for _ in range(60)]

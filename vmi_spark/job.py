@@ -17,12 +17,14 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from . import outputs
+from . import hints, outputs
 from .errors import InputError
 from .params import (
     METHOD_NAMES,
+    SPEC,
     ParameterError,
     ParameterWarning,
+    Settings,
     cap_num_features,
     default,
     parameter,
@@ -33,11 +35,8 @@ log = logging.getLogger("vmi_spark")
 
 #: the methods --method accepts (the registry's names)
 METHOD_CHOICES = METHOD_NAMES
-#: spec keys of the selection parameters the job checks before Spark starts
-_CHECKED = ("num_features", "selection_mode", "selection_threshold", "method",
-            "restart_tolerance", "block_storage", "staging_dir", "num_bins", "binning", "max_categories",
-            "max_classes", "label_type", "label_bins", "handle_invalid", "estimator", "execution", "reader",
-            "report_candidates", "demo_rows")
+#: spec keys whose flags the job adds by hand (comma lists) or not at all
+_OWN_FLAGS = ("features", "exclude")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,8 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an option for Spark's reader, e.g. multiLine=true or sep=; "
                         "(repeatable; passed to spark.read.option; a Parquet --input is then "
                         "read with Spark's reader)")
-    _add_spec_arguments(p, ("reader", "execution", "label", "features", "method", "num_features",
-                            "selection_mode", "selection_threshold"))
+    p.add_argument("--features", metavar="COLS", help=parameter("features").help("cli"))
+    p.add_argument("--exclude", metavar="COLS", help=parameter("exclude").help("cli"))
+    _add_spec_arguments(p, [q.key for q in SPEC if q.flag and q.key not in _OWN_FLAGS])
     p.add_argument("--output", help="output directory for selection.json, report.md and "
                                      "bounds.png, on the driver's file system; it must not be, "
                                      "contain or lie inside the input or another output")
@@ -78,9 +78,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-table", metavar="NAME",
                    help="also write the input with only the selected columns and the label to "
                         "this catalog table (saveAsTable), in the input's format and partitioning")
-    _add_spec_arguments(p, ("restart_tolerance", "num_bins", "binning", "max_categories", "max_classes",
-                            "label_type", "label_bins", "handle_invalid", "estimator", "report_candidates", "checkpoint_dir",
-                            "block_storage", "staging_dir", "demo_rows"))
     p.add_argument("--remote", metavar="URL",
                    help="run through Spark Connect: sc://host:port for a Connect server, or "
                         "local[N] to start one in this process (needs pyspark[connect]; "
@@ -99,7 +96,9 @@ def _add_spec_arguments(p: argparse.ArgumentParser, keys: Sequence[str]) -> None
     """Add the flags of spec parameters ``keys``: type, default, choices, help."""
     for key in keys:
         spec = parameter(key)
-        kwargs: dict[str, Any] = {"help": spec.help("cli"), "metavar": spec.metavar}
+        # argparse formats help with %: a literal percent sign (0.5%) is written %%
+        kwargs: dict[str, Any] = {"help": spec.help("cli").replace("%", "%%"),
+                                  "metavar": spec.metavar}
         if spec.type in (int, float):
             kwargs["type"] = spec.type
         if spec.choices is not None:
@@ -110,7 +109,7 @@ def _add_spec_arguments(p: argparse.ArgumentParser, keys: Sequence[str]) -> None
         else:
             kwargs["default"] = spec.default_for("cli")
             if spec.default_for("cli") is not None:
-                kwargs["help"] += f" (default {spec.default_for('cli')})"
+                kwargs["help"] += f" (default {spec.default_for('cli')})".replace("%", "%%")
         p.add_argument(spec.name("cli"), **kwargs)
 
 
@@ -129,10 +128,14 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
         raise InputError("--output is required")
     if args.num_features is None:
         args.num_features = default("num_features", "demo" if demo else "cli")
-    checked = validate({key: getattr(args, key) for key in _CHECKED}, "cli")
-    vars(args).update(checked)
-    if args.features is not None and any(not c.strip() for c in args.features.split(",")):
-        raise InputError("--features has an empty column name")
+    args.settings = Settings.of({k: getattr(args, k) for k in Settings.KEYS}, "cli",
+                                "demo" if demo else "cli")
+    vars(args).update(args.settings)
+    vars(args).update(validate({"demo_rows": args.demo_rows}, "cli"))
+    for flag in ("features", "exclude"):
+        given = getattr(args, flag)
+        if given is not None and any(not c.strip() for c in given.split(",")):
+            raise InputError(f"--{flag} has an empty column name")
     if args.remote is not None:
         from .spark.session import is_local_remote
 
@@ -199,6 +202,9 @@ def read_input(spark, args: argparse.Namespace):
         if "DATA_SOURCE_NOT_FOUND" in str(exc):
             raise InputError(f"unknown format '{args.format}': Spark has no data source of that "
                              "name (is its package on the classpath?)") from exc
+        hint = hints.explain(exc, spark, args.table)
+        if hint is not None:
+            raise InputError(hint) from exc
         raise InputError(f"cannot read input '{args.input or args.table}': {_first_line(exc)}") from exc
 
 
@@ -230,12 +236,28 @@ def _is_spark_error(exc: BaseException) -> bool:
     return isinstance(exc, PySparkException) or type(exc).__module__.startswith("py4j")
 
 
-def _quiet_jvm_logs(spark, verbose: bool) -> None:
-    """Keep the console to this job's own lines unless --verbose (classic mode, or a
+def _what(args: argparse.Namespace) -> str:
+    """The first progress line: what the job is about to read and select."""
+    if not (args.input or args.table):
+        return f"demo: {args.demo_rows} rows of the paper's synthetic tree model"
+    source = (f"table {args.table}" if args.table
+              else f"{args.input} ({args.format or 'parquet'})")
+    return (f"selecting {args.num_features} features ({args.method}) for label "
+            f"'{args.label}' of {source}")
+
+
+def _spark_log_level(args: argparse.Namespace) -> str:
+    """Spark's console level: INFO with --verbose, ERROR with --quiet, else WARN (its
+    warnings, not its INFO lines)."""
+    return "INFO" if args.verbose else "ERROR" if args.quiet else "WARN"
+
+
+def _quiet_jvm_logs(spark, args: argparse.Namespace) -> None:
+    """Keep the console to this job's own lines and Spark's warnings (classic mode, or a
     Connect server in this process; a remote Connect server owns its logs)."""
     from .spark.session import set_log_level
 
-    set_log_level(spark, "INFO" if verbose else "FATAL")
+    set_log_level(spark, _spark_log_level(args))
 
 
 def _log_step(total: int, names: list[str] | None = None):
@@ -408,28 +430,23 @@ def _select(args: argparse.Namespace, spark, df, claimed,
         label, k = "y", args.num_features
     else:
         label, k = args.label, args.num_features
-    features = [c.strip() for c in args.features.split(",")] if args.features else None
+    features = _columns(args.features)
+    exclude = _columns(args.exclude)
     names = features if features is not None else [c for c in df.columns if c != label]
+    names = [c for c in names if c not in (exclude or [])]
     # Spark's reader where asked for, or where read options may change what is read;
     # else run_selection reads a plain Parquet scan (--input or a table) with pyarrow
     reader = "spark" if demo or args.reader == "spark" or args.read_option else "auto"
+    settings = args.settings.replace(reader=reader, num_features=k)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = run_selection(df, label, reader=reader, features=features, method=args.method, num_features=k,
-                               restart_tolerance=args.restart_tolerance, num_bins=args.num_bins,
-                               binning=args.binning, label_type=args.label_type,
-                               label_bins=args.label_bins,
-                               max_categories=args.max_categories, max_classes=args.max_classes,
-                               handle_invalid=args.handle_invalid, estimator=args.estimator,
-                               report_candidates=args.report_candidates, on_step=_log_step(k, names),
-                               checkpoint_dir=args.checkpoint_dir, execution=args.execution,
-                               selection_mode=args.selection_mode,
-                               selection_threshold=args.selection_threshold,
-                               block_storage=args.block_storage, staging_dir=args.staging_dir)
+        result = run_selection(df, label, settings, features=features, exclude=exclude,
+                               on_step=_log_step(k, names))
     for w in caught:
         msg = w.message
         log.warning("%s", msg.phrase("cli") if isinstance(msg, ParameterWarning) else msg)
-    report = result.report("cli")  # warnings in the job's flag names
+    report = result.report()
+    report["job_seconds"] = time.perf_counter() - getattr(args, "started", time.perf_counter())
     report["input"] = "demo: synthetic tree model" if demo else (args.input or args.table)
     report["format"] = None if demo else (args.format or (None if args.table else "parquet"))
     if demo:
@@ -442,6 +459,11 @@ def _select(args: argparse.Namespace, spark, df, claimed,
         _write_outputs(spark, claimed, df, args, report)
     _track(report, None if demo else args.output, getattr(args, "mlflow", False))
     return report
+
+
+def _columns(text: str | None) -> list[str] | None:
+    """A comma-separated ``--features`` or ``--exclude`` as a list (None if not given)."""
+    return [c.strip() for c in text.split(",")] if text else None
 
 
 def _track(report: dict[str, Any], report_dir: str | None, asked: bool) -> None:
@@ -555,8 +577,11 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
     log.propagate = False  # our own handler prints; no duplicates through the root logger
     log.setLevel(level)
     t0 = time.perf_counter()
+    args.started = t0
     try:
         outputs.check_before_spark(args)
+        if args.input and not args.table:
+            hints.check_format(args.input, args.format)
         if args.mlflow and importlib.util.find_spec("mlflow") is None:
             raise InputError("--mlflow needs MLflow: pip install 'vmi_spark[mlflow]'")
         if spark is None:
@@ -567,6 +592,8 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
             except ImportError as exc:
                 raise InputError(str(exc)) from None
             from pyspark.sql import SparkSession
+
+            log.info("%s; starting Spark", _what(args))
 
             if args.remote:
                 from .spark.session import check_reachable, remote_session
@@ -581,8 +608,14 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
                     raise InputError(f"--remote needs the Spark Connect client "
                                      f"(pip install 'pyspark[connect]'): {exc}") from exc
             else:
-                spark = SparkSession.builder.appName("vmi_spark select_features").getOrCreate()
-            _quiet_jvm_logs(spark, args.verbose)
+                from .spark.session import preset_log_level
+
+                builder = SparkSession.builder.appName("vmi_spark select_features")
+                if not preset_log_level(_spark_log_level(args)):  # then after its INFO lines
+                    builder = builder.config("spark.log.level", _spark_log_level(args))
+                spark = builder.getOrCreate()
+            _quiet_jvm_logs(spark, args)
+            hints.check_worker_python(spark)
         run(args, spark)
     except InputError as exc:
         print(f"select_features: error: {_message(exc)}", file=sys.stderr)
@@ -590,7 +623,8 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
     except Exception as exc:  # a Spark failure reading or scanning the input
         if verbose or not _is_spark_error(exc):
             raise
-        print(f"select_features: error: {_first_line(exc)}", file=sys.stderr)
+        print(f"select_features: error: {hints.explain(exc) or _first_line(exc)}",
+              file=sys.stderr)
         return 2
     log.debug("done in %.1fs", time.perf_counter() - t0)
     return 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import logging
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -17,24 +17,15 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..checkpoint import Checkpoint, fingerprint
-from ..core.binning import json_float
-from ..core.binning import looks_continuous as core_looks_continuous
-from ..core.bound import MAX_BLOCK_ROWS, PAIRWISE, whole_strides
-from ..core.criteria import select_classic
-from ..core.encoding import SAMPLE_ROWS, ColumnPlan, EncodingPlan
-from ..core.greedy import Backend, ResumeMismatch, Selection, report_fields, select_vmi
+from ..core.bound import MAX_BLOCK_ROWS, whole_strides
+from ..core.criteria import criterion
+from ..core.encoding import SAMPLE_ROWS, EncodingPlan
+from ..core.greedy import Backend, ResumeMismatch, Selection, select
 from ..core.kde import kde_conditional
-from ..errors import InputError
-from ..params import (
-    METHOD_NAMES,
-    ParameterWarning,
-    cap_num_features,
-    is_vmi,
-    literal,
-    parameter,
-    selection_size,
-    validate,
-)
+from ..core.planning import AUTO_ROWS_PER_VALUE, thin_classes
+from ..core.summary import selection_report
+from ..errors import InputError, literal, phrase, phrased
+from ..params import METHOD_NAMES, ParameterWarning, Settings, parameter, plan_size
 from .arrow_source import BatchReader, ParquetReader, ParquetSource, parquet_source
 from .backend import SparkBackend
 from .driver import (
@@ -67,6 +58,8 @@ from .vector_source import (
     vector_batches,
 )
 
+log = logging.getLogger("vmi_spark")
+
 #: every selection method (the registry's names, kept here for existing imports)
 ALL_METHODS = METHOD_NAMES
 #: how p(x_i | y) of continuous features is estimated: quantile bins, or a binned KDE
@@ -77,8 +70,6 @@ MIN_BLOCK_ROWS = 4096
 CACHE_SHARE = 0.5
 #: most bytes of one encoded block (its codes and classes)
 BLOCK_BYTES = 8 << 20
-#: a numeric label with more classes than this is warned about (it may be a regression target)
-MANY_NUMERIC_CLASSES = 100
 #: bytes of per-row pairwise state a block may hold
 _PAIR_BLOCK_BYTES = 32 << 20
 #: how the greedy steps run: resident tasks if the session allows, else one Spark job a pass
@@ -118,23 +109,14 @@ class _TimedSource:
         self._phases.lap("bin_edges")
         return out
 
+    def top_values(self, *a: Any, **k: Any) -> dict[str, Any]:
+        self._phases.lap("plan")
+        out = self._source.top_values(*a, **k)
+        self._phases.lap("categories")
+        return out
+
     def encode_blocks(self, *a: Any, **k: Any) -> DataFrame:
         return self._source.encode_blocks(*a, **k)
-
-
-class Note(str):
-    """A warning of the report that names parameters: its text in the ML names,
-    :meth:`phrase` in another front end's (from a :class:`~vmi_spark.params.ParameterWarning`)."""
-
-    warning: ParameterWarning
-
-    def __new__(cls, warning: ParameterWarning) -> Note:
-        note = super().__new__(cls, str(warning))
-        note.warning = warning
-        return note
-
-    def phrase(self, style: str) -> str:
-        return self.warning.phrase(style)
 
 
 @dataclass
@@ -151,66 +133,16 @@ class SelectionRun:
     storage: str = "cache"
     phases: dict[str, float] = field(default_factory=dict)
     reader: str = "spark"
+    label_reason: str = ""
 
-    def report(self, style: str = "ml") -> dict[str, Any]:
-        """The report (``selection.json``); warnings that name parameters use the names of
-        front end ``style`` (:data:`vmi_spark.params.STYLES`)."""
-        return {
-            **report_fields(self.selection, self.plan.features),
-            "label": self.plan.label,
-            "num_rows": self.plan.num_rows,
-            "rows_dropped": self.plan.rows_dropped,
-            "rows_skipped": self.plan.rows_skipped,
-            "num_classes": len(self.plan.classes),
-            "classes": [str(c) for c in self.plan.classes],
-            "label_type": self.plan.label_type,
-            **({"label_binning": label_report(self.plan)}
-               if self.plan.label_type == "continuous" else {}),
-            "execution": self.execution,
-            "storage": self.storage,
-            "reader": self.reader,
-            "prepare_seconds": self.prepare_seconds,
-            "phase_seconds": dict(self.phases),
-            "total_seconds": self.total_seconds,
-            # JSON has no infinities: a non-finite parameter (restartTolerance -inf) is a string
-            "parameters": {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v)
-                           for k, v in self.params.items()},
-            "warnings": [w.phrase(style) if isinstance(w, Note) else w for w in self.warnings],
-            "columns": [column_report(c, self.params.get("binning", "quantile"))
-                        for c in self.plan.columns],
-        }
-
-
-def label_report(plan: EncodingPlan) -> dict[str, Any]:
-    """How a continuous label was cut into classes: strategy, edges, spikes, class names."""
-    return {"binning": "quantile", "edges": [json_float(e) for e in plan.label_edges or []],
-            "spikes": [json_float(s) for s in plan.label_spikes or []],
-            "state_names": [str(c) for c in plan.classes]}
-
-
-def looks_continuous(plan: EncodingPlan, dtype: T.DataType) -> bool:
-    """Whether a categorical numeric label deserves the warning that it looks continuous:
-    more classes than half its rows (:func:`vmi_spark.core.binning.looks_continuous`), or
-    more than :data:`MANY_NUMERIC_CLASSES` numeric classes."""
-    if plan.label_type != "categorical" or plan.label_dtype == "string" or \
-            isinstance(dtype, T.BooleanType):
-        return False
-    k = len(plan.classes)
-    return core_looks_continuous(k, plan.num_rows) or k > MANY_NUMERIC_CLASSES
-
-
-def column_report(c: ColumnPlan, binning: str) -> dict[str, Any]:
-    """How column ``c`` was coded, for the report: its kind and states, and for a binned
-    column the strategy, the split points (``edges``), the values that are a state of
-    their own (``spikes``) and the states' names."""
-    out: dict[str, Any] = {"name": c.name, "kind": c.kind, "states": c.num_states,
-                           "missing_state": c.missing}
-    if c.kind == "bins":
-        edges = list(c.splits or [])
-        # JSON has no infinities: an infinite edge or spike (a column holding inf) is a string
-        out.update(binning=binning, edges=[json_float(e) for e in edges],
-                   spikes=[json_float(s) for s in c.spikes or []], state_names=c.state_labels())
-    return out
+    def report(self) -> dict[str, Any]:
+        """The run's ``selection.json`` (:func:`vmi_spark.core.summary.selection_report`
+        and how the selection ran)."""
+        out = selection_report(self.plan, self.selection, self.params, self.label_reason)
+        out.update(execution=self.execution, storage=self.storage, reader=self.reader,
+                   prepare_seconds=self.prepare_seconds, phase_seconds=dict(self.phases),
+                   total_seconds=self.total_seconds, warnings=list(self.warnings))
+        return out
 
 
 def vector_names(df: DataFrame, features_col: str, label: str, *,
@@ -333,8 +265,8 @@ class Execution(Backend, Protocol):
 class StartExecution(Protocol):
     """Makes an :class:`Execution` over the cached blocks (the class itself, usually)."""
 
-    def __call__(self, blocks: DataFrame, num_features: int, arity: int, num_classes: int,
-                 method: str) -> Execution:
+    def __call__(self, blocks: DataFrame, num_features: int, arity: int,
+                 num_classes: int) -> Execution:
         ...
 
 
@@ -345,14 +277,14 @@ def _backend(blocks: DataFrame, d: int, arity: int, num_classes: int, method: st
     if why_not is None:
         try:
             return ResidentBackend(blocks, d, arity, num_classes, method, fallback=partial(
-                passes, blocks, d, arity, num_classes, method))
+                passes, blocks, d, arity, num_classes))
         except ResidentUnavailable as exc:
             if execution == "resident":
                 raise InputError(f"resident execution failed to start: {exc}") from None
             notes.append(f"resident tasks could not start ({exc}); running one Spark job "
                          "per pass instead")
             warnings.warn(notes[-1], UserWarning, stacklevel=4)  # run_selection's caller
-    return passes(blocks, d, arity, num_classes, method)
+    return passes(blocks, d, arity, num_classes)
 
 
 _STORAGE_WORDS = {"staging": "a Parquet copy in the staging directory",
@@ -440,7 +372,7 @@ def _row_source(df: DataFrame, label: str, features: list[str], vector: VectorRe
         return ParquetVectorReader(df, label, vector.features_col, features, slots, files,
                                    presample=presample)
     if source is not None and histogram:
-        return ParquetReader(df.sparkSession, source, slots, presample=presample)
+        return ParquetReader(df.sparkSession, source, slots, presample=presample, df=df)
     return SparkSource(df)
 
 
@@ -457,28 +389,18 @@ def block_rows_for(num_rows: int, parts: int, num_features: int, method: str,
     rows = min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, whole_strides(-(-num_rows // (4 * parts)),
                                                                  up=True)))
     most = BLOCK_BYTES // (num_features + 2)
-    if method == PAIRWISE:
-        most = min(most, _PAIR_BLOCK_BYTES // (8 * num_features * num_classes))
+    state = criterion(method).row_state_bytes(num_features, num_classes)
+    if state:
+        most = min(most, _PAIR_BLOCK_BYTES // state)
     return max(256, min(rows, whole_strides(most)))
 
 
-def run_selection(df: DataFrame, label: str, *, features: list[str] | None = None,
-                  features_col: str | None = None, method: str = "vmi_naive",
-                  num_features: int = 50, restart_tolerance: float = 0.0, num_bins: int = 10,
-                  max_categories: int = 32, max_classes: int = 1000,
-                  handle_invalid: str = "keep", report_candidates: int = 0,
-                  binning: str = "quantile", label_type: str = "auto", label_bins: int = 10,
+def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *,
+                  features: list[str] | None = None, exclude: list[str] | None = None,
+                  features_col: str | None = None,
                   on_step: Callable[[Selection], None] | None = None,
                   storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
-                  checkpoint_dir: str | None = None,
-                  estimator: str = "histogram",
-                  source: ParquetSource | None = None,
-                  reader: str = "auto",
-                  execution: str = "auto",
-                  block_storage: str = "auto",
-                  staging_dir: str | None = None,
-                  selection_mode: str = "numTopFeatures",
-                  selection_threshold: float | None = None) -> SelectionRun:
+                  source: ParquetSource | None = None, **values: Any) -> SelectionRun:
     """Select features of ``df`` for ``label`` on Spark (see :class:`vmi_spark.VMISelector`).
 
     With ``checkpoint_dir`` the state of the selection is saved there after every
@@ -519,45 +441,29 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     """
     t0 = time.perf_counter()
     phases = Phases()
-    params: dict[str, Any] = {
-        "method": method, "num_features": num_features, "restart_tolerance": restart_tolerance,
-        "num_bins": num_bins, "binning": binning, "max_categories": max_categories,
-        "max_classes": max_classes, "label_type": label_type, "label_bins": label_bins,
-        "handle_invalid": handle_invalid, "estimator": estimator,
-        "selection_mode": selection_mode, "selection_threshold": selection_threshold}
-    checked = validate({**params, "execution": execution, "reader": reader,
-                        "report_candidates": report_candidates,
-                        "block_storage": block_storage, "staging_dir": staging_dir})
-    for key in ("num_features", "restart_tolerance", "selection_threshold"):
-        params[key] = checked[key]
-    if staging_dir is not None:  # before anything is read, as the job checks its outputs
-        check_staging(df, staging_dir)
-    if checkpoint_dir is not None:
-        check_checkpoint_dir(df, checkpoint_dir)
-    inp = _plan_rows(df, label, features, features_col, source, params, reader, execution,
-                     phases)
+    settings = _settings(settings, values)
+    with phrased(settings.style):
+        if settings.staging_dir is not None:  # before anything is read, as the job checks
+            check_staging(df, settings.staging_dir)
+        if settings.checkpoint_dir is not None:
+            check_checkpoint_dir(df, settings.checkpoint_dir)
+        inp = _plan_rows(df, label, features, exclude, features_col, source, settings, phases)
     plan, d = inp.plan, len(inp.features)
-    notes = _plan_notes(plan, inp.df.schema[label].dataType)
-    k, min_gain = selection_size(selection_mode, params["selection_threshold"],
-                                 params["num_features"], d)
-    k, capped = cap_num_features(k, d)
+    notes = inp.notes + _plan_notes(plan, settings.style)
+    log.info("label '%s': %s (%s)", label, plan.label_type, inp.label_reason)
+    k, min_gain, capped = plan_size(settings, d)
     for n in notes:
-        warnings.warn(n.warning if isinstance(n, Note) else UserWarning(n), stacklevel=2)
-    if capped is not None:
-        notes.append(Note(capped))
+        warnings.warn(n, UserWarning, stacklevel=2)
+    if capped is not None:  # in the names of the front end that asked
+        capped = ParameterWarning(capped.key, capped.template, settings.style)
+        notes.append(str(capped))
         warnings.warn(capped, stacklevel=2)
-    backend, kept = _start(inp, method, execution, storage_level, block_storage, staging_dir,
-                           notes, phases)
+    backend, kept = _start(inp, settings, storage_level, notes, phases)
     phases.lap("start_execution")
     t_prep = time.perf_counter() - t0
     try:
-        selection = _select(backend, inp, params, k, min_gain, report_candidates, on_step,
-                            checkpoint_dir, notes)
+        selection = _select(backend, inp, settings, k, min_gain, on_step, notes)
         phases.lap("steps")
-    except ResumeMismatch as exc:  # an edited checkpoint: refused, never trusted
-        raise InputError(f"the checkpoint in {checkpoint_dir} does not replay: {exc}; it was "
-                         "edited, or written by another version: remove it to start over"
-                         ) from None
     finally:
         backend.close()
         if kept is not None:
@@ -570,8 +476,16 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     if how not in ("cache", "driver"):
         notes.append(f"the encoded rows were kept by {_STORAGE_WORDS[how]} (the session "
                      "cannot cache DataFrames)")
-    return SelectionRun(plan, selection, params, time.perf_counter() - t0, t_prep, notes,
-                        backend.execution, how, dict(phases), inp.read_by)
+    return SelectionRun(plan, selection, settings.result(), time.perf_counter() - t0, t_prep,
+                        notes, backend.execution, how, dict(phases), inp.read_by,
+                        inp.label_reason)
+
+
+def _settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
+    """``settings`` with the keyword ``values`` applied (spec keys), checked once."""
+    if settings is None:
+        return Settings.of(values, "python")
+    return settings.replace(**values) if values else settings
 
 
 @dataclass
@@ -583,7 +497,8 @@ class _Rows:
     (then ``rows`` is ``driver``); ``why_not`` why resident tasks cannot run (None if they
     can); ``parts`` the partitions the encoded blocks are spread over; ``slots`` the
     session's parallelism; ``reading`` the session settings of the jobs that read the rows;
-    ``read_by`` ``"pyarrow"`` or ``"spark"`` (the report's ``reader``).
+    ``read_by`` ``"pyarrow"`` or ``"spark"`` (the report's ``reader``); ``notes`` what the
+    planner and the column choice said; ``label_reason`` why the label is what it is.
     """
 
     df: DataFrame
@@ -597,17 +512,20 @@ class _Rows:
     slots: int
     read_by: str
     reading: Callable[[], AbstractContextManager[Any]]
+    notes: list[str]
+    label_reason: str
 
 
 def _plan_rows(df: DataFrame, label: str, features: list[str] | None,
-               features_col: str | None, source: ParquetSource | None, params: dict[str, Any],
-               reader: str, execution: str, phases: Phases) -> _Rows:
+               exclude: list[str] | None, features_col: str | None,
+               source: ParquetSource | None, settings: Settings, phases: Phases) -> _Rows:
     """Resolve the columns, choose what reads the rows (the driver for a small table,
     pyarrow for Parquet files, else Spark) and compute the encoding plan with its passes."""
-    estimator = params["estimator"]
+    estimator, execution = settings.estimator, settings.execution
     slots = parallelism(df.sparkSession)
     vector: VectorReader | None = None
     schema: DataFrame | T.StructType = df
+    notes: list[str] = []
     if features_col is not None:
         if estimator == "kde":  # the KDE grid is computed over the expanded columns
             df, features = expand_vector(df, features_col, label)
@@ -615,9 +533,12 @@ def _plan_rows(df: DataFrame, label: str, features: list[str] | None,
             features = vector_names(df, features_col, label, check=False)
             vector = VectorReader(df, label, features_col, features, slots)
             schema = vector_schema(df, label, features)
-    names: list[str] = (resolve_columns(df, label, features) if vector is None
-                        else list(features or []))
-    auto = reader == "auto" and estimator == "histogram"
+        features = [f for f in features if f not in (exclude or [])]
+    if vector is None:
+        names, notes = resolve_columns(df, label, features, exclude)
+    else:
+        names = list(features or [])
+    auto = settings.reader == "auto" and estimator == "histogram"
     if source is None and auto and features_col is None:
         source = parquet_source(df, [label, *names])
     vector_col = features_col if vector is not None else None
@@ -631,11 +552,10 @@ def _plan_rows(df: DataFrame, label: str, features: list[str] | None,
         if execution == "resident" and why_not is not None:
             raise InputError(f"resident execution is not available: {why_not}")
         parts = slots if why_not is not None else task_slots(df.sparkSession)
-        label_type = params["label_type"]
+        continuous = settings.label_type == "continuous"
         rows: RowSource = driver if driver is not None else _row_source(
             df, label, names, vector, source, slots,
-            presample=None if label_type == "continuous" else (params["num_bins"],
-                                                               params["binning"]),
+            presample=None if continuous else (settings.num_bins, settings.binning),
             auto=auto, histogram=estimator == "histogram")
         # the driver reads a Parquet source with pyarrow too (parquet_rows), a vector with Spark
         read_by = ("pyarrow" if isinstance(rows, (ParquetReader, ParquetVectorReader))
@@ -644,46 +564,46 @@ def _plan_rows(df: DataFrame, label: str, features: list[str] | None,
         # the passes over the rows type the values in the Python workers (spark_source.packed)
         reading = rows.reading if isinstance(rows, BatchReader) else nullcontext
         with reading():
-            plan, skip_cols = build_plan(schema, label, names, params["num_bins"],
-                                         params["max_categories"], params["max_classes"],
-                                         params["handle_invalid"], _TimedSource(rows, phases),
-                                         params["binning"], label_type, params["label_bins"])
+            planned = build_plan(schema, label, names, settings, _TimedSource(rows, phases))
+    plan, skip_cols = planned.plan, planned.skip_cols
     if estimator == "kde":
         plan = grid_plan(SparkSource(df).kept(label, skip_cols), plan)
     return _Rows(df, names, plan, skip_cols, rows, driver, why_not, parts, slots, read_by,
-                 reading)
+                 reading, notes + planned.notes, planned.label.reason)
 
 
-def _plan_notes(plan: EncodingPlan, label_type: T.DataType) -> list[str]:
-    """What the run's warnings say about the rows: dropped and skipped rows, a label that
-    looks continuous."""
+def _plan_notes(plan: EncodingPlan, style: str) -> list[str]:
+    """What the run's warnings say about the rows: dropped and skipped rows, classes too
+    thin to estimate (a label asked to be categorical)."""
     notes: list[str] = []
     if plan.rows_dropped:
         notes.append(f"dropped {plan.rows_dropped} rows with a null label")
     if plan.rows_skipped:
         notes.append(f"skipped {plan.rows_skipped} rows with missing feature values")
-    if looks_continuous(plan, label_type):
-        notes.append(Note(ParameterWarning(
-            "label_type", f"label {literal(repr(plan.label))} has {len(plan.classes)} classes "
-                          f"in {plan.num_rows} rows and looks continuous; set {{label_type}} to "
-                          "continuous to bin it")))
+    if plan.label_type == "categorical" and plan.label_dtype != "string" and \
+            thin_classes(len(plan.classes), plan.num_rows):
+        notes.append(phrase(f"label '{literal(plan.label)}' has {len(plan.classes)} classes "
+                            f"in {plan.num_rows} rows, fewer than {AUTO_ROWS_PER_VALUE} rows a "
+                            "class: it looks like a regression target; set {label_type} to "
+                            "continuous or auto to bin it", style))
     return notes
 
 
-def _start(inp: _Rows, method: str, execution: str, storage_level: StorageLevel,
-           block_storage: str, staging_dir: str | None, notes: list[str],
+def _start(inp: _Rows, settings: Settings, storage_level: StorageLevel, notes: list[str],
            phases: Phases) -> tuple[Execution, Kept | None]:
     """Encode the rows and start the execution of the steps over them: in the driver
     (:class:`.driver.DriverBackend`), or the blocks kept on the executors (``Kept``) and
     resident tasks or one Spark job a pass over them (:func:`_backend`)."""
+    method, execution = settings.method, settings.execution
+    block_storage, staging_dir = settings.block_storage, settings.staging_dir
     plan, d, num_classes = inp.plan, len(inp.features), len(inp.plan.classes)
     spark = inp.df.sparkSession
     driver, why_not, parts = inp.driver, inp.why_not, inp.parts
-    if driver is not None and method == PAIRWISE and \
-            8 * plan.num_rows * d * num_classes > DRIVER_PAIR_BYTES:
+    state = plan.num_rows * criterion(method).row_state_bytes(d, num_classes)
+    if driver is not None and state > DRIVER_PAIR_BYTES:
         if execution == "driver":
             raise InputError("execution 'driver': the pairwise state of this table "
-                             f"({8 * plan.num_rows * d * num_classes >> 20} MiB) is more than "
+                             f"({state >> 20} MiB) is more than "
                              f"the driver keeps ({DRIVER_PAIR_BYTES >> 20} MiB); use auto")
         driver = None  # planned in the driver, selected on the executors
         why_not = unavailable_reason(spark)
@@ -691,7 +611,7 @@ def _start(inp: _Rows, method: str, execution: str, storage_level: StorageLevel,
     if driver is not None:
         codes, y = driver.codes(plan, inp.skip_cols)
         phases.lap("encode")
-        return DriverBackend(codes, y, method, plan.arity, num_classes), None
+        return DriverBackend(codes, y, plan.arity, num_classes), None
     block_rows = block_rows_for(plan.num_rows, parts, d, method, num_classes)
     rows = inp.rows
     level = _storage_level(spark, storage_level, plan.num_rows * (d + 2), parts, notes)
@@ -721,20 +641,21 @@ def _start(inp: _Rows, method: str, execution: str, storage_level: StorageLevel,
         raise
 
 
-def _select(backend: Execution, inp: _Rows, params: dict[str, Any], k: int,
-            min_gain: float | None, report_candidates: int,
-            on_step: Callable[[Selection], None] | None, checkpoint_dir: str | None,
+def _select(backend: Execution, inp: _Rows, settings: Settings, k: int,
+            min_gain: float | None, on_step: Callable[[Selection], None] | None,
             notes: list[str]) -> Selection:
     """The greedy selection of ``k`` features over ``backend``, continued from the
-    checkpoint in ``checkpoint_dir`` (if it has one of this input and these parameters)
-    and saved there after every step."""
-    plan, method = inp.plan, params["method"]
+    checkpoint in ``settings.checkpoint_dir`` (if it has one of this input and these
+    parameters) and saved there after every step."""
+    plan, method = inp.plan, settings.method
+    checkpoint_dir, report_candidates = settings.checkpoint_dir, settings.report_candidates
     resume = None
     if checkpoint_dir is not None:
         ckpt = Checkpoint(checkpoint_dir, fingerprint(
             plan.to_json(), backend.feature_counts(),
-            {**params, "report_candidates": report_candidates}), num_features=len(inp.features),
-            method=method, report_candidates=report_candidates)
+            {**settings.result(), "report_candidates": report_candidates}),
+            num_features=len(inp.features), method=method,
+            report_candidates=report_candidates)
         resume = ckpt.load()
         if resume is not None:
             if len(resume.selected) > k:
@@ -742,16 +663,18 @@ def _select(backend: Execution, inp: _Rows, params: dict[str, Any], k: int,
                                  "this run selects")
             notes.append(f"resumed from the checkpoint after step {len(resume.selected)}")
         on_step = _saving(ckpt, on_step)
-    if not is_vmi(method):
-        return select_classic(backend, method, k, report_candidates=report_candidates,
-                              on_step=on_step, resume=resume, min_gain=min_gain)
     smoothing = None
-    if params["estimator"] == "kde":
+    if settings.estimator == "kde":
         grid = [j for j, c in enumerate(plan.columns) if c.kind == "grid"]
         cells = [len(c.splits or []) + 1 for c in plan.columns]
         missing = [c.missing for c in plan.columns]
         smoothing = partial(kde_conditional, grid_columns=grid, grid_cells=cells,
                             missing=missing)
-    return select_vmi(backend, method, k, params["restart_tolerance"],
+    try:
+        return select(backend, method, k, restart_tolerance=settings.restart_tolerance,
                       report_candidates=report_candidates, on_step=on_step, resume=resume,
                       conditional_fn=smoothing, min_gain=min_gain)
+    except ResumeMismatch as exc:  # an edited checkpoint: refused, never trusted
+        raise InputError(f"the checkpoint in {checkpoint_dir} does not replay: {exc}; it was "
+                         "edited, or written by another version: remove it to start over"
+                         ) from None

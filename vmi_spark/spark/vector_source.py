@@ -24,11 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
+from ..core.planning import FLOATING
+from ..core.rows import ByteColumns, feature_array, missing_mask, typed_array
 from .arrow_source import READ_CELLS, BatchReader, ParquetSource, RowGroups, row_group_batches
-from .plan import quote
-from .rows import ByteColumns, feature_array, missing_mask, typed_array
+from .plan import quote, value_sql, value_type
 from .storage import session_confs
 
 
@@ -254,13 +254,12 @@ class VectorReader(BatchReader):
     def __init__(self, df: DataFrame, label: str, features_col: str, names: list[str],
                  slots: int):
         ldt = next(f.dataType for f in df.schema.fields if f.name == label)
-        lab = F.col(quote(label))
-        if isinstance(ldt, T.DecimalType):  # as the Spark reader packs it (Spark's rounding)
-            lab = lab.cast("double")
+        lab = F.expr(value_sql(label, ldt))  # as the Spark reader packs it
         self._frame = df.select(lab.alias("_label"), vector_array(features_col).alias("_v"))
         self.names, self.slots = list(names), slots
-        self.kinds = {label: "string" if isinstance(ldt, T.StringType) else "double",
+        self.kinds = {label: (value_type(ldt) or FLOATING).kind,
                       **dict.fromkeys(names, "double")}
+        self.df = df
         self._pos = {n: i for i, n in enumerate(names)}
         self.label, self.features_col = label, features_col
 
