@@ -138,5 +138,6 @@ def test_serverless_staging_inside_the_input_is_refused(serverless_run):
     _, res = serverless_run
     kind, message, untouched = res["inside"]
     assert kind == "ParameterError" and untouched
-    assert "stagingDir" in message and "lies inside the input" in message
+    # run_selection names its keywords (the estimator says stagingDir, the job --staging-dir)
+    assert "staging_dir" in message and "lies inside the input" in message
     assert "\n" not in message
