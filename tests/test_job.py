@@ -230,3 +230,58 @@ def test_progress_lines_quiet_and_verbose(spark, table, capsys, tmp_path):
     assert rc == 0
     assert len([ln for ln in cap.err.splitlines() if " INFO vmi_spark: step " in ln]) == 4
     assert " DEBUG vmi_spark: " in cap.err
+
+
+#: the estimator's names of parameters the job has as flags (issue 33 item 10)
+ML_NAMES = ("numTopFeatures", "labelType", "maxCategories", "maxClasses", "handleInvalid",
+            "stagingDir", "numBins", "labelBins")
+
+
+def test_messages_and_warnings_use_the_flag_names(spark, table, capsys, tmp_path):
+    """Errors and warnings raised below the job (the plan, the selection) named the
+    estimator's params: 'labelType' for --label-type, 'numTopFeatures' in the warnings."""
+    base, _ = table
+    t = str(base / "t.parquet")
+    spark.createDataFrame(pd.DataFrame({"a": np.arange(60) % 4, "y": np.arange(60)})) \
+        .write.parquet(str(tmp_path / "wide_label.parquet"))
+    holes = str(tmp_path / "holes.parquet")
+    spark.createDataFrame(pd.DataFrame({"a": [1.0, None] * 20, "b": [None] * 40,
+                                        "y": [0, 1] * 20}).astype({"b": "float64"})) \
+        .write.parquet(holes)
+    for argv, needle in (
+            (["--input", t, "--label", "name", "--label-type", "continuous"],
+             "--label-type is 'continuous' but the label column is not numeric (label column "
+             "'name')"),
+            (["--input", holes, "--label", "y", "--features", "a", "--handle-invalid", "error"],
+             "feature column 'a' has 20 missing values (null or NaN) and --handle-invalid is "
+             "'error'"),
+            (["--input", holes, "--label", "y", "--handle-invalid", "skip"],
+             "no rows left after dropping rows with missing feature values (--handle-invalid "
+             "is 'skip')"),
+            (["--input", str(tmp_path / "wide_label.parquet"), "--label", "y",
+              "--max-classes", "10", "--label-type", "categorical"],
+             "label column 'y' has more than 10 distinct values (--max-classes); set "
+             "--label-type continuous to bin it, or raise --max-classes")):
+        rc, cap = _run(spark, capsys, *argv, "--output", str(tmp_path / "never"))
+        lines = [ln for ln in cap.err.splitlines() if ln.strip()]
+        assert rc == 2 and len(lines) == 1 and needle in lines[0], cap.err
+    out = tmp_path / "o"
+    rc, cap = _run(spark, capsys, "--input", t, "--label", "y", "--features", "c0,c1,name",
+                   "--num-features", "10", "--output", str(out))
+    assert rc == 0
+    rep = json.loads((out / "selection.json").read_text())
+    assert "--num-features 10 is more than the 3 features; selecting at most 3" in rep["warnings"]
+    out2 = tmp_path / "o2"
+    rc, cap2 = _run(spark, capsys, "--input", str(tmp_path / "wide_label.parquet"), "--label",
+                    "y", "--num-features", "1", "--label-type", "categorical", "--output",
+                    str(out2))
+    assert rc == 0
+    rep2 = json.loads((out2 / "selection.json").read_text())
+    assert any("looks like a regression target; set --label-type to continuous or auto to "
+               "bin it" in w for w in rep2["warnings"]), rep2["warnings"]
+    assert "looks like a regression target; set --label-type to continuous" in cap2.err
+    assert rep2["label_decision"]["reason"] == "--label-type is 'categorical'"
+    # ("numTopFeatures" is also a value of --selection-mode, in the report's parameters)
+    for text in (cap.err, cap2.err, json.dumps(rep["warnings"]), json.dumps(rep2["warnings"]),
+                 json.dumps(rep2["label_decision"])):
+        assert not [n for n in ML_NAMES if n in text], text

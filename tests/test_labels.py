@@ -151,7 +151,7 @@ def test_auto_treats_a_label_with_more_than_max_classes_integers_as_continuous(s
     df = spark.createDataFrame(pd.DataFrame(x, columns=["a", "b", "c"]).assign(y=y))
     run = run_selection(df, "y", num_features=1, max_classes=50)
     assert run.plan.label_type == "continuous" and run.report()["selected"] == ["c"]
-    # run_selection names its own keywords; the job its flags
+    # run_selection names its own keywords; the job its flags (test_job.py)
     with pytest.raises(InputError, match="set label_type continuous .* raise max_classes"):
         run_selection(df, "y", num_features=1, max_classes=50, label_type="categorical")
 

@@ -386,7 +386,9 @@ JOB_CASES = {
     "no output": (["!", "--input", "in.parquet", "--label", "y"], "--output is required"),
     "table no output": (["!", "--table", "db.t", "--label", "y"], "--output is required"),
     "label without input": (["!", "--label", "y"], "--input or --table is required"),
-    "demo rows": (["!", "--demo-rows", "0"], "--demo-rows must be >= 1, got 0"),
+    "demo rows": (["!", "--demo-rows", "0"], "--demo-rows must be between 1 and 1000000, got 0"),
+    "demo rows huge": (["!", "--demo-rows", "1000000000000"],  # a MemoryError traceback
+                       "--demo-rows must be between 1 and 1000000, got 1000000000000"),
     "demo K": (["!", "--num-features", "0"], "--num-features must be >= 1, got 0"),
     "bad remote": (["--remote", "localhost:15002"], "--remote must be sc://host:port or local[N]"),
 }

@@ -335,11 +335,92 @@ def run(args: argparse.Namespace, spark) -> dict[str, Any]:
     with outputs.claims(args, spark, location) as claimed:
         if args.output_table:
             _check_output_table(spark, args)
-        return _select(args, spark, read_input(spark, args), claimed)
+        df = read_input(spark, args)
+        return _select(args, spark, df, claimed, csv_notes(spark, args, df))
 
 
-def _select(args: argparse.Namespace, spark, df, claimed) -> dict[str, Any]:
-    """Select on ``df`` (the demo data when None) and write the claimed outputs."""
+#: bytes of each CSV input file (at most CSV_FILES of them) looked at by :func:`csv_notes`
+CSV_SAMPLE_BYTES = 4 << 20
+CSV_FILES = 8
+_COMPRESSED = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate", ".xz", ".zip", ".br")
+
+
+def csv_notes(spark, args: argparse.Namespace, df) -> list[str]:
+    """A warning when a CSV ``--input`` read line by line (``multiLine`` off, Spark's
+    default) looks as if quoted fields hold line breaks: lines with an odd number of
+    quote characters (escaped quotes not counted) in the first :data:`CSV_SAMPLE_BYTES` of
+    up to :data:`CSV_FILES` of its files. Spark then splits such a record into several
+    (200 records read as 240), silently. Read in the driver, no Spark job; compressed
+    files and files it cannot open are skipped; the result is never changed."""
+    if args.table or (args.format or "parquet").lower() != "csv":
+        return []
+    opts = {k.lower(): v for k, v in args.read_option}
+    if opts.get("multiline", "").strip().lower() == "true":
+        return []
+    quote, escape = opts.get("quote", '"'), opts.get("escape", "\\")
+    if len(quote) != 1 or quote == "\u0000":
+        return []
+    try:
+        files = sorted(df.inputFiles())[:CSV_FILES]
+    except Exception:  # noqa: BLE001 - no file listing (Connect, a source without files)
+        return []
+    odd = lines = 0
+    first = None
+    for uri in files:
+        if uri.lower().endswith(_COMPRESSED):
+            continue
+        head = _file_head(spark, uri, CSV_SAMPLE_BYTES)
+        if head is None:
+            continue
+        text = head.decode("utf-8", errors="replace").split("\n")
+        if len(head) >= CSV_SAMPLE_BYTES or text[-1:] == [""]:
+            text = text[:-1]  # the cut line, or nothing after the last line break
+        for i, line in enumerate(text, 1):
+            if escape and escape != quote:
+                line = line.replace(escape + escape, "").replace(escape + quote, "")
+            lines += 1
+            if line.count(quote) % 2:
+                odd += 1
+                first = first or (uri, i)
+    if not odd:
+        return []
+    assert first is not None
+    return [f"the CSV input has {odd} of {lines} lines (in the first {CSV_SAMPLE_BYTES >> 20} "
+            f"MiB of {len(files)} file(s)) with an odd number of {quote} characters, e.g. "
+            f"line {first[1]} of {first[0]}: quoted fields with line breaks split their "
+            "records when a CSV is read line by line; if so, read it with --read-option "
+            "multiLine=true"]
+
+
+def _file_head(spark, uri: str, limit: int) -> bytes | None:
+    """The first ``limit`` bytes of an input file (local, or through the session's Hadoop
+    file system), or None."""
+    if outputs.scheme_of(uri) in outputs.LOCAL_SCHEMES:
+        try:
+            with open(outputs.local_path(uri), "rb") as fh:
+                return fh.read(limit)
+        except OSError:
+            return None
+    try:
+        jvm = spark.sparkContext._jvm
+        p = jvm.org.apache.hadoop.fs.Path(uri)
+        stream = p.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).open(p)
+        try:
+            bounded = jvm.org.apache.commons.io.input.BoundedInputStream(stream, limit)
+            return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(bounded))
+        finally:
+            stream.close()
+    except Exception as exc:  # noqa: BLE001 - Connect, or unreadable: no warning then
+        log.debug("cannot look at %s: %s", uri, _first_line(exc))
+        return None
+
+
+def _select(args: argparse.Namespace, spark, df, claimed,
+            notes: Sequence[str] = ()) -> dict[str, Any]:
+    """Select on ``df`` (the demo data when None) and write the claimed outputs; ``notes``
+    are warnings about the input (logged, and in the report's ``warnings``)."""
+    for note in notes:
+        log.warning("%s", note)
     from .spark.select import run_selection
     from .synthetic import tree_model
 
@@ -375,6 +456,7 @@ def _select(args: argparse.Namespace, spark, df, claimed) -> dict[str, Any]:
     if demo:
         report["reader"] = None
     report["read_options"] = dict(args.read_option)
+    report["warnings"] = [*notes, *report.get("warnings", [])]
     if demo:
         print_summary(report)
     else:
@@ -389,14 +471,16 @@ def _columns(text: str | None) -> list[str] | None:
 
 
 def _track(report: dict[str, Any], report_dir: str | None, asked: bool) -> None:
-    """Log to MLflow with --mlflow or in an active run; a failure is a log line, not a failed
-    job (the selection is written by then)."""
+    """Log to MLflow with --mlflow or in an active run; a failure (an unreachable server
+    included: bounded, :mod:`vmi_spark.tracking`) is a log line, not a failed job (the
+    selection is written by then)."""
     from . import tracking
 
     if not asked and tracking.active_run() is None:
         return
     try:
-        tracking.log_selection(report, report_dir)
+        with tracking.bounded_http():  # and log_selection waits DEADLINE_SECONDS at most
+            tracking.log_selection(report, report_dir)
     except Exception as exc:  # noqa: BLE001 - tracking is a side channel
         log.error("could not log the selection to MLflow: %s", _one_line(exc))
 
@@ -436,8 +520,9 @@ def _write_outputs(spark, claimed: outputs.Claims, df, args: argparse.Namespace,
                                 "path": args.write_selected, "table": args.output_table}
             if sel is not None:  # "errorifexists": not under Connect
                 _writer(pruned, fmt, parts).mode("error").save(sel.payload)
+                written = [rel for rel, kind in sel.fs.tree(sel.payload) if kind == "file"]
                 sel.fs.write_text(sel.fs.join(sel.payload, outputs.SELECTED_MARKER),
-                                  outputs.marker_text(report))
+                                  outputs.marker_text(report, written))
             if args.output_table:
                 _writer(pruned, fmt, parts).mode("overwrite" if args.overwrite else "error") \
                     .saveAsTable(args.output_table)

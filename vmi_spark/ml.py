@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
+import re
 import time
 import warnings
 from collections.abc import Callable
@@ -44,7 +46,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .errors import InputError
-from .params import SPEC, Settings, check, defaults, is_vmi, parameter
+from .outputs import first_line
+from .params import METHOD_NAMES, SPEC, Settings, check, defaults, is_vmi, parameter
 from .spark.compat import handle_overwrite, load_metadata, save_metadata
 from .spark.plan import quote
 from .spark.select import run_selection
@@ -537,29 +540,102 @@ class _ModelReader(DefaultParamsReader):
     def load(self, path: str) -> VMISelectorModel:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            meta = _read_metadata(path, self.sparkSession)
             try:  # JSON only: tampered or foreign metadata is refused, never executed
-                meta = load_metadata(path, self.sparkSession)
-                if not isinstance(meta.get("uid"), str):
-                    raise ValueError("it has no uid")
-                report = meta.get("report", {})
-                _check_report(report)
-            except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+                _check_metadata(meta)
+                report = meta["report"]
+                _check_report(report, meta)
+                model = VMISelectorModel._from_report(report)
+                model._resetUid(meta["uid"])
+                DefaultParamsReader.getAndSetParams(model, meta)  # type: ignore[type-var]
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError,
+                    AssertionError, OverflowError) as exc:
                 text = " ".join(str(exc).split())[:300]
                 raise InputError(f"cannot load a VMISelectorModel from '{path}': its metadata "
                                  f"is not the JSON this model writes ({text})") from None
-        model = VMISelectorModel._from_report(report)
-        model._resetUid(meta["uid"])
-        DefaultParamsReader.getAndSetParams(model, meta)  # type: ignore[type-var]
         return model
 
 
-def _check_report(report: Any) -> None:
-    """Raise ValueError unless ``report`` is a selection a model could have written:
-    feature names, and selected indices that are distinct ints in range naming them."""
+#: the class name a saved model's metadata holds
+_MODEL_CLASS = f"{__name__}.VMISelectorModel"
+
+
+def _read_metadata(path: str, spark) -> dict[str, Any]:
+    """The metadata a model saved at ``path``: one line for a file Spark cannot read, a
+    checksum that does not match (a file edited after it was saved), or no JSON object."""
+    try:
+        meta = load_metadata(path, spark)  # PySpark 3.5's reader needs a SparkContext
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:  # not JSON, no class
+        text = " ".join(str(exc).split())[:300]
+        raise InputError(f"cannot load a VMISelectorModel from '{path}': its metadata is not "
+                         f"the JSON this model writes ({text})") from None
+    except Exception as exc:  # noqa: BLE001 - Spark's reader: a Java exception of many lines
+        line = first_line(exc)
+        if "checksum" in f"{line} {exc}".lower():
+            raise InputError(f"cannot load a VMISelectorModel from '{path}': its metadata does "
+                             "not match its checksum (.crc) file: it was changed after it was "
+                             "saved") from None
+        raise InputError(f"cannot load a VMISelectorModel from '{path}': {line}") from None
+    if type(meta) is not dict:
+        raise InputError(f"cannot load a VMISelectorModel from '{path}': its metadata is not "
+                         "the JSON this model writes (not an object)")
+    return meta
+
+
+def _check_metadata(meta: dict[str, Any]) -> None:
+    """Raise ValueError unless ``meta`` is a VMISelectorModel's: its class, a uid, and
+    params this model has, each of the right type and in range."""
+    if meta.get("class") != _MODEL_CLASS:
+        shown = str(meta.get("class"))[:100]
+        raise ValueError(f"it holds a {shown!r}, not a {_MODEL_CLASS}")
+    if type(meta.get("uid")) is not str or not meta["uid"]:
+        raise ValueError("it has no uid")
+    if type(meta.get("sparkVersion")) is not str or \
+            not re.match(r"^\d+\.\d+", meta["sparkVersion"]):
+        raise ValueError("it has no Spark version")
+    probe = VMISelectorModel()
+    for section in ("paramMap", "defaultParamMap"):
+        values = meta.get(section, {})
+        if type(values) is not dict:
+            raise ValueError(f"its {section} is not an object")
+        for name, value in values.items():
+            if not probe.hasParam(str(name)):
+                raise ValueError(f"{section} sets {str(name)[:60]!r}, which this model does not "
+                                 "have")
+            if name in ("inputCols", "excludeCols"):
+                if type(value) is not list or not all(type(c) is str for c in value):
+                    raise ValueError(f"{name} is not a list of column names")
+            elif name in _ML_KEYS:
+                param = getattr(probe, name)
+                try:
+                    check(_ML_KEYS[name], param.typeConverter(value), "ml")
+                except InputError as exc:
+                    raise ValueError(str(exc)) from None
+            elif type(value) is not str:
+                raise ValueError(f"{name} is not a string")
+
+
+def _finite_numbers(report: dict[str, Any], key: str, n: int) -> list[float]:
+    values = report.get(key)
+    if type(values) is not list or len(values) != n or not all(
+            type(v) in (int, float) and math.isfinite(v) for v in values):
+        raise ValueError(f"'{key}' is not one finite number per selected feature")
+    return values
+
+
+def _check_report(report: Any, meta: dict[str, Any] | None = None) -> None:
+    """Raise ValueError unless ``report`` is a selection a fitted model could have written:
+    a method of the registry, feature names, distinct selected indices in range naming
+    them, one finite score and gain and a block (0, then +1 at each restart) per step, the
+    restarts, and the columns and label binning as the model's properties read them; with
+    ``meta``, the selected features are among its ``inputCols`` when it has them."""
     if type(report) is not dict:
         raise ValueError("its report is not an object")
     if not report:
-        return  # an unfitted model's (nothing selected)
+        raise ValueError("its report is empty: nothing was fitted")
+    if report.get("method") not in METHOD_NAMES:
+        raise ValueError(f"its method {str(report.get('method'))[:60]!r} is not one of "
+                         + ", ".join(METHOD_NAMES))
     features = report.get("features")
     indices = report.get("selected_indices")
     names = report.get("selected")
@@ -574,8 +650,25 @@ def _check_report(report: Any) -> None:
         raise ValueError("'selected_indices' holds a feature twice")
     if names != [features[i] for i in indices]:
         raise ValueError("'selected' does not name the selected indices")
-    for key in ("scores", "blocks"):
-        values = report.get(key, [])
-        if type(values) is not list or len(values) != len(indices) or not all(
-                type(v) in (int, float) for v in values):
-            raise ValueError(f"'{key}' is not one number per selected feature")
+    n = len(indices)
+    _finite_numbers(report, "scores", n)
+    _finite_numbers(report, "gains", n)
+    blocks = report.get("blocks")
+    if type(blocks) is not list or len(blocks) != n or not all(type(b) is int for b in blocks):
+        raise ValueError("'blocks' is not one int per selected feature")
+    restarts = report.get("restarts", blocks[-1] if blocks else 0)
+    if blocks[:1] not in ([], [0]) or any(b1 - b0 not in (0, 1) for b0, b1 in
+                                          zip(blocks, blocks[1:])) or \
+            type(restarts) is not int or restarts != (blocks[-1] if blocks else restarts) or \
+            (not is_vmi(report["method"]) and any(blocks)):
+        raise ValueError("'blocks' and 'restarts' do not describe restarted blocks")
+    columns = report.get("columns", [])
+    if type(columns) is not list or not all(
+            type(c) is dict and type(c.get("name")) is str and type(c.get("kind")) is str
+            for c in columns):
+        raise ValueError("'columns' is not a list of column descriptions")
+    if "label_binning" in report and type(report["label_binning"]) is not dict:
+        raise ValueError("'label_binning' is not an object")
+    cols = (meta or {}).get("paramMap", {}).get("inputCols")
+    if cols is not None and not set(names) <= set(cols):
+        raise ValueError("it selects columns that are not among its inputCols")

@@ -245,7 +245,7 @@ SPEC: tuple[Parameter, ...] = (
     Parameter("report_candidates", int, 0, "also report the best N candidates and their scores "
               "at each step", flag="--report-candidates", low=0, metavar="N", role="run"),
     Parameter("demo_rows", int, 5000, "rows of the demo data (no --input/--table)",
-              flag="--demo-rows", low=1, metavar="N", role="job"),
+              flag="--demo-rows", low=1, high=1_000_000, metavar="N", role="job"),
 )
 _SPEC = {p.key: p for p in SPEC}
 
@@ -309,10 +309,16 @@ def _is_int(v: Any) -> bool:
         type(v).__name__ != "bool_"
 
 
+def _number(x: float) -> str:
+    """A bound as written: integers in full (1000000, not 1e+06)."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
 def _range(p: Parameter) -> str:
     if p.low is not None and p.high is not None:
-        return f"must be between {p.low:g} and {p.high:g}"
-    return f"must be >= {p.low:g}" if p.low is not None else f"must be <= {p.high:g}"
+        return f"must be between {_number(p.low)} and {_number(p.high)}"
+    return f"must be >= {_number(p.low)}" if p.low is not None else \
+        f"must be <= {_number(p.high)}"  # type: ignore[arg-type]
 
 
 def check(key: str, value: Any, style: str = "ml") -> Any:

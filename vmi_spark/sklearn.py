@@ -426,13 +426,13 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
 
     def _validate(self, X, y):
         """Check ``X`` and ``y`` and record ``n_features_in_`` / ``feature_names_in_``."""
+        # +/-inf are values like any other (binned, or a state of their own), as in the job
         if _validate_data is not None:
-            return _validate_data(self, X, y, dtype=None, ensure_all_finite="allow-nan",
-                                  reset=True)
+            return _validate_data(self, X, y, dtype=None, ensure_all_finite=False, reset=True)
         if y is None:  # pragma: no cover - scikit-learn < 1.6
             raise ValueError(f"This {type(self).__name__} estimator requires y to be passed, "
                              "but the target y is None.")
-        return self._validate_data(X, y, dtype=None, force_all_finite="allow-nan",
+        return self._validate_data(X, y, dtype=None, force_all_finite=False,
                                    reset=True)  # pragma: no cover
 
     def fit(self, X, y) -> VMIFeatureSelector:
@@ -442,7 +442,8 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         ----------
         X : array-like or pandas DataFrame of shape (n_samples, n_features)
             Numeric, boolean, string, date, datetime or duration features; NaN, NaT
-            and None are missing values.
+            and None are missing values, +/-inf values like any other (as in the Spark
+            job).
         y : array-like of shape (n_samples,)
             Class labels (at least two classes), or a continuous target
             (``label_type``).

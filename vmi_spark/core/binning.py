@@ -746,7 +746,7 @@ def _checked_counts(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray,
 
 def _above(s: float) -> float:
     """The smallest double above ``s``."""
-    return float(np.nextafter(s, np.inf))
+    return math.nextafter(s, math.inf)  # numpy's warns "overflow" at the largest double
 
 
 def _below_if_shorter(e: float, unit: str | None = None) -> float | None:
@@ -755,7 +755,7 @@ def _below_if_shorter(e: float, unit: str | None = None) -> float | None:
     above that number."""
     if not math.isfinite(e):
         return None
-    p = float(np.nextafter(e, -np.inf))
+    p = math.nextafter(e, -math.inf)
     if unit is not None:
         return p if is_whole(p, unit) and not is_whole(e, unit) else None
     return p if _is_round(p) and not _is_round(e) else None

@@ -81,7 +81,7 @@ CIFE = "cife"
 SPEC_CMI = "spec_cmi"
 
 #: byte budget of one bulk (len(fs), D, A, A, L) int64 pair-count array (SPEC_CMI, and
-#: the running sums replayed on resume)
+#: the running folds of a resumed selection's replayed steps)
 PAIR_BLOCK_BYTES = 256 * 2**20
 #: decimals the SPEC_CMI eigenvector entries are rounded to, ranked and reported
 SPEC_RANK_DECIMALS = 12
@@ -269,12 +269,6 @@ class PairwiseBound(BoundCriterion):
         return 8 * num_features * num_classes
 
 
-def _pair_tables(backend: Backend, block: Sequence[int]) -> dict[int, np.ndarray]:
-    """log p(x_i | x_f, y) tables of every feature f of ``block`` (one bulk request)."""
-    counts = backend.pair_counts_many(list(block))
-    return {f: safe_log(pair_conditional(c)) for f, c in zip(block, counts)}
-
-
 class BoundScorer(BaseScorer):
     """A selection's bound: p(y), p(x_i | y), the counts' terms and the block's pair tables."""
 
@@ -310,10 +304,6 @@ class BoundScorer(BaseScorer):
 
     def restart(self) -> None:
         self.tables = {}
-
-    def resume(self, selected: Sequence[int], block: Sequence[int]) -> None:
-        if selected and self.criterion.pair_tables_per_step:
-            self.tables = _pair_tables(self.backend, block)
 
 
 # ---------------------------------------------------------------------------
@@ -378,7 +368,8 @@ class RunningCriterion(Criterion):
 
 class RunningScorer(BaseScorer):
     """The relevance, the running fold, |S| folded, and the chosen feature not folded yet
-    (its pair table is counted when the next step needs it)."""
+    (its pair table is counted when the next step needs it; in a replay, taken from the
+    bulk counts of the saved features)."""
 
     def __init__(self, criterion: RunningCriterion, backend: Backend):
         counts = backend.feature_counts()
@@ -388,6 +379,7 @@ class RunningScorer(BaseScorer):
         self.running = np.full(counts.shape[0], criterion.initial)
         self.size = 0
         self.last: int | None = None
+        self._replayed: Iterator[tuple[int, np.ndarray]] | None = None
 
     def _fold(self, pair: np.ndarray) -> None:
         term = self.criterion.term
@@ -398,22 +390,37 @@ class RunningScorer(BaseScorer):
     def gains(self, candidates: np.ndarray, block: Sequence[int], label: str) -> np.ndarray:
         if self.last is None or self.criterion.term is None:
             return self.relevance
-        self._fold(self.backend.pair_counts(self.last))  # the only pass over the rows
+        self._fold(self._pair(self.last))
         self.last = None
         return self.criterion.value(self.relevance, self.running, self.size)
+
+    def _pair(self, f: int) -> np.ndarray:
+        """The pair table of ``f``: the next of a replay's bulk counts when it is ``f``'s
+        (the replay checked the choice), else one pass over the rows (the step's only)."""
+        if self._replayed is not None:
+            g, pair = next(self._replayed, (None, None))
+            if g == f and pair is not None:
+                return pair
+            self._replayed = None  # past the saved steps
+        return self.backend.pair_counts(f)
 
     def chose(self, f: int) -> None:
         self.last = f
 
-    def resume(self, selected: Sequence[int], block: Sequence[int]) -> None:
-        if not selected:
-            return
-        if self.criterion.term is not None:  # replay the running fold, in selection order
-            for part, pairs in bulk_pair_counts(self.backend, selected[:-1], self.shape):
-                for k in range(len(part)):
-                    self._fold(pairs[k])
-                del pairs  # one bulk array in memory at a time
-        self.last = selected[-1]
+    def replay(self, selected: Sequence[int]) -> None:
+        # the saved features' pair tables but the last's (the next new step counts that
+        # one), in bulk requests made as the replay reaches them
+        if self.criterion.term is not None and len(selected) > 1:
+            self._replayed = _tables(self.backend, list(selected[:-1]), self.shape)
+
+
+def _tables(backend: Backend, fs: list[int], shape: tuple[int, ...]
+            ) -> Iterator[tuple[int, np.ndarray]]:
+    """``(f, table)`` for every feature of ``fs`` in order, from :func:`bulk_pair_counts`."""
+    for part, pairs in bulk_pair_counts(backend, fs, shape):
+        for k, f in enumerate(part):
+            yield f, pairs[k]
+        del pairs  # one bulk array in memory at a time
 
 
 # ---------------------------------------------------------------------------

@@ -11,8 +11,10 @@ A method (``vmi_naive``, ``mrmr``, ...) is a :class:`Criterion`: a registry entr
    of being added (the loop reads it at the candidates only), the loop takes the
    largest (ties to the lowest index) and tells the scorer ``scorer.chose(f)``;
 3. a criterion with blocks (:attr:`Criterion.vmi`: the variational bound) is also told
-   when the loop clears its block (``scorer.restart()``), and a resumed run first
-   brings the scorer up to the saved steps (``scorer.resume(selected, block)``).
+   when the loop clears its block (``scorer.restart()``). A resumed run replays the
+   saved steps through the same calls (each choice checked against the saved one before
+   the next step is scored); ``scorer.replay(selected)`` is told them first, so that it
+   may count what they need in bulk.
 
 The attributes are what the front ends and the executions decide on (which tables a
 step needs, the ``kde`` estimator, whether ``selectionMode='gain'`` is defined, the
@@ -90,9 +92,12 @@ class Scorer(Protocol):
     def restart(self) -> None:
         """The block was cleared (criteria with blocks only)."""
 
-    def resume(self, selected: Sequence[int], block: Sequence[int]) -> None:
-        """Bring the state to just after the saved steps ``selected``, whose current
-        block is ``block`` (the features of the last step's block, in selection order)."""
+    def replay(self, selected: Sequence[int]) -> None:
+        """The saved steps ``selected`` (features in selection order) are about to be run
+        again: :meth:`gains` and :meth:`chose` follow as for new steps, and each choice is
+        checked against ``selected`` before the next step is scored. A scorer may count
+        what those steps need in bulk here (lazily: a replay that diverges at a step
+        needs nothing after it); the values must be the ones the steps compute."""
 
 
 class BaseScorer:
@@ -113,7 +118,7 @@ class BaseScorer:
     def restart(self) -> None:
         pass
 
-    def resume(self, selected: Sequence[int], block: Sequence[int]) -> None:
+    def replay(self, selected: Sequence[int]) -> None:
         pass
 
 

@@ -7,6 +7,10 @@ the registry in :mod:`.criteria`) turns them into every candidate's gain at each
 The loop takes the best candidate (ties to the lowest index), records the step, and
 decides when to stop; for the variational bound it also keeps the current block and
 clears it by the paper's restart rule (Algorithm 1).
+
+A resumed selection (a checkpoint's steps) is not trusted: the loop runs its steps again
+through the same scorer and requires each to come out the same, bit for bit
+(:class:`ResumeMismatch` otherwise), before it goes on.
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import criteria
-from .criterion import Backend, Criterion, Scorer
+from .criterion import Backend, Criterion
 
-__all__ = ["Backend", "STOP_REASONS", "StopSelection", "Selection", "report_fields",
-           "restore_steps", "top_candidates", "select", "select_vmi", "select_classic"]
+__all__ = ["Backend", "STOP_REASONS", "StopSelection", "ResumeMismatch", "Selection",
+           "report_fields", "restore_steps", "top_candidates", "select", "select_vmi",
+           "select_classic"]
 
 
 #: why a selection ended: K features selected; the best candidate gained less than the
@@ -33,6 +38,10 @@ STOP_REASONS = ("num_features", "threshold", "no_features_left", "no_information
 
 class StopSelection(Exception):
     """Raised by an ``on_step`` callback to end the selection after the current step."""
+
+
+class ResumeMismatch(ValueError):
+    """A saved selection (a checkpoint) that replaying its steps does not reproduce."""
 
 
 @dataclass
@@ -122,19 +131,50 @@ def _criterion(criterion: Criterion | str,
     return criterion
 
 
-def _resumed(result: Selection, saved: Selection, chosen: np.ndarray, scorer: Scorer,
-             blocks: bool) -> _Block:
-    """Copy the steps of ``saved`` into ``result``, mark them chosen and bring the scorer
-    to after them; the current block (that of the last step, for a criterion with blocks)."""
-    restore_steps(result, saved)
-    chosen[result.selected] = True
-    block = _Block()
-    if blocks and result.selected:
-        block.index = result.blocks[-1]
-        block.features = [f for f, b in zip(result.selected, result.blocks) if b == block.index]
-        block.bound = result.scores[-1]
-    scorer.resume(result.selected, block.features)
-    return block
+class _Replay:
+    """The saved steps of a resumed selection (none without one), checked one by one as
+    the loop runs them again (:func:`select`)."""
+
+    def __init__(self, saved: Selection | None, num_cols: int):
+        saved = saved if saved is not None else Selection(method="")
+        n = len(saved.selected)
+        if any(len(getattr(saved, name)) != n for name in ("scores", "gains", "blocks")):
+            raise ResumeMismatch(f"it has {n} selected features but "
+                                 f"{len(saved.scores)} scores, {len(saved.gains)} gains and "
+                                 f"{len(saved.blocks)} blocks")
+        for t, f in enumerate(saved.selected):
+            if not isinstance(f, (int, np.integer)) or isinstance(f, bool) \
+                    or not 0 <= f < num_cols or f in saved.selected[:t]:
+                raise ResumeMismatch(f"step {t + 1} selects {f!r}, not one of the {num_cols} "
+                                     "features not selected before it")
+        self.saved, self.steps = saved, n
+
+    def check(self, t: int, feature: int, score: float, gain: float, block: int,
+              candidates: list[tuple[int, float]] | None) -> None:
+        """Raise :class:`ResumeMismatch` unless step ``t`` (0-based) as replayed (its
+        feature, score, gain and block, and the candidates when both have them) is the
+        saved one."""
+        saved = self.saved
+        want = (saved.selected[t], saved.scores[t], saved.gains[t], saved.blocks[t])
+        if (feature, score, gain, block) != want:
+            raise ResumeMismatch(
+                f"step {t + 1} selects feature {feature} (score {score!r}, gain {gain!r}, "
+                f"block {block}); the checkpoint says feature {want[0]} (score {want[1]!r}, "
+                f"gain {want[2]!r}, block {want[3]})")
+        if candidates is not None and t < len(saved.candidates) and \
+                [tuple(c) for c in saved.candidates[t]] != list(candidates):
+            raise ResumeMismatch(f"step {t + 1}'s candidates are not the checkpoint's")
+
+    def stopped(self, t: int, why: str) -> ResumeMismatch:
+        """The error for a replay that ends after ``t`` steps, before the saved ones do."""
+        return ResumeMismatch(f"it has {self.steps} steps; the selection stops after {t} "
+                              f"({why})")
+
+    def done(self, result: Selection) -> None:
+        """After the last saved step: the restarts counted are the saved ones."""
+        if result.restarts != self.saved.restarts:
+            raise ResumeMismatch(f"its {self.steps} steps make {result.restarts} restarts; "
+                                 f"the checkpoint says {self.saved.restarts}")
 
 
 def _new_block_reaches(mi: np.ndarray, candidates: np.ndarray, min_gain: float) -> bool:
@@ -160,16 +200,17 @@ def _restarts(block: _Block, gain: float, candidates: np.ndarray, relevance: np.
 
 
 def _stops(result: Selection, crit: Criterion, block: _Block, gain: float,
-           min_gain: float | None, num_features: int) -> bool:
+           min_gain: float | None, num_features: int, warn: bool = True) -> bool:
     """Whether the selection ends before taking the best candidate (its gain ``gain``):
     a new block of the bound that would start without information, or a gain below
-    ``min_gain``. Records why in ``result``."""
+    ``min_gain``. Records why in ``result`` (and warns of the first, with ``warn``)."""
     if crit.vmi and not block.features and not gain > 0.0:
         _stop(result, "no_information", "no remaining feature has positive mutual "
               f"information with the label (selected {len(result.selected)} of "
               f"{num_features})")
-        warnings.warn(f"VMI selection stopped early: {result.stopped_early}", RuntimeWarning,
-                      stacklevel=3)  # select's caller
+        if warn:
+            warnings.warn(f"VMI selection stopped early: {result.stopped_early}",
+                          RuntimeWarning, stacklevel=3)  # select's caller
         return True
     if min_gain is not None and gain < min_gain:
         _stop(result, "threshold", crit.below_threshold(gain, min_gain, bool(block.features)))
@@ -186,11 +227,17 @@ def _candidates(gains: np.ndarray, values: np.ndarray, block: _Block,
     return [(i, float(shown[i])) for i, _ in top_candidates(ranked, n)]
 
 
+def _score(block: _Block, gain: float) -> float:
+    """The score of a step that adds ``gain`` to ``block`` (the gain itself in a new or no
+    block)."""
+    return block.bound + gain if block.features else gain
+
+
 def _record(result: Selection, block: _Block, best: int, gain: float, blocks: bool,
             t_step: float) -> float:
     """Add ``best`` to the selection (and, with blocks, to the block) with its ``gain``
     and the seconds since ``t_step``; returns the time now."""
-    score = block.bound + gain if block.features else gain
+    score = _score(block, gain)
     if blocks:
         block.features.append(best)
         block.bound = score
@@ -245,8 +292,14 @@ def select(
         raising :class:`StopSelection` ends the selection.
     resume : Selection, optional
         A selection saved after a completed step of the same run (same data and
-        parameters); the loop continues after its last step and ends with the same
-        result as an uninterrupted run.
+        parameters). Its steps are not trusted: the loop runs them again through the
+        criterion (every candidate scored, the restart rule applied; the comparison
+        criteria fold the saved features' pair tables from bulk count passes) and each
+        must come out the same, bit for bit (feature, score, gain, block, the candidates
+        when both have them, and the restarts), else :class:`ResumeMismatch`, raised
+        before any new step. The loop then continues after the last saved step
+        (``on_step`` only for the new steps; the saved step times kept) and ends with the
+        same result as an uninterrupted run. The replay costs what those steps cost.
     conditional_fn : callable, optional
         Maps the (D, A, L) counts to the table p(x_i = a | y) used by the naive Q
         (for example :func:`vmi_spark.core.kde.kde_conditional`); the default is
@@ -274,6 +327,8 @@ def select(
     ------
     ValueError
         An unknown method, or an argument the criterion does not take.
+    ResumeMismatch
+        ``resume`` is not what this selection's first steps are.
 
     References
     ----------
@@ -288,13 +343,20 @@ def select(
     result = Selection(method=crit.name, num_rows=scorer.num_rows,
                        mutual_information=[float(v) for v in scorer.relevance])
     chosen = np.zeros(len(scorer.relevance), dtype=bool)
-    block = _Block() if resume is None else _resumed(result, resume, chosen, scorer, crit.vmi)
+    block = _Block()
+    replay = _Replay(resume, len(chosen))
+    if replay.steps:
+        scorer.replay(list(replay.saved.selected))
     while len(result.selected) < num_features:
+        t = len(result.selected)
+        replaying = t < replay.steps
         candidates = ~chosen
         if not candidates.any():
+            if replaying:
+                raise replay.stopped(t, "no features left")
             _stop(result, "no_features_left", "no features left to select")
             break
-        label = f"{crit.name} step {len(result.selected) + 1}/{num_features}"
+        label = f"{crit.name} step {t + 1}/{num_features}" + (" (replay)" if replaying else "")
         gains = np.where(candidates, scorer.gains(candidates, block.features, label), -np.inf)
         best = int(np.argmax(gains))  # first maximum: ties go to the lowest index
         gain = float(gains[best])
@@ -303,20 +365,33 @@ def select(
             scorer.restart()
             result.restarts += 1
             continue
-        if _stops(result, crit, block, gain, min_gain, num_features):
+        if _stops(result, crit, block, gain, min_gain, num_features, warn=not replaying):
+            if replaying:
+                raise replay.stopped(t, result.stop_reason or "")
             break
         values = scorer.values(gains)
         if report_candidates:
             result.candidates.append(_candidates(gains, values, block, report_candidates))
+        if replaying:  # checked before the scorer is told, so before it counts anything
+            replay.check(t, best, _score(block, float(values[best])), float(values[best]),
+                         block.index, result.candidates[t] if report_candidates else None)
         chosen[best] = True
         scorer.chose(best)
         t_step = _record(result, block, best, float(values[best]), crit.vmi, t_step)
+        if replaying:  # the saved step, as it was (its time included)
+            if t < len(replay.saved.step_seconds):
+                result.step_seconds[t] = replay.saved.step_seconds[t]
+            if t + 1 == replay.steps:
+                replay.done(result)
+            continue
         if on_step is not None:
             try:
                 on_step(result)
             except StopSelection:
                 result.stop_reason = "callback"
                 break
+    if len(result.selected) < replay.steps:
+        raise replay.stopped(len(result.selected), f"{num_features} features asked for")
     if result.stop_reason is None:
         result.stop_reason = "num_features"
     return result

@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InputError, ParameterError, literal
+from ..errors import InputError, ParameterError, literal, phrase
 from .binning import Binning
 from .binning import state_labels as binning_state_labels
 from .encoding import (
@@ -107,7 +107,7 @@ class LabelDecision:
 
 
 def decide_label(requested: str, classes: list[Any] | None, rows: int, vtype: ValueType,
-                 max_classes: int) -> LabelDecision:
+                 max_classes: int, style: str = "ml") -> LabelDecision:
     """How the label is coded (``labelType``): classes, or a continuous target.
 
     Parameters
@@ -123,6 +123,8 @@ def decide_label(requested: str, classes: list[Any] | None, rows: int, vtype: Va
         The label column's type.
     max_classes : int
         ``maxClasses``.
+    style : str
+        The front end whose parameter names the reason uses (:func:`vmi_spark.errors.phrase`).
 
     Returns
     -------
@@ -146,7 +148,7 @@ def decide_label(requested: str, classes: list[Any] | None, rows: int, vtype: Va
         raise ParameterError("label_type", "{label_type} is 'continuous' but the label "
                                            "column is not numeric")
     if requested != "auto":
-        return LabelDecision(requested, f"labelType is '{requested}'")
+        return LabelDecision(requested, phrase(f"{{label_type}} is '{requested}'", style))
     if not vtype.numeric:
         what = "a string" if vtype.kind == "string" else "a boolean"
         return LabelDecision("categorical", f"{what} label")
@@ -231,8 +233,9 @@ def _skipping(features: list[str], stats: dict[str, Any], handle_invalid: str
     if handle_invalid == "error":
         bad = next((c for c in features if missing[c] > 0), None)
         if bad is not None:
-            raise InputError(f"feature column '{bad}' has {missing[bad]} missing values "
-                             "(null or NaN) and handleInvalid is 'error'")
+            raise ParameterError("handle_invalid", f"feature column '{literal(bad)}' has "
+                                 f"{missing[bad]} missing values (null or NaN) and "
+                                 "{handle_invalid} is 'error'")
     elif handle_invalid == "skip" and stats["skipped"]:
         return {c: 0 for c in features}, [c for c in features if missing[c]], stats["skipped"]
     return missing, [], 0
@@ -298,7 +301,8 @@ def build_plan(label: str, label_type: ValueType, features: list[str],
     params : mapping
         The checked parameters by key (:mod:`vmi_spark.params`): ``num_bins``,
         ``binning``, ``max_categories``, ``max_classes``, ``handle_invalid``,
-        ``label_type``, ``label_bins``.
+        ``label_type``, ``label_bins``; a :class:`~vmi_spark.params.Settings`' ``style``
+        names the parameters in the label decision's reason (else the ML names).
     source : PlanSource
         The rows.
 
@@ -323,11 +327,11 @@ def build_plan(label: str, label_type: ValueType, features: list[str],
     missing, skip_cols, skipped = _skipping(features, stats, params["handle_invalid"])
     rows = total - null_labels - skipped
     if rows == 0:
-        raise InputError("no rows left after dropping rows with missing feature values "
-                         "(handleInvalid is 'skip')")
+        raise ParameterError("handle_invalid", "no rows left after dropping rows with "
+                             "missing feature values ({handle_invalid} is 'skip')")
     try:
         decision = decide_label(params["label_type"], stats["classes"], rows, label_type,
-                                max_classes)
+                                max_classes, getattr(params, "style", "ml"))
     except ParameterError as e:
         raise ParameterError(e.key, e.template + f" (label column '{literal(label)}')"
                              ) from None

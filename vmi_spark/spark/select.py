@@ -15,12 +15,12 @@ from pyspark.sql import DataFrame
 
 from ..checkpoint import Checkpoint, fingerprint
 from ..core.encoding import EncodingPlan
-from ..core.greedy import Selection, select
+from ..core.greedy import ResumeMismatch, Selection, select
 from ..core.kde import kde_conditional
 from ..core.planning import AUTO_ROWS_PER_VALUE, Planned, thin_classes
 from ..core.summary import selection_report
 from ..errors import InputError, literal, phrase, phrased
-from ..params import METHOD_NAMES, Settings, parameter, plan_size
+from ..params import METHOD_NAMES, ParameterWarning, Settings, parameter, plan_size
 from .arrow_source import (
     ParquetSource,
     plain_parquet_scan,
@@ -36,6 +36,7 @@ from .routes import (
     choose_rows,
     start_execution,
 )
+from .storage import check_checkpoint_dir, check_staging
 from .vector_source import vector_lengths_checked
 
 log = logging.getLogger("vmi_spark")
@@ -179,6 +180,10 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
     # of vector_names' full check
     vectors = features_col if settings.estimator != "kde" else None
     with phrased(settings.style), vector_lengths_checked(df, vectors, label):
+        if settings.staging_dir is not None:  # before anything is read, as the job checks
+            check_staging(df, settings.staging_dir)
+        if settings.checkpoint_dir is not None:
+            check_checkpoint_dir(df, settings.checkpoint_dir)
         check_execution(df.sparkSession, settings)
         route = choose_rows(df, label, features, exclude, features_col, source, settings)
         planned = _plan(route, label, settings, phases)
@@ -192,7 +197,8 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
     k, min_gain, capped = plan_size(settings, d)
     for n in notes:
         warnings.warn(n, UserWarning, stacklevel=2)
-    if capped is not None:
+    if capped is not None:  # in the names of the front end that asked
+        capped = ParameterWarning(capped.key, capped.template, settings.style)
         notes.append(str(capped))
         warnings.warn(capped, stacklevel=2)
     execution = choose_execution(plan, route, settings)
@@ -284,6 +290,11 @@ def _select(backend: Execution, plan: EncodingPlan, settings: Settings, k: int,
         missing = [c.missing for c in plan.columns]
         smoothing = partial(kde_conditional, grid_columns=grid, grid_cells=cells,
                             missing=missing)
-    return select(backend, method, k, restart_tolerance=settings.restart_tolerance,
-                  report_candidates=report_candidates, on_step=on_step, resume=resume,
-                  conditional_fn=smoothing, min_gain=min_gain)
+    try:
+        return select(backend, method, k, restart_tolerance=settings.restart_tolerance,
+                      report_candidates=report_candidates, on_step=on_step, resume=resume,
+                      conditional_fn=smoothing, min_gain=min_gain)
+    except ResumeMismatch as exc:  # an edited checkpoint: refused, never trusted
+        raise InputError(f"the checkpoint in {checkpoint_dir} does not replay: {exc}; it was "
+                         "edited, or written by another version: remove it to start over"
+                         ) from None
