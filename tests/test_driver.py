@@ -93,11 +93,11 @@ def test_driver_with_skip_and_a_continuous_label(spark, mixed_parquet):
 
 
 def test_auto_leaves_a_large_table_to_the_executors(spark, monkeypatch):
-    from vmi_spark.spark import driver, select
+    from vmi_spark.spark import driver, routes, select
 
     df = spark.createDataFrame(_mixed(n=400).drop(columns=["price"]))
     monkeypatch.setattr(driver, "PROBE_CELLS", 100)  # 400 rows x 6 columns is "large" now
-    monkeypatch.setattr(select, "PROBE_CELLS", 100)
+    monkeypatch.setattr(routes, "PROBE_CELLS", 100)
     run = select.run_selection(df, "y", num_features=2)
     assert run.execution != "driver"
     with pytest.raises(InputError, match="execution 'driver' takes tables of at most"):
@@ -105,12 +105,12 @@ def test_auto_leaves_a_large_table_to_the_executors(spark, monkeypatch):
 
 
 def test_a_pairwise_state_too_large_for_the_driver_goes_to_the_executors(spark, monkeypatch):
-    from vmi_spark.spark import select
+    from vmi_spark.spark import routes, select
 
     df = spark.createDataFrame(_mixed(n=500).drop(columns=["price"]))
     ref = select.run_selection(df, "y", method="vmi_pairwise", num_features=3).report()
     assert ref["execution"] == "driver"
-    monkeypatch.setattr(select, "DRIVER_PAIR_BYTES", 1)
+    monkeypatch.setattr(routes, "DRIVER_PAIR_BYTES", 1)
     run = select.run_selection(df, "y", method="vmi_pairwise", num_features=3)
     assert run.execution in ("resident", "passes")
     _same(run.report(), ref)
