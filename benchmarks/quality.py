@@ -44,8 +44,13 @@ explicitly (num_bins=10, max_categories=32, label_type=auto, label_bins=10,
 binning=quantile, restart_tolerance=0.0), so they stay reproducible after the defaults
 change.
 
-Run (one worker: ~35 minutes for all 26 tables and 11 methods on this 2-core machine;
-``--workers 2`` runs two tables at a time, each forest on one core)::
+Tables over ``--max-rows`` (10,000) rows are subsampled deterministically. spec_cmi is
+skipped above 200 features, and the pair methods where their count tables would exceed
+:data:`PAIR_CELLS_MAX` (both recorded under ``skipped`` in the JSON).
+
+Run (``--workers 2``, two tables at a time, each forest on one core: 42 minutes for all
+26 tables and 11 methods on this shared 2-core machine at a 1-minute load of 8-16; a
+finished table is kept in ``OUT.parts/`` and a stopped run resumes there)::
 
     .venv/bin/pip install -r benchmarks/requirements-quality.txt
     .venv/bin/python benchmarks/quality.py run --out benchmarks/results/quality_default.json
@@ -56,7 +61,9 @@ Run (one worker: ~35 minutes for all 26 tables and 11 methods on this 2-core mac
     .venv/bin/python benchmarks/quality.py summarize benchmarks/results/quality_default.json \\
         benchmarks/results/quality_hacine.json --md benchmarks/results/quality_summary.md
 
-A variant run of vmi_naive alone takes 2-4 minutes.
+A variant run of vmi_naive alone takes 1-3 minutes: the forest scores are cached per
+(table, rows, trees, split, feature set) in ``benchmarks/results/quality_forest_cache/``
+(not committed; delete it to refit).
 """
 
 from __future__ import annotations
@@ -442,7 +449,9 @@ def run_table(name: str, methods: list[str], params_spec: dict[str, Any], varian
     skipped = {}
     if "spec_cmi" in methods and d > SPEC_CMI_MAX_D:
         skipped["spec_cmi"] = f"D = {d} > {SPEC_CMI_MAX_D}"
-    cells = pair_cells(X, y, resolve_params(params_spec, X, y, table.task))
+    tr0 = splits[0][0]  # the first training fold: the label as the selector reads it there
+    X0, y0 = X.iloc[tr0].reset_index(drop=True), y.iloc[tr0].reset_index(drop=True)
+    cells = pair_cells(X0, y0, resolve_params(params_spec, X0, y0, table.task))
     if cells > PAIR_CELLS_MAX:
         for m in PAIR_METHODS & set(methods):
             skipped.setdefault(m, f"D x A^2 x L = {cells:.2g} > {PAIR_CELLS_MAX:.0e}")
