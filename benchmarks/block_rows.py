@@ -4,7 +4,7 @@ One process, one thread: ``InMemoryBackend`` (the kernels the resident tasks run
 block) on ``--rows`` x D of 8-state features, 2 classes (``data.make_table``), for each
 block size of ``--blocks``: the mean of the ten ``vmi_naive`` steps m = 1..10 (posterior
 kept, as the resident tasks keep it), in ns per candidate cell. A wide table's blocks hold
-few rows (``select.block_rows_for``: at most 8 MiB a block, 256 to 279 rows at 30,000
+few rows (``routes.block_rows_for``: at most 8 MiB a block, 256 to 279 rows at 30,000
 columns), so whatever a step costs per candidate per block shows here, and not at the
 200-column sizes of ``kernel_floor.py``. Also prints the block size ``run_selection``
 picks for each D on two task slots.
@@ -35,7 +35,7 @@ def measure(n: int, d: int, block_rows: int, k: int = 10) -> dict:
     codes, y = make_table(n, d, STATES)
     prior, cond, mi = tables(codes, y)
     order = [int(i) for i in np.argsort(-mi, kind="stable")]
-    backend = InMemoryBackend(codes, y, NAIVE, STATES, CLASSES, block_rows=block_rows)
+    backend = InMemoryBackend(codes, y, STATES, CLASSES, block_rows=block_rows)
     backend.run(naive_ops(prior, cond, order[:1], d))  # compile, touch every block
     times, scores = [], []
     for m in range(1, k + 1):
@@ -58,7 +58,7 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     try:
-        from vmi_spark.spark.select import block_rows_for
+        from vmi_spark.spark.routes import block_rows_for
         picked = {d: block_rows_for(a.rows, 2, d, NAIVE, CLASSES) for d in a.dims}
     except ImportError:  # a checkout before session 18 (an A/B)
         picked = None

@@ -26,8 +26,7 @@ import numpy as np  # noqa: E402
 from run import load, make_table, save  # noqa: E402
 
 from vmi_spark.core import inmemory  # noqa: E402
-from vmi_spark.core.criteria import select_classic  # noqa: E402
-from vmi_spark.core.greedy import select_vmi  # noqa: E402
+from vmi_spark.core.greedy import select_classic, select_vmi  # noqa: E402
 from vmi_spark.spark.driver import DriverBackend  # noqa: E402
 
 METHODS = ("vmi_pairwise", "mrmr", "jmi")
@@ -40,7 +39,7 @@ def in_turn(self, count):
 
 
 def select(codes, y, method: str, k: int) -> tuple[float, list[int]]:
-    be = DriverBackend(codes, y, method if method.startswith("vmi") else "vmi_naive", 8, 2,
+    be = DriverBackend(codes, y, 8, 2,
                        threads=2)
     try:
         t = time.perf_counter()

@@ -52,7 +52,7 @@ def main(argv=None):
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.memory", "6g").getOrCreate())
-    from vmi_spark.spark import select
+    from vmi_spark.spark import routes, select
     from vmi_spark.spark.arrow_source import ParquetReader, parquet_source
 
     class TwoPasses(ParquetReader):
@@ -68,7 +68,7 @@ def main(argv=None):
     for rep in range(args.reps):
         order = ("one_pass", "two_passes") if rep % 2 == 0 else ("two_passes", "one_pass")
         for kind in order:
-            select.ParquetReader = ParquetReader if kind == "one_pass" else TwoPasses
+            routes.ParquetReader = ParquetReader if kind == "one_pass" else TwoPasses
             df = spark.read.parquet(args.path)
             t = time.perf_counter()
             run = select.run_selection(df, "label", method="vmi_naive", num_features=args.k,
@@ -82,7 +82,7 @@ def main(argv=None):
                    "selected": run.selection.selected, "load": load()}
             res["runs"].append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "selected"}), flush=True)
-    select.ParquetReader = ParquetReader
+    routes.ParquetReader = ParquetReader
     med = {kind: {key: statistics.median(r[key] for r in res["runs"] if r["kind"] == kind)
                   for key in ("wall", "prepare")} for kind in ("one_pass", "two_passes")}
     res["summary"] = {

@@ -85,9 +85,9 @@ def measure(n: int, d: int, k: int, reps: int) -> dict:
     codes, y = make_table(n, d, STATES)
     prior, cond, mi = tables(codes, y)
     order = [int(i) for i in np.argsort(-mi, kind="stable")]
-    kept = InMemoryBackend(codes, y, NAIVE, STATES, CLASSES, block_rows=block_rows_for(n, d))
-    fresh = InMemoryBackend(codes, y, NAIVE, STATES, CLASSES, block_rows=block_rows_for(n, d))
-    pw = InMemoryBackend(codes, y, PAIRWISE, STATES, CLASSES,
+    kept = InMemoryBackend(codes, y, STATES, CLASSES, block_rows=block_rows_for(n, d))
+    fresh = InMemoryBackend(codes, y, STATES, CLASSES, block_rows=block_rows_for(n, d))
+    pw = InMemoryBackend(codes, y, STATES, CLASSES,
                          block_rows=block_rows_for(n, d, PAIRWISE))
     kept.run(naive_ops(prior, cond, order[:8], d))  # compile every loop once
     kept.close()

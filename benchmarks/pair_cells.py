@@ -2,7 +2,7 @@
 
 One process, one thread: ``InMemoryBackend`` (the kernels the resident tasks run, block by
 block) on ``--rows`` x ``--features`` of 2-, 3- and 8-state features, 2 classes
-(``data.make_table``), blocks as ``select.block_rows_for`` cuts them. For m = 1..K the
+(``data.make_table``), blocks as ``routes.block_rows_for`` cuts them. For m = 1..K the
 ``vmi_pairwise`` step (the state pass: fold and score; the count pass is the same either
 way) is timed three ways, fastest of ``--reps`` whole paths:
 
@@ -49,7 +49,7 @@ def path_times(codes, y, states: int, k: int, ratio: int, block: int):
     saved = bound.PAIR_CELL_RATIO
     bound.PAIR_CELL_RATIO = ratio
     try:
-        be = InMemoryBackend(codes, y, PAIRWISE, states, CLASSES, block_rows=block)
+        be = InMemoryBackend(codes, y, states, CLASSES, block_rows=block)
         tabs, secs, sums = {}, [], []
         for m in range(1, k + 1):
             f = order[m - 1]

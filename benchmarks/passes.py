@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     from vmi_spark.spark.arrow_source import ParquetReader, parquet_source
     from vmi_spark.spark.blocks import block_encoder
     from vmi_spark.spark.plan import build_plan
-    from vmi_spark.spark.rows import column_stats_fn, merge_stats
+    from vmi_spark.core.rows import column_stats_fn, merge_stats
     from vmi_spark.spark.vector_source import ParquetVectorReader
 
     for d in args.dims:  # the tables, as wide.py writes them (a Spark job of its own)

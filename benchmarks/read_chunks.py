@@ -37,7 +37,7 @@ def one_pass(path: str, how: str) -> tuple[float, float, dict]:
     import pyarrow.parquet as pq
 
     from vmi_spark.spark import arrow_source as A
-    from vmi_spark.spark.rows import ColumnStats, feature_array, typed_array
+    from vmi_spark.core.rows import ColumnStats, feature_array, typed_array
 
     pf = pq.ParquetFile(path)
     columns = ["label"] + [c for c in pf.schema_arrow.names if c != "label"]

@@ -110,7 +110,7 @@ def make_backend(df, d, method):
         from vmi_spark.spark.resident import ResidentBackend
         return ResidentBackend(df, d, STATES, CLASSES, method)
     from vmi_spark.spark.backend import SparkBackend
-    return SparkBackend(df, d, STATES, CLASSES, method)
+    return SparkBackend(df, d, STATES, CLASSES)
 
 
 def load():
@@ -136,7 +136,7 @@ def slots() -> int:
 
 def block_rows_for(n: int, d: int, method: str = NAIVE) -> int:
     """The block size ``run_selection`` picks (about 4 blocks per task slot)."""
-    from vmi_spark.spark.select import block_rows_for as rows_for
+    from vmi_spark.spark.routes import block_rows_for as rows_for
     return rows_for(n, slots(), d, method, CLASSES)
 
 
@@ -238,7 +238,7 @@ def bench_naive(scale, reps=3, ms=(1, 2, 3, 6)):
     br = block_rows_for(n, d)
     df = blocks_frame(codes, y, br)
     be = make_backend(df, d, NAIVE)
-    mem = InMemoryBackend(codes, y, NAIVE, STATES, CLASSES, block_rows=br)
+    mem = InMemoryBackend(codes, y, STATES, CLASSES, block_rows=br)
     res = {"rows": n, "features": d, "states": STATES, "classes": CLASSES, "block_rows": br,
            "blocks": -(-n // br), "load_start": load(), "steps": []}
     _check("feature_counts equal", np.array_equal(be.feature_counts(),
@@ -309,7 +309,7 @@ def bench_overhead(scale, m=6, reps=3):
     order = [int(i) for i in np.argsort(-mi, kind="stable")]
     br = block_rows_for(n, d)
     df = blocks_frame(codes, y, br)
-    be = SparkBackend(df, d, STATES, CLASSES, NAIVE)
+    be = SparkBackend(df, d, STATES, CLASSES)
     ops = naive_ops(prior, cond, order[:m], d)
     be.run(ops)
 
@@ -333,7 +333,7 @@ def bench_overhead(scale, m=6, reps=3):
         t, rows = timed(lambda: df.mapInArrow(kernel, "s double").collect())
         ks.append({"wall_s": t, "kernel_sum_s": sum(r[0] for r in rows)})
     res["kernel_pass"] = ks
-    mem = InMemoryBackend(codes, y, NAIVE, STATES, CLASSES, block_rows=br)
+    mem = InMemoryBackend(codes, y, STATES, CLASSES, block_rows=br)
     res["inmemory_1core_s"] = [timed(mem.run, ops)[0] for _ in range(reps)]
     res["load_end"] = load()
     be.close()
@@ -400,9 +400,9 @@ def bench_pairwise(scale, k=30):
     for m in (3, k):
         block = order[:m]
         ops = naive_ops(prior, cond, block, d)
-        ref = InMemoryBackend(codes, y, NAIVE, STATES, CLASSES).run(ops)
+        ref = InMemoryBackend(codes, y, STATES, CLASSES).run(ops)
         _check(f"naive m={m} spark == in-memory", np.array_equal(naive_sums[m], ref), res)
-        mem = InMemoryBackend(codes, y, PAIRWISE, STATES, CLASSES)
+        mem = InMemoryBackend(codes, y, STATES, CLASSES)
         mtabs = {f: safe_log(pair_conditional(mem.pair_counts(f))) for f in block}
         _check(f"pair tables m={m} equal", all(np.array_equal(mtabs[f], tabs[f]) for f in block), res)
         ops = StepOps(PAIRWISE, prior, cond, ops.candidates, block=tuple(block), pair_log_tables=mtabs)
@@ -433,7 +433,7 @@ def bench_fixed(scale, reps=15):
     res = {"rows": 100, "features": 5, "load_start": load()}
     be = make_backend(df, 5, NAIVE)
     ops = naive_ops(prior, cond, order[:2], 5)
-    ref = InMemoryBackend(codes, y, NAIVE, STATES, CLASSES).run(ops)
+    ref = InMemoryBackend(codes, y, STATES, CLASSES).run(ops)
     naive = []
     for _ in range(reps):
         t, s = timed(be.run, ops)
@@ -483,7 +483,7 @@ def _scaling_point(n, d, ms=(2, 6), reps=3):
         out[f"m{m}_all_s"] = ts
         out[f"m{m}_kernel"] = kernel_used(codes, y.astype(np.intp), order[:m], cond, prior, br)["kernel"]
         if m == ms[-1]:
-            ref = InMemoryBackend(codes, y, NAIVE, STATES, CLASSES, block_rows=br).run(ops)
+            ref = InMemoryBackend(codes, y, STATES, CLASSES, block_rows=br).run(ops)
             out[f"m{m}_equal_inmemory"] = bool(np.array_equal(np.asarray(s, dtype=np.int64), ref))
     be.close()
     df.unpersist()
@@ -549,8 +549,7 @@ def capped(limit, fn, *a, **k):
 
 def _ours(df, codes, y, method, k):
     """run_selection on Spark, and the same selection by the in-memory core."""
-    from vmi_spark.core.criteria import select_classic
-    from vmi_spark.core.greedy import select_vmi
+    from vmi_spark.core.greedy import select_classic, select_vmi
     from vmi_spark.spark.select import run_selection
     try:
         t, run = timed(run_selection, df, "label", method=method, num_features=k,
@@ -560,7 +559,7 @@ def _ours(df, codes, y, method, k):
     sel = run.selection
     names = run.plan.features
     idx = [int(names[i][1:]) for i in sel.selected]
-    mem = InMemoryBackend(codes, y, method if method in (NAIVE, PAIRWISE) else NAIVE, STATES, CLASSES)
+    mem = InMemoryBackend(codes, y, STATES, CLASSES)
     tm, ref = timed(select_vmi if method in (NAIVE, PAIRWISE) else select_classic, mem, method, k)
     same = ([int(i) for i in ref.selected] == idx and list(ref.scores) == list(sel.scores))
     return {"method": method, "seconds": t, "prepare_s": run.prepare_seconds,

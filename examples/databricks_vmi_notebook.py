@@ -7,10 +7,10 @@
 # MAGIC shows the selection report, the steps as a DataFrame and the bound per step, and
 # MAGIC optionally logs the selection to MLflow and writes the pruned table.
 # MAGIC
-# MAGIC **Requirements:** a cluster on Databricks Runtime 17.x or later (Apache Spark 4.x; the
-# MAGIC package needs PySpark >= 4.0, which the runtime provides). Build the wheel with
-# MAGIC `python -m build --wheel` and upload it to a Unity Catalog volume; set the path in the
-# MAGIC install cell below.
+# MAGIC **Requirements:** Databricks Runtime 14.3 LTS or later (Apache Spark 3.5 or 4.x, which
+# MAGIC the runtime provides), or serverless compute. Build the wheel with
+# MAGIC `python3 -m pip wheel --no-deps --wheel-dir dist .` and upload it to a Unity Catalog
+# MAGIC volume; set the path in the install cell below.
 # MAGIC
 # MAGIC On a classic (single-user or no-isolation) cluster the selection runs as one job of
 # MAGIC resident barrier tasks that talk to the driver; in shared access mode (Spark Connect)
@@ -21,8 +21,11 @@
 # MAGIC
 # MAGIC The notebook also runs outside Databricks as a plain Python file (no `dbutils`): the
 # MAGIC widgets then take their values from `VMI_<NAME>` environment variables (`VMI_TABLE`,
-# MAGIC `VMI_METHOD`, ...) or their defaults, and `spark` is `SparkSession.builder.getOrCreate()`
-# MAGIC (with `SPARK_REMOTE=local[2]`, a local Spark Connect session).
+# MAGIC `VMI_METHOD`, `VMI_EXCLUDE`, ...) or their defaults, and `spark` is
+# MAGIC `SparkSession.builder.getOrCreate()` (with `SPARK_REMOTE=local[2]`, a local Spark Connect
+# MAGIC session). A local session's catalog lives in its process: a table saved by an earlier
+# MAGIC process (`saveAsTable`, in the same working directory) is found in the session's
+# MAGIC warehouse directory and registered again.
 
 # COMMAND ----------
 
@@ -50,7 +53,9 @@ except NameError:  # run outside Databricks: nothing was installed by %pip, noth
 # MAGIC ## Parameters
 # MAGIC
 # MAGIC `method` offers every method of the package (the VMI bounds and the comparison
-# MAGIC criteria).
+# MAGIC criteria). `exclude` names columns to leave out (comma-separated, e.g. ids, leaky
+# MAGIC columns or strings with too many values); every other column but the label is a
+# MAGIC candidate feature.
 
 # COMMAND ----------
 
@@ -59,11 +64,11 @@ import os
 from vmi_spark.params import METHOD_NAMES
 
 DEFAULTS = {"table": "main.default.training_data", "label": "label", "method": "vmi_naive",
-            "num_features": "50", "restart_tolerance": "0.0", "log_mlflow": "no",
-            "output_table": ""}
+            "num_features": "50", "restart_tolerance": "0.0", "exclude": "",
+            "log_mlflow": "no", "output_table": ""}
 TITLES = {"table": "Input table", "label": "Label column", "method": "Method",
           "num_features": "Features to select (K)", "restart_tolerance": "Restart tolerance (nats)",
-          "log_mlflow": "Log to MLflow",
+          "exclude": "Columns to leave out (comma-separated)", "log_mlflow": "Log to MLflow",
           "output_table": "Pruned table to write (empty: none)"}
 CHOICES = {"method": list(METHOD_NAMES), "log_mlflow": ["no", "yes"]}
 
@@ -90,6 +95,7 @@ if method not in METHOD_NAMES:
     raise ValueError(f"method must be one of {', '.join(METHOD_NAMES)}, got {method!r}")
 num_features = int(get_param("num_features"))
 restart_tolerance = float(get_param("restart_tolerance"))
+exclude = [c.strip() for c in get_param("exclude").split(",") if c.strip()]
 log_mlflow = get_param("log_mlflow") == "yes"
 output_table = get_param("output_table").strip()
 
@@ -121,12 +127,37 @@ except NameError:  # outside Databricks: show as text
 
 from vmi_spark import VMISelector
 
-df = spark.read.table(table)
-features = [c for c in df.columns if c != label]
+
+def read_table(name: str):
+    """``spark.read.table(name)``; outside Databricks, a table an earlier local process
+    saved (``saveAsTable``) is registered again from the session's warehouse directory
+    (a local session's catalog does not outlive its process)."""
+    try:
+        found = spark.read.table(name)
+        found.schema  # noqa: B018 - Spark Connect resolves the table here, not in read.table
+        return found
+    except Exception as exc:
+        if widgets is not None or "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
+            raise
+        parts = name.split(".")
+        warehouse = spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")
+        location = os.path.join(warehouse, *[f"{p}.db" for p in parts[-2:-1]], parts[-1])
+        if not os.path.isdir(location):
+            raise
+        spark.catalog.createTable(name, path=location)
+        return spark.read.table(name)
+
+
+df = read_table(table)
+unknown = sorted(set(exclude) - set(df.columns))
+if unknown:
+    raise ValueError(f"exclude names columns that {table} does not have: {', '.join(unknown)}")
+features = [c for c in df.columns if c != label and c not in exclude]
 selector = VMISelector(inputCols=features, labelCol=label, numTopFeatures=num_features,
                        method=method, restartTolerance=restart_tolerance)
 model = selector.fit(df)
-print(f"selected {len(model.selectedFeatureNames)} of {len(features)} features")
+print(f"selected {len(model.selectedFeatureNames)} of {len(features)} features"
+      + (f" ({len(exclude)} columns left out)" if exclude else ""))
 
 # COMMAND ----------
 

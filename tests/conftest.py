@@ -13,6 +13,8 @@ tiered without edits:
   another fixture).
 * ``lint``: ruff and mypy (``LINT_MODULES``); the tier runner runs them as its first step.
 * ``unit``: everything else: fast and Spark-free (core, explog, kernels, sklearn, ...).
+* ``spark35``: ``tests/test_spark35.py``, marked so explicitly: run by the ``spark35`` step
+  under a PySpark 3.5 venv, never by the other tiers.
 
 An explicit ``@pytest.mark.unit`` / ``spark`` / ``system`` / ``lint`` on a test or module wins.
 
@@ -32,7 +34,7 @@ import sys
 
 import pytest
 
-TIERS = ("lint", "system", "spark", "unit")
+TIERS = ("lint", "system", "spark", "unit", "spark35")
 SYSTEM_MODULES = frozenset({"test_cluster", "test_connect", "test_serverless"})
 LINT_MODULES = frozenset({"test_code_health"})
 # words in a test function's own source that make it a system test

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # The whole test suite as CI runs it: lint, then each test tier as a separate step.
 #
-#   tests/run_tiers.sh                 # lint, unit, spark, system
+#   tests/run_tiers.sh                 # lint, unit, spark, system, spark35
 #   tests/run_tiers.sh unit spark      # only these steps, in this order
 #   PYTEST_ARGS="-x" tests/run_tiers.sh unit
+#   SPARK35_PINS="pyspark==3.5.0 pandas==1.5.3 numpy==1.23.5 pyarrow==14.0.1" \
+#       tests/run_tiers.sh spark35     # the Spark 3.5 tier with 15.4 LTS's libraries
 #
 # Steps: lint (ruff and mypy as configured in pyproject.toml), unit (fast, Spark-free), spark
 # (the session-scoped local SparkSession), system (cluster, kill -9, Spark Connect,
-# spark-submit). The tiers are assigned in tests/conftest.py. Every step prints a header, one
+# spark-submit), spark35 (a second venv, .venv35, set up like a Databricks 16.4 LTS
+# runtime: the install check and tests/test_spark35.py + tests/test_compat.py under
+# PySpark 3.5, compared bit for bit with Spark 4's side computed first under $PYTHON;
+# docs/support.md). The tiers are assigned in tests/conftest.py. Every step prints a header, one
 # line per test, its slowest tests and its elapsed time; a summary table closes the run. The
 # exit status is non-zero if any step failed (the later steps still run).
 # Python: $PYTHON, else the interpreter of an active virtual environment, else python3.
@@ -18,11 +23,11 @@ PY=${PYTHON:-$(command -v python || command -v python3)}
 export PYSPARK_PYTHON=${PYSPARK_PYTHON:-$PY}
 export PYSPARK_DRIVER_PYTHON=${PYSPARK_DRIVER_PYTHON:-$PYSPARK_PYTHON}
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(lint unit spark system)
+[ ${#steps[@]} -eq 0 ] && steps=(lint unit spark system spark35)
 for step in "${steps[@]}"; do
     case $step in
-        lint | unit | spark | system) ;;
-        *) echo "unknown step '$step' (lint, unit, spark, system)" >&2; exit 2 ;;
+        lint | unit | spark | system | spark35) ;;
+        *) echo "unknown step '$step' (lint, unit, spark, system, spark35)" >&2; exit 2 ;;
     esac
 done
 
@@ -49,17 +54,62 @@ run_tier() {
     return "${PIPESTATUS[0]}"
 }
 
+# the Spark 3.5 tier's venv: a Databricks 16.4 LTS runtime's PySpark and libraries (its
+# system environment; the Connect client's grpcio/protobuf too), nothing else of theirs
+SPARK35_DEFAULT_PINS="pyspark==3.5.2 pandas==1.5.3 numpy==1.26.4 pyarrow==15.0.2 \
+grpcio==1.60.0 grpcio-status==1.60.0 protobuf==4.24.1 googleapis-common-protos==1.65.0"
+
+run_spark35() {
+    local venv=${SPARK35_VENV:-$PWD/.venv35} pins=${SPARK35_PINS:-$SPARK35_DEFAULT_PINS}
+    local work wheel rc t0=$SECONDS
+    work=$(mktemp -d)
+    echo "+ $venv: $pins"
+    # the venv stays in the checkout (gitignored): a rerun reuses its downloads
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv" || return 1
+    printf '%s\n' $pins > "$work/pins.txt"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$work/pins.txt" \
+        || return 1
+    # test tools under the pins as constraints: they may not change a runtime library
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -c "$work/pins.txt" \
+        "pytest>=8" || return 1
+    echo "   (venv ready after $((SECONDS - t0))s)"
+    echo "+ the plain wheel, built from this tree"
+    "$PY" -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation \
+        -w "$work/dist" . || return 1
+    wheel=$(ls "$work"/dist/vmi_spark-*.whl)
+    echo "+ Spark 4's side under $PY: tests/spark_matrix.py"
+    PYSPARK_PYTHON="$PY" PYSPARK_DRIVER_PYTHON="$PY" PYTHONPATH="$PWD" \
+        "$PY" tests/spark_matrix.py "$work/spark4" > "$work/spark4.log" 2>&1 \
+        || { tail -50 "$work/spark4.log"; return 1; }
+    echo "   (Spark 4's side done after $((SECONDS - t0))s)"
+    echo "+ PySpark 3.5: tests/test_spark35.py tests/test_compat.py"
+    # shellcheck disable=SC2086
+    SPARK35_PINS="$pins" VMI_WHEEL="$wheel" VMI_SPARK4_DIR="$work/spark4" \
+        VMI_SPARK4_PYTHON="$PY" PYSPARK_PYTHON="$venv/bin/python" \
+        PYSPARK_DRIVER_PYTHON="$venv/bin/python" PYTHONPATH="$PWD" \
+        "$venv/bin/python" -m pytest -v --durations=10 -p no:cacheprovider ${PYTEST_ARGS:-} \
+        tests/test_spark35.py tests/test_compat.py 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    rm -rf "$work"
+    return "$rc"
+}
+
 for step in "${steps[@]}"; do
     case $step in
         lint) title="lint: ruff and mypy" ;;
         unit) title="unit tier: fast, Spark-free (pytest -m unit)" ;;
         spark) title="spark tier: integration on a local SparkSession (pytest -m spark)" ;;
         system) title="system tier: cluster, kill -9, Spark Connect, spark-submit (pytest -m system)" ;;
+        spark35) title="spark35 tier: PySpark 3.5 with a Databricks LTS runtime's libraries, install check" ;;
     esac
     header "$title"
     log=$(mktemp)
     start=$(date +%s)
-    if [ "$step" = lint ]; then run_lint; else run_tier "$step"; fi
+    case $step in
+        lint) run_lint ;;
+        spark35) run_spark35 ;;
+        *) run_tier "$step" ;;
+    esac
     rc=$?
     elapsed=$(( $(date +%s) - start ))
     # pytest's closing line ("== 278 passed, 3 skipped in 95.2s =="); exit 5 = nothing collected

@@ -136,9 +136,9 @@ def test_spark_codes_and_selects_like_the_in_memory_selector(spark, tmp_path, bi
 
     text = render_markdown(reports[0])
     if "amount" in reports[0]["selected"]:
-        assert "## Bins of the selected columns" in text
+        assert "## States of the selected columns" in text
         row = next(line for line in text.splitlines() if line.startswith("| amount |"))
-        assert f"| {binning} |" in row
+        assert f"| bins ({binning}) |" in row
         assert all(name in row for name in reports[0]["columns"][1]["state_names"])
 
 

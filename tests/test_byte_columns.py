@@ -3,7 +3,7 @@
 
 The vector reader hands a slab of elements that are all small integers (no null vector,
 every row labelled) to the statistics pass and the encoder as one ``int8`` matrix
-(:class:`~vmi_spark.spark.rows.ByteColumns`) instead of one Arrow array per element. What
+(:class:`~vmi_spark.core.rows.ByteColumns`) instead of one Arrow array per element. What
 they compute must not change:
 
 * :func:`~vmi_spark.core.encoding.byte_table` against a slow per-value coding written
@@ -29,10 +29,10 @@ import pyarrow.parquet as pq
 import pytest
 from test_column_chunks import _slow_stats, _stats_of
 
+from vmi_spark.core import rows as R
 from vmi_spark.core.encoding import ColumnPlan, EncodingPlan, byte_table, encode_bytes
-from vmi_spark.spark import rows as R
+from vmi_spark.core.rows import ByteColumns
 from vmi_spark.spark.blocks import encode_batch, encode_chunks
-from vmi_spark.spark.rows import ByteColumns
 
 
 def _slow_code(v: int, col: ColumnPlan) -> int:

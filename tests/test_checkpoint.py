@@ -256,3 +256,116 @@ def test_run_with_an_edited_checkpoint_fails_before_selecting(saved_checkpoint, 
     assert (got.selected, got.scores, got.gains, got.blocks, got.restarts, got.candidates) == (
         full.selection.selected, full.selection.scores, full.selection.gains,
         full.selection.blocks, full.selection.restarts, full.selection.candidates)
+
+
+# ----------------------------------------------------------------- issue 33 item 5: replayed
+
+
+def _saved_steps(full, n):
+    from vmi_spark.core.greedy import Selection
+
+    return Selection(method=full.method, selected=full.selected[:n], scores=full.scores[:n],
+                     gains=full.gains[:n], blocks=full.blocks[:n],
+                     step_seconds=[0.5] * n, candidates=full.candidates[:n],
+                     restarts=full.blocks[n - 1])
+
+
+@pytest.mark.parametrize("method", ["vmi_naive", "vmi_pairwise", "mim", "mrmr", "jmi", "cmim",
+                                    "cife", "spec_cmi"])
+def test_a_resumed_selection_is_replayed_not_trusted(method):
+    """The core replays the saved steps through the greedy rule: a true prefix resumes to
+    the uninterrupted result (on_step only for the new steps, the saved step times kept);
+    a changed feature, score, gain, block or candidate list is a ResumeMismatch, also a
+    forgery that is consistent in itself (a non-greedy first feature with its true score)."""
+    from dataclasses import replace
+
+    from helpers import codes_of
+    from vmi_spark.core import greedy
+    from vmi_spark.core.criteria import criterion, label_mutual_information
+    from vmi_spark.core.greedy import ResumeMismatch
+    from vmi_spark.core.inmemory import InMemoryBackend
+
+    pdf = random_discrete(11, n=300, d=10, states=3, classes=3)
+    codes, y = codes_of(pdf.drop(columns="y").to_numpy()), pdf["y"].to_numpy()
+    tolerance = 0.01 if criterion(method).vmi else 0.0
+
+    def select(resume=None, on_step=None):
+        return greedy.select(InMemoryBackend(codes, y), method, 6, restart_tolerance=tolerance,
+                             report_candidates=3, on_step=on_step, resume=resume)
+
+    full = select()
+    saved = _saved_steps(full, 4)
+    steps = []
+    got = select(saved, lambda s: steps.append(len(s.selected)))
+    assert steps == [5, 6]
+    assert (got.selected, got.scores, got.gains, got.blocks, got.restarts, got.candidates) == (
+        full.selected, full.scores, full.gains, full.blocks, full.restarts, full.candidates)
+    assert got.step_seconds[:4] == [0.5] * 4
+    other = next(j for j in range(10) if j not in full.selected)
+    mi = label_mutual_information(InMemoryBackend(codes, y).feature_counts())
+    forgeries = {
+        "feature": replace(saved, selected=[*saved.selected[:2], other, saved.selected[3]]),
+        "score": replace(saved, scores=[*saved.scores[:3], saved.scores[3] + 2 ** -40]),
+        "gain": replace(saved, gains=[saved.gains[0] * 2, *saved.gains[1:]]),
+        "block": replace(saved, blocks=[0, 0, 1, 1], restarts=1)
+        if saved.blocks != [0, 0, 1, 1] else replace(saved, blocks=[0, 0, 0, 0], restarts=0),
+        "candidates": replace(saved, candidates=[list(reversed(c)) for c in saved.candidates]),
+        "restarts": replace(saved, restarts=saved.restarts + 1),
+        "consistent first step": replace(
+            _saved_steps(full, 1), selected=[other], scores=[float(mi[other])],
+            gains=[float(mi[other])], candidates=[[(other, float(mi[other]))]]),
+    }
+    for name, forged in forgeries.items():
+        steps.clear()
+        with pytest.raises(ResumeMismatch, match="step|steps"):
+            select(forged, lambda s: steps.append(1))
+        assert steps == [], name
+    # the true steps, but more of them than this selection takes
+    with pytest.raises(ResumeMismatch, match="it has 4 steps; the selection stops after 3"):
+        greedy.select(InMemoryBackend(codes, y), method, 3, restart_tolerance=tolerance,
+                      report_candidates=3, resume=saved)
+
+
+def test_the_issue_case_an_edited_checkpoint_does_not_resume(saved_checkpoint, frame, tmp_path):
+    """Cut vmi_checkpoint.json to 2 steps with two other valid feature indices: the run
+    resumed with those features and their forged bounds; now it is a one-line error before
+    any step, and the file is left as it is."""
+    text, kwargs, full, d = saved_checkpoint
+    data = json.loads(text)
+    others = [j for j in range(d) if j not in data["selected"][:2]][:2]
+    edited = {**data, "selected": others, "scores": data["scores"][:2],
+              "gains": data["gains"][:2], "blocks": data["blocks"][:2],
+              "step_seconds": data["step_seconds"][:2], "candidates": data["candidates"][:2],
+              "restarts": data["blocks"][1]}
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    (ck / FILE_NAME).write_text(json.dumps(edited))
+    steps = []
+    with pytest.raises(InputError, match=f"the checkpoint in {ck} does not replay: step 1 "
+                                         f"selects feature {full.selection.selected[0]} ") as info:
+        run_selection(frame, "y", checkpoint_dir=str(ck), on_step=lambda s: steps.append(1),
+                      **kwargs)
+    assert "\n" not in str(info.value) and steps == []
+    assert json.loads((ck / FILE_NAME).read_text()) == edited
+
+
+def test_a_consistent_forgery_of_a_classic_checkpoint_is_refused(frame, tmp_path):
+    """mRMR, whose resume replays its running sums from one bulk count pass: a checkpoint
+    that selects a non-greedy first feature with its true criterion value is refused."""
+    full = run_selection(frame, "y", method="mrmr", num_features=3)
+    names = full.report()["features"]
+    other = next(j for j, c in enumerate(names) if j not in full.selection.selected
+                 and c != "noise")
+    true_mi = run_selection(frame, "y", method="mim", num_features=1,
+                            features=[names[other]]).selection.scores[0]
+    ck = tmp_path / "ck"
+    with pytest.raises(Killed):
+        run_selection(frame, "y", method="mrmr", num_features=3, checkpoint_dir=str(ck),
+                      on_step=_kill_after(1))
+    data = json.loads((ck / FILE_NAME).read_text())
+    (ck / FILE_NAME).write_text(json.dumps({**data, "selected": [other], "scores": [true_mi],
+                                            "gains": [true_mi]}))
+    with pytest.raises(InputError, match=f"step 1 selects feature "
+                                         f"{full.selection.selected[0]} .* the checkpoint says "
+                                         f"feature {other} "):
+        run_selection(frame, "y", method="mrmr", num_features=3, checkpoint_dir=str(ck))

@@ -130,7 +130,8 @@ def test_cycle_finder_finds_a_planted_cycle():
 @pytest.mark.unit
 def test_the_package_has_no_import_cycles():
     graph, _ = _graph()
-    assert "vmi_spark.spark.backend" in graph["vmi_spark.spark.select"]  # the graph is real
+    assert "vmi_spark.spark.backend" in graph["vmi_spark.spark.routes"]  # the graph is real
+    assert "vmi_spark.spark.routes" in graph["vmi_spark.spark.select"]
     assert _cycles(graph) == []
 
 
@@ -158,3 +159,24 @@ def test_spark_free_modules_never_import_pyspark(module):
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+# ------------------------------------------------------------- one decision, one place
+#: the concrete row sources and executions: only spark/routes.py chooses among them
+_CONCRETE = {"SparkSource", "ParquetReader", "VectorReader", "ParquetVectorReader",
+             "DriverRows", "BatchReader", "DriverBackend", "ResidentBackend", "SparkBackend"}
+
+
+@pytest.mark.unit
+def test_the_orchestrator_asks_routes_and_never_a_class():
+    """spark/select.py orchestrates: it neither imports a concrete row source or
+    execution nor asks what class an object is (routes.choose_rows and
+    routes.choose_execution decide, and the objects carry their capabilities)."""
+    tree = ast.parse((PACKAGE / "spark" / "select.py").read_text(encoding="utf-8"))
+    imported = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                for a in n.names}
+    assert not imported & _CONCRETE, sorted(imported & _CONCRETE)
+    calls = [n.func.id for n in ast.walk(tree)
+             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    assert "isinstance" not in calls
+    assert {"choose_rows", "choose_execution", "start_execution"} <= set(calls)

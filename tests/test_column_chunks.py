@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from vmi_spark.spark import rows as R
+from vmi_spark.core import rows as R
 from vmi_spark.spark.arrow_source import (
     ParquetReader,
     ParquetSource,
@@ -363,7 +363,7 @@ def test_distinct_values_past_the_cap_in_a_first_stretch_of_rows(monkeypatch):
     """A column whose first values already pass the cap is capped without counting the
     rest; one that passes it later, or holds -0.0 and 0.0 (one value) at the edge of the
     cap, is counted in full. All as the slow count says, for batches of 700 and 800 rows."""
-    from vmi_spark.spark import rows
+    from vmi_spark.core import rows
 
     counted: list[pa.Array] = []
     unique = rows.pc.unique

@@ -160,7 +160,7 @@ def random_data(seed, d, n, classes, arity):
 
 
 def run(codes, y, method, k, tol=0.0, block_rows=65536, **kw):
-    backend = InMemoryBackend(codes, y, method, block_rows=block_rows)
+    backend = InMemoryBackend(codes, y, block_rows=block_rows)
     return select_vmi(backend, method, k, restart_tolerance=tol, **kw)
 
 
@@ -484,7 +484,7 @@ def test_partition_independence(method, tol):
 
 def test_backend_can_be_reused():
     codes, y = random_data(52, 7, 90, 2, 3)
-    backend = InMemoryBackend(codes, y, PAIRWISE, block_rows=16)
+    backend = InMemoryBackend(codes, y, block_rows=16)
     first = select_vmi(backend, PAIRWISE, 7, restart_tolerance=0.01)
     second = select_vmi(backend, PAIRWISE, 7, restart_tolerance=0.01)
     assert first.selected == second.selected
@@ -652,7 +652,7 @@ def _naive_ops(codes, y, block, candidates=None):
     from vmi_spark.core.bound import StepOps
     from vmi_spark.core.tables import conditional
 
-    be = InMemoryBackend(codes, y, NAIVE)
+    be = InMemoryBackend(codes, y)
     counts = be.feature_counts()
     prior = counts[0].sum(axis=0) / counts[0].sum()
     cand = np.ones(codes.shape[0], bool) if candidates is None else candidates
@@ -678,7 +678,7 @@ def test_pattern_kernel_gives_the_same_integers_as_the_per_row_kernel(monkeypatc
     assert (rows == patterns).all()
     # and both, with the count term, agree with a float64 sum of the per-row log ratios
     cond = ops.cond
-    counts = InMemoryBackend(codes, y, NAIVE).feature_counts()
+    counts = InMemoryBackend(codes, y).feature_counts()
     rows = rows + bound.naive_own(counts, cond)
     post = np.tile(ops.prior, (n, 1))
     for f in range(m):
@@ -705,7 +705,7 @@ def test_pairwise_pattern_scores_give_the_per_row_integers(monkeypatch, num_clas
     n, d = 4000, 10
     y = rng.integers(0, num_classes, n)
     codes = ((rng.integers(0, 3, (d, n)) + (rng.random((d, n)) < 0.4) * y) % 3).astype(np.uint8)
-    be = InMemoryBackend(codes, y, PAIRWISE)
+    be = InMemoryBackend(codes, y)
     counts = be.feature_counts()
     prior = counts[0].sum(axis=0) / n
     tables = {f: safe_log(pair_conditional(be.pair_counts(f))) for f in range(d)}
@@ -761,7 +761,7 @@ def test_a_block_past_the_cells_limit_is_not_grouped_again_when_extended(monkeyp
     n, d = 2000, 9
     y = rng.integers(0, 2, n)
     codes = ((rng.integers(0, 2, (d, n)) + (rng.random((d, n)) < 0.3) * y) % 2).astype(np.uint8)
-    be = InMemoryBackend(codes, y, PAIRWISE, 2, 2)
+    be = InMemoryBackend(codes, y, 2, 2)
     counts = be.feature_counts()
     prior = counts[0].sum(axis=0) / n
     tables = {f: safe_log(pair_conditional(be.pair_counts(f))) for f in range(d)}
@@ -828,9 +828,9 @@ def test_resume_from_a_saved_step_gives_the_uninterrupted_result(method, stop_af
         if len(sel.selected) == stop_after:
             raise StopSelection
 
-    part = select_vmi(InMemoryBackend(codes, y, method), method, 10, 0.01, on_step=stop)
+    part = select_vmi(InMemoryBackend(codes, y), method, 10, 0.01, on_step=stop)
     assert len(part.selected) == stop_after
-    resumed = select_vmi(InMemoryBackend(codes, y, method), method, 10, 0.01, resume=part)
+    resumed = select_vmi(InMemoryBackend(codes, y), method, 10, 0.01, resume=part)
     assert resumed.selected == full.selected
     assert resumed.blocks == full.blocks
     assert resumed.scores == full.scores
@@ -842,7 +842,7 @@ def test_pairwise_state_rebuilt_mid_block_matches(monkeypatch):
     """A pairwise backend whose state is dropped mid-block rebuilds it to the same sums."""
     _, codes, y = load_lung()
     full = run(codes, y, PAIRWISE, 8, tol=0.01)
-    be = InMemoryBackend(codes, y, PAIRWISE)
+    be = InMemoryBackend(codes, y)
     original = be.run
     calls = {"n": 0}
 
@@ -866,9 +866,9 @@ def test_blocks_mapped_on_threads_give_the_same_integers(method):
     codes, y = random_data(5, 9, 300, 3, 4)
     ref = reference_of(codes, y)
     sel, scores, *_ = ref.greedy(method, 9, 0.0)
-    plain = select_vmi(InMemoryBackend(codes, y, method, block_rows=37), method, 9)
+    plain = select_vmi(InMemoryBackend(codes, y, block_rows=37), method, 9)
     with ThreadPoolExecutor(3) as pool:
-        threaded = select_vmi(InMemoryBackend(codes, y, method, block_rows=37, map=pool.map),
+        threaded = select_vmi(InMemoryBackend(codes, y, block_rows=37, map=pool.map),
                               method, 9)
     assert threaded.selected == plain.selected == sel
     assert threaded.scores == plain.scores
@@ -889,7 +889,7 @@ def test_count_passes_are_mapped_over_the_blocks_and_sum_every_row():
             calls.append(len(items))
             return pool.map(fn, items)
 
-        be = InMemoryBackend(codes, y, NAIVE, 3, 2, block_rows=64, map=spy)
+        be = InMemoryBackend(codes, y, 3, 2, block_rows=64, map=spy)
         single = be.feature_counts()
         pair = be.pair_counts(4)
         many = be.pair_counts_many([4, 1])
@@ -951,7 +951,7 @@ def test_in_memory_backend_keeps_the_naive_posterior_between_steps():
     from vmi_spark.core import bound
 
     codes, y = random_data(7, 12, 3000, 3, 5)
-    be = InMemoryBackend(codes, y, NAIVE, block_rows=700)
+    be = InMemoryBackend(codes, y, block_rows=700)
     kept = select_vmi(be, NAIVE, 10, 0.0)
     assert any(s.block for s in be.naive_states)
     be.close()
@@ -962,7 +962,7 @@ def test_in_memory_backend_keeps_the_naive_posterior_between_steps():
             self.close()
             return super().run(ops)
 
-    rebuilt = select_vmi(Stateless(codes, y, NAIVE, block_rows=700), NAIVE, 10, 0.0)
+    rebuilt = select_vmi(Stateless(codes, y, block_rows=700), NAIVE, 10, 0.0)
     assert kept.selected == rebuilt.selected and kept.scores == rebuilt.scores
     assert bound.NaiveState().nbytes == 0
 

@@ -25,9 +25,8 @@ from vmi_spark.core.criteria import (
     label_mutual_information,
     pair_conditional_mutual_information,
     pair_mutual_information,
-    select_classic,
 )
-from vmi_spark.core.greedy import StopSelection
+from vmi_spark.core.greedy import StopSelection, select_classic
 from vmi_spark.core.inmemory import InMemoryBackend
 
 BLOCK_ROWS = (5, 64, 65536)
@@ -152,7 +151,7 @@ def make_data(seed: int):
 
 
 def run(X, y, method, k, block_rows, **kw):
-    return select_classic(InMemoryBackend(X, y, "classic", block_rows=block_rows), method, k, **kw)
+    return select_classic(InMemoryBackend(X, y, block_rows=block_rows), method, k, **kw)
 
 
 # ---------------------------------------------------------------------------
@@ -162,7 +161,7 @@ def run(X, y, method, k, block_rows, **kw):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_information_quantities_match_plain_estimates(seed):
     X, y = make_data(seed)
-    backend = InMemoryBackend(X, y, "classic")
+    backend = InMemoryBackend(X, y)
     cols = [tuple(c) for c in X]
     rel = label_mutual_information(backend.feature_counts())
     np.testing.assert_allclose(rel, [ref_mi(c, tuple(y)) for c in cols], rtol=0, atol=1e-12)
@@ -183,7 +182,7 @@ def test_exactly_independent_samples_give_exact_zero():
     a, b, c = np.meshgrid(np.arange(3), np.arange(2), np.arange(4), indexing="ij")
     X = np.stack([a.ravel(), b.ravel(), np.zeros(a.size, dtype=int)]).astype(np.uint8)
     y = c.ravel()
-    backend = InMemoryBackend(X, y, "classic")
+    backend = InMemoryBackend(X, y)
     assert np.all(label_mutual_information(backend.feature_counts()) == 0.0)
     table = backend.pair_counts(1)
     assert pair_mutual_information(table)[0] == 0.0
@@ -195,7 +194,7 @@ def test_exactly_independent_samples_give_exact_zero():
 
 def test_relabelled_features_tie_exactly():
     X, y = make_data(1)
-    backend = InMemoryBackend(X, y, "classic")
+    backend = InMemoryBackend(X, y)
     rel = label_mutual_information(backend.feature_counts())
     assert rel[3] == rel[5]
     for j in (0, 1, 2):
@@ -214,7 +213,7 @@ def test_relabelled_features_tie_exactly_with_many_cells(seed):
     x = rng.integers(0, 6, 5000)
     y = (x + rng.integers(0, 3, 5000)) % 5
     X = np.stack([x, rng.permutation(6)[x], rng.integers(0, 6, 5000)]).astype(np.uint8)
-    backend = InMemoryBackend(X, y, "classic")
+    backend = InMemoryBackend(X, y)
     rel = label_mutual_information(backend.feature_counts())
     assert rel[0] == rel[1]
     table = backend.pair_counts(2)
@@ -237,7 +236,7 @@ def test_pair_counts_many_matches_pair_counts():
         np.testing.assert_array_equal(many[k], pair_counts(X, y, f, arity, classes))
     assert pair_counts_many(X, y, [], arity, classes).shape[0] == 0
     for rows in BLOCK_ROWS:
-        backend = InMemoryBackend(X, y, "classic", block_rows=rows)
+        backend = InMemoryBackend(X, y, block_rows=rows)
         np.testing.assert_array_equal(backend.pair_counts_many(fs), many)
 
 
@@ -313,7 +312,7 @@ class CountingBackend:
 @pytest.mark.parametrize("method", GREEDY_METHODS)
 def test_greedy_uses_one_pair_pass_per_step(method):
     X, y = make_data(0)
-    backend = CountingBackend(InMemoryBackend(X, y, "classic", block_rows=16))
+    backend = CountingBackend(InMemoryBackend(X, y, block_rows=16))
     res = select_classic(backend, method, 6)
     pairs = [arg for name, arg in backend.calls if name == "pair_counts"]
     assert [name for name, _ in backend.calls].count("feature_counts") == 1
@@ -328,7 +327,7 @@ def test_spec_cmi_uses_bulk_pair_counts(monkeypatch):
     X, y = make_data(3)
     d, arity, classes = X.shape[0], int(X.max()) + 1, int(y.max()) + 1
     monkeypatch.setattr(criteria, "PAIR_BLOCK_BYTES", 4 * d * arity * arity * classes * 8)
-    backend = CountingBackend(InMemoryBackend(X, y, "classic"))
+    backend = CountingBackend(InMemoryBackend(X, y))
     select_classic(backend, "spec_cmi", 5)
     bulk = [arg for name, arg in backend.calls if name == "pair_counts_many"]
     assert not any(name == "pair_counts" for name, _ in backend.calls)
@@ -482,14 +481,14 @@ def test_resume_from_a_saved_step_gives_the_uninterrupted_result(method, stop_af
     rng = np.random.default_rng(stop_after)
     y = rng.integers(0, 3, 400)
     codes = ((rng.integers(0, 3, (9, 400)) + (rng.random((9, 400)) < 0.5) * y) % 3).astype(np.uint8)
-    full = select_classic(InMemoryBackend(codes, y, method), method, 7)
+    full = select_classic(InMemoryBackend(codes, y), method, 7)
 
     def stop(sel):
         if len(sel.selected) == stop_after:
             raise StopSelection
 
-    part = select_classic(InMemoryBackend(codes, y, method), method, 7, on_step=stop)
+    part = select_classic(InMemoryBackend(codes, y), method, 7, on_step=stop)
     assert len(part.selected) == stop_after
-    resumed = select_classic(InMemoryBackend(codes, y, method), method, 7, resume=part)
+    resumed = select_classic(InMemoryBackend(codes, y), method, 7, resume=part)
     assert resumed.selected == full.selected
     assert resumed.scores == full.scores

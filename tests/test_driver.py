@@ -129,8 +129,8 @@ def test_driver_threads_do_not_change_the_sums():
     codes = rng.integers(0, 5, (12, 30_000)).astype(np.uint8)
     codes[0] = (y + rng.integers(0, 2, 30_000)) % 5
     for method in ("vmi_naive", "vmi_pairwise"):
-        one = select_vmi(InMemoryBackend(codes, y, method, arity=5, num_classes=2), method, 6)
-        threaded = DriverBackend(codes, y, method, 5, 2, threads=4)
+        one = select_vmi(InMemoryBackend(codes, y, arity=5, num_classes=2), method, 6)
+        threaded = DriverBackend(codes, y, 5, 2, threads=4)
         assert len(threaded.blocks) > 1
         many = select_vmi(threaded, method, 6)
         threaded.close()

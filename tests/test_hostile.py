@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 import vmi_spark
 from vmi_spark import job
 from vmi_spark.job import main
+from vmi_spark.params import Settings
 
 PACKAGE = Path(vmi_spark.__file__).resolve().parent
 METHODS = job.METHOD_CHOICES
@@ -313,7 +314,8 @@ def test_negative_zero_is_coded_like_zero(spark):
                                "x double, y string")
     typed = prepare_frame(df, "y", ["x"])
     source = SparkSource(typed)
-    plan, skip_cols = build_plan(typed, "y", ["x"], 10, 32, 1000, "keep", source)
+    planned = build_plan(typed, "y", ["x"], Settings.of(), source)
+    plan, skip_cols = planned.plan, planned.skip_cols
     assert plan.columns[0].values == [-1.0, 0.0]
     batch = source.kept("y", skip_cols).select("x").toArrow().column(0).combine_chunks()
     assert sorted(encode_column(batch, plan.columns[0]).tolist()) == [0, 0, 1, 1]

@@ -136,8 +136,100 @@ EDITS = {
                    "not a list of ints"),
     "names disagree": (lambda r: r.update(selected=list(reversed(r["selected"]))),
                        "does not name the selected indices"),
-    "report not an object": (lambda r: r.clear() or r.update(x=1), "'features' is not"),
+    "report not an object": (lambda r: r.clear() or r.update(x=1),
+                             "its method 'None' is not one of"),
+    # issue 33 item 6
+    "empty report": (lambda r: r.clear(), "its report is empty"),
+    "NaN score": (lambda r: r.update(scores=[float("nan"), *r["scores"][1:]]),
+                  "'scores' is not one finite number per selected feature"),
+    "infinite gain": (lambda r: r.update(gains=[*r["gains"][:-1], float("inf")]),
+                      "'gains' is not one finite number"),
+    "evil method": (lambda r: r.update(method="evil"), "its method 'evil' is not one of"),
+    "blocks": (lambda r: r.update(blocks=[1] * len(r["blocks"])), "restarted blocks"),
+    "columns": (lambda r: r.update(columns=[{"kind": "bins"}]), "'columns' is not a list"),
+    "label binning": (lambda r: r.update(label_binning=[1]), "'label_binning' is not"),
 }
+
+
+def _edit_meta(path: Path, change, keep_crc: bool = False) -> None:
+    files = [p for p in (path / "metadata").iterdir() if p.name.startswith("part-")]
+    (meta_file,) = [p for p in files if p.stat().st_size]
+    meta = json.loads(meta_file.read_text())
+    change(meta)
+    meta_file.write_text(json.dumps(meta) + "\n")
+    if not keep_crc:
+        for crc in (path / "metadata").glob(".*.crc"):
+            crc.unlink()
+
+
+META_EDITS = {
+    "foreign class": (lambda m: m.update({"class": "evil.Module"}),
+                      "it holds a 'evil.Module', not a vmi_spark.ml.VMISelectorModel"),
+    "method param": (lambda m: m["paramMap"].update(method="evil"), "unknown method 'evil'"),
+    "foreign param": (lambda m: m["paramMap"].update(fdr=0.05),
+                      "paramMap sets 'fdr', which this model does not have"),
+    "inputCols": (lambda m: m["paramMap"].update(inputCols=["nope"]),
+                  "not among its inputCols"),
+    "no uid": (lambda m: m.pop("uid"), "it has no uid"),
+}
+
+
+@pytest.fixture(scope="module")
+def columns_model(spark):
+    pdf = random_discrete(33, n=200, d=4)
+    df = spark.createDataFrame(pdf)
+    est = VMISelector(inputCols=[f"c{j}" for j in range(4)], labelCol="y", numTopFeatures=2)
+    return est, est.fit(df)
+
+
+@pytest.mark.parametrize("name", sorted(META_EDITS))
+def test_a_saved_model_with_edited_metadata_is_refused_at_load(columns_model, tmp_path, name):
+    _, model = columns_model
+    path = tmp_path / "m"
+    model.write().save(str(path))
+    assert VMISelectorModel.load(str(path)).selectedFeatureNames == model.selectedFeatureNames
+    change, match = META_EDITS[name]
+    _edit_meta(path, change)
+    with pytest.raises(InputError, match=match) as info:
+        VMISelectorModel.load(str(path))
+    assert "cannot load a VMISelectorModel from" in _one_line(info)
+
+
+def test_what_is_not_a_vmi_model_is_a_one_line_error(spark, columns_model, tmp_path):
+    """A saved estimator (it loaded as a model that selected nothing, and whose transform
+    dropped every input column), Spark's ChiSqSelectorModel ("AttributeError: ... 'fdr'"),
+    and a path with nothing saved."""
+    from pyspark.ml.feature import ChiSqSelector, VectorAssembler
+
+    est, _ = columns_model
+    est.write().save(str(tmp_path / "estimator"))
+    with pytest.raises(InputError, match="it holds a 'vmi_spark.ml.VMISelector', not a") as info:
+        VMISelectorModel.load(str(tmp_path / "estimator"))
+    _one_line(info)
+    pdf = random_discrete(34, n=100, d=3)
+    vec = VectorAssembler(inputCols=["c0", "c1", "c2"], outputCol="features").transform(
+        spark.createDataFrame(pdf)).withColumnRenamed("y", "label")
+    ChiSqSelector(numTopFeatures=1).fit(vec).write().save(str(tmp_path / "chisq"))
+    with pytest.raises(InputError, match="ChiSqSelectorModel', not a") as info:
+        VMISelectorModel.load(str(tmp_path / "chisq"))
+    _one_line(info)
+    with pytest.raises(InputError, match=f"cannot load a VMISelectorModel from "
+                                         f"'{tmp_path / 'nothing'}': ") as info:
+        VMISelectorModel.load(str(tmp_path / "nothing"))
+    _one_line(info)
+
+
+def test_a_hand_edited_model_that_keeps_its_crc_files_is_one_line(columns_model, tmp_path):
+    """Spark checks the .crc files: an edit that keeps them was a 101-line Py4JJavaError."""
+    _, model = columns_model
+    path = tmp_path / "m"
+    model.write().save(str(path))
+    _edit_meta(path, lambda m: m["report"].update(scores=[9.0] * len(m["report"]["scores"])),
+               keep_crc=True)
+    with pytest.raises(InputError, match="does not match its checksum") as info:
+        VMISelectorModel.load(str(path))
+    _one_line(info)
+
 
 
 @pytest.mark.parametrize("name", sorted(EDITS))

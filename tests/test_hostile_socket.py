@@ -25,6 +25,7 @@ from helpers import codes_of, random_discrete
 from vmi_spark.core.greedy import select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
 from vmi_spark.spark import resident as R
+from vmi_spark.spark import resident_server as S
 from vmi_spark.spark import wire
 from vmi_spark.spark.select import run_selection
 
@@ -157,7 +158,7 @@ def idle_connections(address, stop, log):
                     socks.remove((s, t))
                     s.close()
                     _count(log, "closed by the driver")
-                    assert time.monotonic() - t < R.HELLO_TIMEOUT + 3
+                    assert time.monotonic() - t < S.HELLO_TIMEOUT + 3
     finally:
         for s, _ in socks:
             s.close()
@@ -181,7 +182,7 @@ def slowloris(address, stop, log):
                 except TimeoutError:
                     continue
                 except OSError:
-                    if time.monotonic() - opened <= R.HELLO_TIMEOUT + 2:
+                    if time.monotonic() - opened <= S.HELLO_TIMEOUT + 2:
                         _count(log, "closed by the driver in time")
                     break
 
@@ -226,7 +227,7 @@ def case(spark):
     pdf = random_discrete(21, n=4000, d=12, states=4, classes=3)
     features = [c for c in pdf.columns if c != "y"]
     expected = select_vmi(InMemoryBackend(codes_of(pdf[features].to_numpy()),
-                                          pdf["y"].to_numpy(), METHOD), METHOD, K)
+                                          pdf["y"].to_numpy()), METHOD, K)
     df = spark.createDataFrame(pdf).repartition(3).cache()
     df.count()
     run_selection(df, "y", method=METHOD, num_features=K, execution="resident")  # warm up
@@ -264,7 +265,7 @@ def test_an_attacked_selection_is_unchanged_and_not_slower(case, monkeypatch, at
         run = run_selection(df, "y", method=METHOD, num_features=K, execution="resident")
         took = time.perf_counter() - t0
         if attack is slowloris:  # one byte after connecting: closed after HELLO_TIMEOUT
-            attacker.stop.wait(max(0.0, R.HELLO_TIMEOUT + 2 - took))
+            attacker.stop.wait(max(0.0, S.HELLO_TIMEOUT + 2 - took))
     finally:
         attacker.end()
     print(f"\n{attack.__name__}: {took:.1f} s (unattacked {baseline:.1f} s) {attacker.log}")
@@ -283,7 +284,7 @@ def test_the_acceptor_refuses_fast_and_serves_a_task_behind_the_crowd():
     address = server.getsockname()
     stop = threading.Event()
     got: list = []
-    acceptor = R._Acceptor(server, b"s" * 32, stop)
+    acceptor = S.Acceptor(server, b"s" * 32, stop)
 
     def serve():
         for item in acceptor.run():
@@ -291,10 +292,10 @@ def test_the_acceptor_refuses_fast_and_serves_a_task_behind_the_crowd():
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    idle = [socket.create_connection(address) for _ in range(R.MAX_PENDING + 4)]
+    idle = [socket.create_connection(address) for _ in range(S.MAX_PENDING + 4)]
     try:
         time.sleep(0.3)
-        assert len(acceptor.pending) <= R.MAX_PENDING
+        assert len(acceptor.pending) <= S.MAX_PENDING
         task = socket.create_connection(address)
         t0 = time.monotonic()
         wire.send(task, {"op": "hello", "secret": "s" * 32, "partition": 1, "tasks": 2,
@@ -309,7 +310,7 @@ def test_the_acceptor_refuses_fast_and_serves_a_task_behind_the_crowd():
         wire.send(task, {"op": "x"})
         assert wire.recv(peer.sock)[0] == {"op": "x"}
         # every idle connection is closed by its deadline (the oldest ones already)
-        assert all(_closed_by_driver(s, R.HELLO_TIMEOUT + 2) for s in idle)
+        assert all(_closed_by_driver(s, S.HELLO_TIMEOUT + 2) for s in idle)
         assert not acceptor.pending
         peer.sock.close()
         task.close()

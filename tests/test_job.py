@@ -106,7 +106,7 @@ def _bad_inputs(base: Path, spark, tmp: Path):
         "empty input": (["--input", str(tmp / "empty.csv"), "--format", "csv", "--label", "y"], "no rows"),
         "single class": (["--input", str(tmp / "single.parquet"), "--label", "y"], "single class"),
         "too many classes": (["--input", str(tmp / "many.parquet"), "--label", "y", "--max-classes", "10",
-                              "--label-type", "categorical"], "use --label-type continuous"),
+                              "--label-type", "categorical"], "set --label-type continuous to bin it"),
         "no labelled rows": (["--input", str(tmp / "nolab.parquet"), "--label", "y"], "no labelled rows"),
         "k zero": (["--input", t, "--label", "y", "--num-features", "0"],
                    "--num-features must be >= 1, got 0"),
@@ -164,6 +164,43 @@ def test_spark_submit_end_to_end(table, tmp_path):
     assert "Traceback" not in bad.stdout + bad.stderr
 
 
+def test_spark_submit_console_and_worker_python(table, tmp_path):
+    """Under spark-submit's defaults: no Spark INFO line (Spark's start-up included), the
+    job's first line says what it reads before Spark starts; a worker Python without the
+    package is one line naming PYSPARK_PYTHON, before anything is read."""
+    base, _ = table
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    if not spark_submit.exists():
+        pytest.skip("spark-submit not on the virtual environment's path")
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PYTHONPATH=str(ROOT))
+    cmd = [str(spark_submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+           str(ROOT / "jobs" / "select_features.py"), "--input", str(base / "t.parquet"),
+           "--label", "y", "--num-features", "2"]
+    proc = subprocess.run(cmd + ["--output", str(tmp_path / "a")], env=env,
+                          capture_output=True, text=True, timeout=300)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-3000:]
+    lines = text.splitlines()
+    spark_info = [ln for ln in lines if " INFO " in ln and " vmi_spark: " not in ln]
+    assert spark_info == [], spark_info[:5]
+    ours = [ln for ln in lines if " INFO vmi_spark: " in ln]
+    assert "t.parquet (parquet); starting Spark" in ours[0]
+    assert any(" step 2/2 " in ln for ln in ours)
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'vmi_spark'\""
+                      " >&2\nexit 1\n")
+    broken.chmod(0o755)
+    proc = subprocess.run(cmd + ["--output", str(tmp_path / "b")],
+                          env=dict(env, PYSPARK_PYTHON=str(broken)), capture_output=True,
+                          text=True, timeout=300)
+    text = proc.stdout + proc.stderr
+    errors = [ln for ln in text.splitlines() if "select_features: error:" in ln]
+    assert proc.returncode == 2 and len(errors) == 1, text[-3000:]
+    assert "set PYSPARK_PYTHON" in errors[0] and "Traceback" not in text
+    assert not (tmp_path / "b").exists()
+
+
 def _step_fields(line: str) -> dict[str, str]:
     msg = line.split(" vmi_spark: ", 1)[1]
     head, rest = msg.split(" ", 2)[1], msg.split(" ", 2)[2]
@@ -193,3 +230,58 @@ def test_progress_lines_quiet_and_verbose(spark, table, capsys, tmp_path):
     assert rc == 0
     assert len([ln for ln in cap.err.splitlines() if " INFO vmi_spark: step " in ln]) == 4
     assert " DEBUG vmi_spark: " in cap.err
+
+
+#: the estimator's names of parameters the job has as flags (issue 33 item 10)
+ML_NAMES = ("numTopFeatures", "labelType", "maxCategories", "maxClasses", "handleInvalid",
+            "stagingDir", "numBins", "labelBins")
+
+
+def test_messages_and_warnings_use_the_flag_names(spark, table, capsys, tmp_path):
+    """Errors and warnings raised below the job (the plan, the selection) named the
+    estimator's params: 'labelType' for --label-type, 'numTopFeatures' in the warnings."""
+    base, _ = table
+    t = str(base / "t.parquet")
+    spark.createDataFrame(pd.DataFrame({"a": np.arange(60) % 4, "y": np.arange(60)})) \
+        .write.parquet(str(tmp_path / "wide_label.parquet"))
+    holes = str(tmp_path / "holes.parquet")
+    spark.createDataFrame(pd.DataFrame({"a": [1.0, None] * 20, "b": [None] * 40,
+                                        "y": [0, 1] * 20}).astype({"b": "float64"})) \
+        .write.parquet(holes)
+    for argv, needle in (
+            (["--input", t, "--label", "name", "--label-type", "continuous"],
+             "--label-type is 'continuous' but the label column is not numeric (label column "
+             "'name')"),
+            (["--input", holes, "--label", "y", "--features", "a", "--handle-invalid", "error"],
+             "feature column 'a' has 20 missing values (null or NaN) and --handle-invalid is "
+             "'error'"),
+            (["--input", holes, "--label", "y", "--handle-invalid", "skip"],
+             "no rows left after dropping rows with missing feature values (--handle-invalid "
+             "is 'skip')"),
+            (["--input", str(tmp_path / "wide_label.parquet"), "--label", "y",
+              "--max-classes", "10", "--label-type", "categorical"],
+             "label column 'y' has more than 10 distinct values (--max-classes); set "
+             "--label-type continuous to bin it, or raise --max-classes")):
+        rc, cap = _run(spark, capsys, *argv, "--output", str(tmp_path / "never"))
+        lines = [ln for ln in cap.err.splitlines() if ln.strip()]
+        assert rc == 2 and len(lines) == 1 and needle in lines[0], cap.err
+    out = tmp_path / "o"
+    rc, cap = _run(spark, capsys, "--input", t, "--label", "y", "--features", "c0,c1,name",
+                   "--num-features", "10", "--output", str(out))
+    assert rc == 0
+    rep = json.loads((out / "selection.json").read_text())
+    assert "--num-features 10 is more than the 3 features; selecting at most 3" in rep["warnings"]
+    out2 = tmp_path / "o2"
+    rc, cap2 = _run(spark, capsys, "--input", str(tmp_path / "wide_label.parquet"), "--label",
+                    "y", "--num-features", "1", "--label-type", "categorical", "--output",
+                    str(out2))
+    assert rc == 0
+    rep2 = json.loads((out2 / "selection.json").read_text())
+    assert any("looks like a regression target; set --label-type to continuous or auto to "
+               "bin it" in w for w in rep2["warnings"]), rep2["warnings"]
+    assert "looks like a regression target; set --label-type to continuous" in cap2.err
+    assert rep2["label_decision"]["reason"] == "--label-type is 'categorical'"
+    # ("numTopFeatures" is also a value of --selection-mode, in the report's parameters)
+    for text in (cap.err, cap2.err, json.dumps(rep["warnings"]), json.dumps(rep2["warnings"]),
+                 json.dumps(rep2["label_decision"])):
+        assert not [n for n in ML_NAMES if n in text], text

@@ -147,8 +147,10 @@ def test_bad_warehouse_arguments_are_one_line(spark, data, capsys, tmp_path):
                                      "--input or --table is required"),
         "output table is the input": (["--table", "db.src", "--label", "y", "--output-table",
                                        "DB.src"], "is the input table"),
+        # the session's catalog is in-memory: the line says how to reach a metastore
         "missing table": (["--table", f"vmi_missing_{uuid.uuid4().hex[:8]}", "--label", "y"],
-                          "cannot read input"),
+                          "not found in the session's catalog (this session's catalog is "
+                          "in-memory"),
     }
     for name, (argv, needle) in cases.items():
         out = tmp_path / f"out-{name.replace(' ', '_')}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -30,7 +31,7 @@ def _case(seed, n, d, arity, num_classes, peaked=False):
     if peaked:  # near-deterministic features: posteriors of 1e-200 and smaller
         codes[:4] = (y % arity).astype(np.uint8)
         codes[0, :5] = (codes[0, :5] + 1) % arity
-    counts = InMemoryBackend(codes, y, NAIVE, arity, num_classes).feature_counts()
+    counts = InMemoryBackend(codes, y, arity, num_classes).feature_counts()
     return codes, y, counts
 
 
@@ -144,15 +145,14 @@ def test_a_loop_numba_cannot_compile_falls_back_to_numpy(monkeypatch):
     def broken(*args):
         raise TypingError("no implementation for these types")
 
-    monkeypatch.setattr(kernels, "_impl", {})
     monkeypatch.setattr(kernels, "BACKEND", "numba")
-    call = kernels._guarded(broken, kernels.pattern_counts_np)
+    call = kernels.Guarded(broken, kernels.pattern_counts_np)
     ids = np.array([0, 1, 1, 0], dtype=np.intp)
     codes = np.array([[2, 0, 2, 2]], dtype=np.uint8)
     with pytest.warns(RuntimeWarning, match="numpy loops"):
         got = call(codes, [0], ids, 2, 3)
     assert got.tolist() == [[[0, 1], [0, 0], [2, 1]]]
-    assert kernels.BACKEND == "numpy"
+    assert kernels.BACKEND == "numpy" and call.impl is kernels.pattern_counts_np
     assert call(codes, [0], ids, 2, 3).tolist() == got.tolist()  # no second warning needed
 
 
@@ -298,7 +298,7 @@ def test_a_loop_failing_after_the_fold_does_not_fold_twice(monkeypatch):
         raise TypingError("cannot compile here")
 
     monkeypatch.setattr(kernels, "BACKEND", kernels.BACKEND)
-    monkeypatch.setitem(kernels._impl, kernels._fast[4], fails)  # the compiled pair_scores
+    monkeypatch.setattr(kernels.pair_scores, "impl", fails)  # the compiled pair_scores
     wide = np.zeros((d, n, 3))
     state = wide[:, :, :2]
     state[:] = start
@@ -390,11 +390,14 @@ def test_pair_counts_against_a_plain_loop(n, num_classes):
     assert np.array_equal(bound.pair_counts_many(codes, y, [2, 0], 3, num_classes)[0], expected)
 
 
+@numba_only  # the histograms are the compiled count loop's
 @pytest.mark.parametrize("num_classes", [2, 3])
 def test_the_pair_count_tests_meet_every_number_of_histograms(num_classes):
-    assert {kernels.count_ways(n, 9 * num_classes) for n in _COUNT_ROWS} == {1, 4, 8}
-    assert kernels.count_ways(64 * 10, 10) == 8 and kernels.count_ways(64 * 10 - 1, 10) == 4
-    assert kernels.count_ways(4 * 10, 10) == 4 and kernels.count_ways(4 * 10 - 1, 10) == 1
+    from vmi_spark.core.kernels_numba import count_ways
+
+    assert {count_ways(n, 9 * num_classes) for n in _COUNT_ROWS} == {1, 4, 8}
+    assert count_ways(64 * 10, 10) == 8 and count_ways(64 * 10 - 1, 10) == 4
+    assert count_ways(4 * 10, 10) == 4 and count_ways(4 * 10 - 1, 10) == 1
 
 
 # Every compiled loop on two and three classes: the naive and pairwise bounds (per-row and
@@ -403,8 +406,7 @@ def test_the_pair_count_tests_meet_every_number_of_histograms(num_classes):
 _EVERY_LOOP = """
 import json
 import numpy as np
-from vmi_spark.core.criteria import select_classic
-from vmi_spark.core.greedy import select_vmi
+from vmi_spark.core.greedy import select_classic, select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
 out = []
 for num_classes in (2, 3):
@@ -413,9 +415,9 @@ for num_classes in (2, 3):
     y = rng.integers(0, num_classes, n)
     codes = ((rng.integers(0, 6, (d, n)) + (rng.random((d, n)) < 0.5) * y) % 6).astype(np.uint8)
     for method in ("vmi_naive", "vmi_pairwise"):
-        b = InMemoryBackend(codes, y, method, arity=6, num_classes=num_classes)
+        b = InMemoryBackend(codes, y, arity=6, num_classes=num_classes)
         out.append(list(select_vmi(b, method, 8).selected))
-    b = InMemoryBackend(codes, y, "jmi", arity=6, num_classes=num_classes)
+    b = InMemoryBackend(codes, y, arity=6, num_classes=num_classes)
     out.append(list(select_classic(b, "jmi", 4).selected))
 print(json.dumps(out))
 """
@@ -445,3 +447,42 @@ def test_a_second_process_loads_every_compiled_loop_from_the_cache(tmp_path):
     assert saved_second == [], saved_second  # the second loaded every one of them
     assert files_second == files_first
     assert second == first  # and selected the same
+
+
+_ONE_LOOP = """
+import json
+import numpy as np
+from vmi_spark.core import kernels, kernels_numba
+rng = np.random.default_rng(0)
+codes = rng.integers(0, 4, (3, 500)).astype(np.uint8)
+ids = rng.integers(0, 5, 500)
+got = kernels.pattern_counts(codes, [0, 2], ids, 5, 4)
+print(json.dumps([kernels.BACKEND, kernels_numba.CACHE, kernels_numba.__file__,
+                  got.tolist() == kernels.pattern_counts_np(codes, [0, 2], ids, 5, 4).tolist()]))
+"""
+
+
+@pytest.mark.system  # a fresh process that compiles a loop
+@numba_only
+def test_without_a_cache_directory_the_loops_are_compiled_in_each_process(tmp_path):
+    """No writable cache directory anywhere (the package's ``__pycache__`` is a file, no
+    ``NUMBA_CACHE_DIR``, the user cache under a file): numba refuses to cache, and the loops
+    are compiled without a cache instead of falling back to numpy."""
+    import shutil
+    from pathlib import Path
+
+    pkg = tmp_path / "pkg"
+    shutil.copytree(Path(kernels.__file__).parents[1], pkg / "vmi_spark",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (pkg / "vmi_spark" / "core" / "__pycache__").write_text("")
+    (tmp_path / "file").write_text("")
+    env = dict(os.environ, PYTHONPATH=str(pkg), PYTHONDONTWRITEBYTECODE="1",
+               XDG_CACHE_HOME=str(tmp_path / "file" / "cache"), HOME=str(tmp_path / "file"))
+    env.pop("NUMBA_CACHE_DIR", None)
+    env.pop("VMI_SPARK_KERNELS", None)
+    out = subprocess.run([sys.executable, "-c", _ONE_LOOP], env=env, capture_output=True,
+                         text=True, check=True, timeout=600, cwd=tmp_path)
+    assert "could not compile" not in out.stderr, out.stderr
+    backend, cached, path, same = json.loads(out.stdout.splitlines()[-1])
+    assert path.startswith(str(pkg))  # the copy ran
+    assert (backend, cached, same) == ("numba", False, True)

@@ -151,27 +151,36 @@ def test_auto_treats_a_label_with_more_than_max_classes_integers_as_continuous(s
     df = spark.createDataFrame(pd.DataFrame(x, columns=["a", "b", "c"]).assign(y=y))
     run = run_selection(df, "y", num_features=1, max_classes=50)
     assert run.plan.label_type == "continuous" and run.report()["selected"] == ["c"]
-    with pytest.raises(InputError, match="--label-type continuous"):
+    # run_selection names its own keywords; the job its flags (test_job.py)
+    with pytest.raises(InputError, match="set label_type continuous .* raise max_classes"):
         run_selection(df, "y", num_features=1, max_classes=50, label_type="categorical")
 
 
-def test_many_integer_classes_get_a_warning(spark):
-    """An integer target with more classes than rows / 2, and the 442-row case of the
-    issue (214 integer-valued classes), are warned about; a few classes are not."""
+def test_thin_integer_classes_are_a_continuous_target_by_default(spark):
+    """A whole-number target with more than 20 values and fewer than 10 rows a value (the
+    issue's 442 rows with 214 values, like scikit-learn's diabetes) is continuous under
+    labelType auto, with the reason in the report; asked to be categorical it runs as
+    asked with a warning; a few classes, or many with enough rows each, stay classes."""
     from vmi_spark.spark.select import run_selection
 
     rng = np.random.default_rng(4)
-    for n, k in ((400, 300), (442, 214)):
+    for n, k in ((400, 300), (442, 214), (209, 21)):
         y = np.concatenate([np.arange(k), rng.integers(0, k, n - k)]).astype(float)
         df = spark.createDataFrame(pd.DataFrame({"a": rng.normal(size=n), "y": y}))
-        with pytest.warns(UserWarning, match="looks continuous"):
-            run = run_selection(df, "y", num_features=1)
+        run = run_selection(df, "y", num_features=1)
+        decision = run.report()["label_decision"]
+        assert run.plan.label_type == decision["type"] == "continuous", (n, k)
+        assert f"{k} distinct values in {n} rows" in decision["reason"]
+        with pytest.warns(UserWarning, match="looks like a regression target"):
+            run = run_selection(df, "y", num_features=1, label_type="categorical")
         assert run.plan.label_type == "categorical" and len(run.plan.classes) == k
-    df = spark.createDataFrame(pd.DataFrame({"a": rng.normal(size=400),
-                                             "y": rng.integers(0, 5, 400)}))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        run_selection(df, "y", num_features=1)
+    for y in (rng.integers(0, 5, 400), np.repeat(np.arange(21), 10)):  # 5 classes; 10 rows a value
+        df = spark.createDataFrame(pd.DataFrame({"a": rng.normal(size=len(y)), "y": y}))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            run = run_selection(df, "y", num_features=1)
+        assert run.plan.label_type == "categorical"
+        assert run.report()["label_decision"]["reason"].startswith(f"{len(set(y))} distinct")
 
 
 def test_a_sampled_continuous_label_is_the_same_in_both_readers(spark, tmp_path, monkeypatch):

@@ -1,9 +1,9 @@
 """Numeric features are read in their own Arrow type, not copied to float64 first.
 
-Both readers pass a numeric feature on as read (:func:`vmi_spark.spark.rows.feature_array`:
+Both readers pass a numeric feature on as read (:func:`vmi_spark.core.rows.feature_array`:
 8-, 16- and 32-bit integers, float32, float64), and the statistics, the sample and the
 encoder read its values as doubles themselves. What they compute must be what they
-computed on the float64 copy with -0.0 as 0.0 (:func:`~vmi_spark.spark.rows.typed_array`):
+computed on the float64 copy with -0.0 as 0.0 (:func:`~vmi_spark.core.rows.typed_array`):
 
 * the codes against a plain per-value loop written here, for every native type, with
   nulls, NaN, -0.0, values off the categories, few and many split points or
@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from vmi_spark.core import rows as R
 from vmi_spark.core.encoding import ColumnPlan, encode_column
-from vmi_spark.spark import rows as R
 
 NATIVE = [pa.int8(), pa.int16(), pa.int32(), pa.uint8(), pa.uint16(), pa.uint32(),
           pa.float32(), pa.float64()]

@@ -93,3 +93,69 @@ def test_notebook_runs_under_local_connect_without_dbutils(tmp_path):
         assert f"# VMI feature selection: {method}" in got["markdown"]
         assert got["pruned"] == [c for c in pdf.columns if c in {*got["selected"], "y"}]
     assert f"selected {K} of 7 features" in stdout
+
+
+_WRITER = textwrap.dedent('''
+    import sys
+
+    import pandas as pd
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false") \\
+        .getOrCreate()
+    spark.createDataFrame(pd.read_csv(sys.argv[1])).write.saveAsTable("training_data")
+    spark.stop()
+''')
+
+_READER = textwrap.dedent('''
+    import json, os, runpy, sys
+
+    notebook, out = sys.argv[1], sys.argv[2]
+    os.environ.update(VMI_TABLE="training_data", VMI_LABEL="y", VMI_METHOD="mrmr",
+                      VMI_NUM_FEATURES="3", VMI_EXCLUDE=" c0, c4 ")
+    ns = runpy.run_path(notebook)  # the notebook makes its own session (SPARK_REMOTE)
+    res = {"selected": ns["model"].selectedFeatureNames, "features": ns["features"],
+           "connect": type(ns["spark"]).__module__}
+    os.environ["VMI_EXCLUDE"] = "c2,nope"
+    try:
+        runpy.run_path(notebook, init_globals={"spark": ns["spark"]})
+    except ValueError as exc:
+        res["unknown"] = str(exc)
+    with open(out, "w") as fh:
+        json.dump(res, fh)
+''')
+
+
+def test_notebook_reads_an_earlier_process_table_and_leaves_columns_out(tmp_path):
+    """Run as a plain file under local Connect (``SPARK_REMOTE=local[2]``), the notebook
+    finds a table that an earlier process saved in the same working directory (a local
+    session's catalog dies with its process), and its ``exclude`` widget leaves columns
+    out: the selection is the in-memory selector's over the other columns; an excluded
+    name that is no column is an error naming it."""
+    pytest.importorskip("grpc")
+    pdf = random_discrete(23, n=240, d=6)
+    data = tmp_path / "data.csv"
+    pdf.to_csv(data, index=False)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
+           "PYSPARK_PYTHON": sys.executable, "SPARK_TESTING": "1"}
+    for key in ("SPARK_REMOTE", "MASTER", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_GATEWAY_PORT"):
+        env.pop(key, None)
+    subprocess.run([sys.executable, "-c", _WRITER, str(data)], cwd=tmp_path, env=env,
+                   check=True, capture_output=True, timeout=600)
+    assert (tmp_path / "spark-warehouse" / "training_data").is_dir()
+    out = tmp_path / "out.json"
+    proc = subprocess.run([sys.executable, "-c", _READER, str(NOTEBOOK), str(out)],
+                          cwd=tmp_path, env={**env, "SPARK_REMOTE": "local[2]"},
+                          capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert res["connect"].startswith("pyspark.sql.connect")
+    kept = [c for c in pdf.columns if c not in ("y", "c0", "c4")]
+    assert res["features"] == kept
+    from vmi_spark.sklearn import VMIFeatureSelector
+
+    sel = VMIFeatureSelector(n_features_to_select=K, method="mrmr")
+    sel.fit(pdf[kept].to_numpy(), pdf["y"].to_numpy())
+    assert res["selected"] == [kept[i] for i in sel.selected_features_]
+    assert "selected 3 of 4 features (2 columns left out)" in proc.stdout
+    assert "nope" in res["unknown"] and "c2" not in res["unknown"]

@@ -22,6 +22,7 @@ import pytest
 
 from helpers import random_discrete
 from vmi_spark import job, outputs
+from vmi_spark.errors import InputError
 from vmi_spark.job import main
 
 ERR = "select_features: error:"
@@ -214,15 +215,26 @@ def test_claims_race_one_winner(tmp_path):
     left = tree(tmp_path)
     assert set(left) <= {"a", "a/b"} and set(left.values()) <= {"dir"}, left
     shutil.rmtree(tmp_path / "a", ignore_errors=True)
-    # what a killed run left (no live lock) is taken over, emptied, and removed at the end
-    stale = tmp_path / ".vmi-tmp-out"
-    (stale / "new").mkdir(parents=True)
+    # what a killed run left (its marker, no live lock) is taken over, emptied, and
+    # removed at the end
+    stale = _killed_claim(tmp_path / "out")
+    (stale / "new").mkdir()
     (stale / "new" / "selection.json").write_text("{}")
     t = outputs.Target("--output", str(tmp_path / "out"), outputs.LocalFS(),
                        outputs.previous_output, False)
     with outputs.Claims([t]):
-        assert os.listdir(stale) == []
+        assert os.listdir(stale) == [outputs.STAGING_MARKER]
     assert os.listdir(tmp_path) == []
+
+
+def _killed_claim(target: Path) -> Path:
+    """The staging directory a run killed with kill -9 leaves: claimed (marker written),
+    its lock gone with the process, never released."""
+    t = outputs.Target("--output", str(target), outputs.LocalFS(), outputs.previous_output,
+                       False)
+    t.claim()
+    os.close(t._handle)  # the process died: its descriptor, and so its lock, is gone
+    return Path(t.staging)
 
 
 def test_concurrent_loser_writes_nothing(spark, base, capsys, monkeypatch):
@@ -245,7 +257,9 @@ def test_concurrent_loser_writes_nothing(spark, base, capsys, monkeypatch):
     try:
         assert held.wait(120)
         before = tree(base)
-        assert set(before) == {"data", "data/t.parquet", ".vmi-tmp-o", ".vmi-tmp-sel"}
+        assert set(before) == {"data", "data/t.parquet", ".vmi-tmp-o", ".vmi-tmp-sel",
+                               f".vmi-tmp-o/{outputs.STAGING_MARKER}",
+                               f".vmi-tmp-sel/{outputs.STAGING_MARKER}"}
         refused(capsys, _args(base, "--output", out, "--write-selected", sel, "--overwrite"),
                 "is being written by another run")
         assert tree(base) == before
@@ -396,3 +410,274 @@ def test_staging_dir_counts_by_the_directory_a_run_writes_in_it(tmp_path):
     with pytest.raises(InputError, match=r"--staging-dir .* lies inside the --input"):
         outputs.check_overlaps(outputs.output_locations(ns),
                                [outputs.resolve(str(v), "--input", pattern=True)])
+
+
+# ----------------------------------------------------------------------------- issue 33
+
+
+@pytest.fixture
+def thesis(tmp_path):
+    """A user's directory with work in it (what a link at one of the job's names may name)."""
+    d = tmp_path / "thesis"
+    (d / "ch1").mkdir(parents=True)
+    (d / "ch1" / "intro.tex").write_text("years of work")
+    (d / "notes.txt").write_text("more")
+    return d
+
+
+@pytest.mark.parametrize("kind", ["link to a directory", "link to a file", "dangling link"])
+def test_a_link_at_the_output_staging_name_is_refused_and_its_target_kept(base, thesis, capsys,
+                                                                         kind):
+    """`ln -s ~/thesis W/.vmi-tmp-out; vmi-select ... --output W/out` emptied ~/thesis and
+    exited 0: now a one-line error naming --output and the link, before Spark, and the
+    link and what it names are untouched."""
+    work = base / "W"
+    work.mkdir()
+    target = {"link to a directory": thesis, "link to a file": thesis / "notes.txt",
+              "dangling link": base / "nowhere"}[kind]
+    os.symlink(target, work / ".vmi-tmp-out")
+    before, mine = tree(base), tree(thesis)
+    line = refused(capsys, _args(base, "--output", work / "out"),
+                   f"--output '{work / 'out'}': '{work / '.vmi-tmp-out'}' is a symbolic link")
+    assert "never removes what it did not create" in line
+    assert tree(base) == before and tree(thesis) == mine
+
+
+def test_a_link_at_the_staging_name_is_refused_by_the_claim_itself(tmp_path, thesis):
+    """The claim opens its staging directory without following a link, also when the link
+    appears after the checks (between check and claim)."""
+    os.symlink(thesis, tmp_path / ".vmi-tmp-out")
+    mine = tree(thesis)
+    t = outputs.Target("--output", str(tmp_path / "out"), outputs.LocalFS(),
+                       outputs.previous_output, False)
+    with pytest.raises(InputError, match="is a symbolic link"):
+        t.claim()
+    assert tree(thesis) == mine and (tmp_path / ".vmi-tmp-out").is_symlink()
+    assert sorted(os.listdir(tmp_path)) == [".vmi-tmp-out", "thesis"]
+
+
+@pytest.mark.parametrize("content", ["user file", "user file beside the marker",
+                                     "forged entries only"])
+def test_a_foreign_directory_at_the_staging_name_is_refused_not_emptied(base, capsys, content):
+    """A directory at .vmi-tmp-NAME that is not a staging directory the job left (no marker,
+    or entries the job never puts there) is refused and kept."""
+    stale = base / ".vmi-tmp-o"
+    stale.mkdir()
+    if content == "user file":
+        (stale / "draft.txt").write_text("mine")
+    elif content == "user file beside the marker":
+        (stale / outputs.STAGING_MARKER).write_text(json.dumps(
+            {"writer": "vmi_spark", "kind": "staging", "version": 1}))
+        (stale / "draft.txt").write_text("mine")
+    else:  # the job's entry names, but no marker: not provably the job's
+        (stale / "new").mkdir()
+        (stale / "new" / "draft.txt").write_text("mine")
+    before = tree(base)
+    refused(capsys, _args(base, "--output", base / "o"), f"'{stale}' ")
+    assert tree(base) == before
+
+
+def test_a_killed_runs_staging_directory_is_emptied_without_following_links(tmp_path, thesis):
+    """Taking over a killed run's staging directory removes what is in it, links included,
+    never what a link inside names."""
+    stale = _killed_claim(tmp_path / "out")
+    (stale / "new").mkdir()
+    os.symlink(thesis, stale / "new" / "report.md")
+    os.symlink(thesis, stale / "old")
+    mine = tree(thesis)
+    t = outputs.Target("--output", str(tmp_path / "out"), outputs.LocalFS(),
+                       outputs.previous_output, False)
+    with outputs.Claims([t]):
+        assert os.listdir(stale) == [outputs.STAGING_MARKER]
+    assert tree(thesis) == mine
+    assert sorted(os.listdir(tmp_path)) == ["thesis"]
+
+
+def test_a_link_in_a_previous_output_is_not_replaced(base, thesis, capsys):
+    """--overwrite replaces only the job's own regular files: a report.md that is a link
+    (to the user's file) makes the directory foreign."""
+    prev = base / "prev"
+    prev.mkdir()
+    (prev / "selection.json").write_text("{}")
+    os.symlink(thesis / "notes.txt", prev / "report.md")
+    before = tree(base)
+    refused(capsys, _args(base, "--output", prev, "--overwrite"),
+            "is not a previous output of this job (it holds 'report.md'")
+    assert tree(base) == before
+
+
+@pytest.mark.parametrize("kind", ["link", "directory"])
+def test_a_checkpoint_file_that_is_not_a_regular_file_is_refused_before_spark(base, thesis,
+                                                                             capsys, kind):
+    from vmi_spark.checkpoint import FILE_NAME
+
+    ck = base / "ck"
+    ck.mkdir()
+    if kind == "link":
+        os.symlink(thesis / "notes.txt", ck / FILE_NAME)
+    else:
+        (ck / FILE_NAME).mkdir()
+    before, mine = tree(base), tree(thesis)
+    refused(capsys, _args(base, "--output", base / "o", "--checkpoint-dir", ck),
+            f"--checkpoint-dir '{ck}': '{ck / FILE_NAME}' is "
+            + ("a symbolic link" if kind == "link" else "not a regular file"))
+    assert tree(base) == before and tree(thesis) == mine
+
+
+def test_a_linked_checkpoint_file_is_not_read(tmp_path, thesis):
+    """run_selection and the estimator do not go through the job's checks: the checkpoint
+    loader itself refuses a link."""
+    from vmi_spark.checkpoint import FILE_NAME, Checkpoint
+
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    os.symlink(thesis / "notes.txt", ck / FILE_NAME)
+    with pytest.raises(InputError, match="not a regular file"):
+        Checkpoint(str(ck), "f" * 64, num_features=3, method="vmi_naive").load()
+    assert (thesis / "notes.txt").read_text() == "more"
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_staging_dir_problems_before_spark(base, capsys, where):
+    """A file: --staging-dir that cannot be a directory is refused from the arguments alone,
+    naming the flag."""
+    (base / "afile").write_text("x")
+    staging = base / "afile" if where == "a file" else base / "afile" / "sub"
+    before = tree(base)
+    refused(capsys, _args(base, "--output", base / "o", "--staging-dir", f"file://{staging}"),
+            f"--staging-dir '{staging}': '{base / 'afile'}' is not a directory")
+    assert tree(base) == before
+
+
+def test_a_link_at_the_write_selected_staging_name_is_refused(spark, base, thesis, capsys):
+    """The same through --write-selected W/sel (a Spark path: checked once the session
+    exists, before anything is read)."""
+    work = base / "W"
+    work.mkdir()
+    os.symlink(thesis, work / ".vmi-tmp-sel")
+    before, mine = tree(base), tree(thesis)
+    refused(capsys, _args(base, "--output", base / "o", "--write-selected", work / "sel"),
+            f"--write-selected '{work / 'sel'}': '{work / '.vmi-tmp-sel'}' is a symbolic link",
+            spark=spark)
+    assert tree(base) == before and tree(thesis) == mine
+
+
+def test_overwrite_keeps_a_file_the_user_added_to_write_selected(spark, base, capsys):
+    """`--write-selected S --overwrite` deleted a file the user had added to S: S is now
+    refused unless it holds only what the job wrote there (listed in its marker)."""
+    sel = base / "sel"
+    assert main([str(a) for a in _args(base, "--output", base / "o", "--write-selected", sel)],
+                spark=spark) == 0
+    capsys.readouterr()
+    marker = json.loads((sel / outputs.SELECTED_MARKER).read_text())
+    written = sorted(str(p.relative_to(sel)) for p in sel.rglob("*")
+                     if p.is_file() and not p.name.endswith(outputs.SELECTED_MARKER + ".crc")
+                     and p.name != outputs.SELECTED_MARKER)
+    assert marker["files"] == written and any(f.startswith("part-") for f in written)
+    for added, what in (("notes.txt", "file"), ("part-99999-mine.parquet", "file"),
+                        ("sub", "directory")):
+        if what == "directory":
+            (sel / added).mkdir()
+        else:
+            (sel / added).write_text("mine")
+        before = tree(base)
+        refused(capsys, _args(base, "--output", base / "o", "--write-selected", sel,
+                              "--overwrite"),
+                f"--write-selected directory '{sel}' is not a previous output of this job (it "
+                f"holds the {what} '{added}', which the job did not write there)", spark=spark)
+        assert tree(base) == before
+        (sel / added).rmdir() if what == "directory" else (sel / added).unlink()
+    # without the additions it is the job's own again: replaced
+    assert main([str(a) for a in _args(base, "--output", base / "o", "--write-selected", sel,
+                                       "--overwrite")], spark=spark) == 0
+
+
+def test_previous_selected_of_a_version_1_marker(tmp_path):
+    """A marker written before the file list (version 1): only the names Spark's writers
+    give, in k=v directories, are the job's."""
+    sel = tmp_path / "sel"
+    (sel / "k=1").mkdir(parents=True)
+    (sel / outputs.SELECTED_MARKER).write_text(json.dumps(
+        {"writer": "vmi_spark", "kind": "write-selected", "version": 1}))
+    for name in ("_SUCCESS", "._SUCCESS.crc", "k=1/part-00000-x.parquet",
+                 "k=1/.part-00000-x.parquet.crc"):
+        (sel / name).write_text("")
+    fs = outputs.LocalFS()
+    assert outputs.previous_selected(fs, str(sel)) is None
+    (sel / "k=1" / "mine.csv").write_text("x")
+    assert outputs.previous_selected(fs, str(sel)) == (
+        "it holds the file 'k=1/mine.csv', which the job did not write there")
+
+
+@pytest.fixture
+def no_read(monkeypatch):
+    """The job must not read its input (an output problem found first)."""
+    def fail(*_a, **_k):
+        raise AssertionError("the input was read before the outputs were checked")
+    monkeypatch.setattr(job, "read_input", fail)
+
+
+def test_staging_dir_problems_found_before_reading(spark, base, capsys, no_read):
+    """A --staging-dir under a file (a Spark path: checked once the session exists) is a
+    one-line error naming the flag before the input is read (it was 'Parent path is not a
+    directory' after reading and encoding)."""
+    (base / "afile").write_text("x")
+    before = tree(base)
+    refused(capsys, _args(base, "--output", base / "o", "--staging-dir",
+                          base / "afile" / "sub"),
+            f"--staging-dir '{base / 'afile' / 'sub'}': '{base / 'afile'}' is not a directory",
+            spark=spark)
+    assert tree(base) == before
+
+
+def test_unreachable_staging_dir_found_before_reading(spark, base, capsys, no_read):
+    """An HDFS --staging-dir nobody answers for: one line naming the flag, before reading
+    (it was a 'Connection refused' trace after reading and encoding)."""
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    old = conf.get("ipc.client.connect.max.retries")
+    conf.set("ipc.client.connect.max.retries", "0")  # the test's own patience, not the job's
+    try:
+        line = refused(capsys, _args(base, "--output", base / "o", "--staging-dir",
+                                     "hdfs://127.0.0.1:9/vmi"),
+                       "--staging-dir 'hdfs://127.0.0.1:9/vmi': cannot write there (",
+                       spark=spark)
+    finally:
+        conf.set("ipc.client.connect.max.retries", old or "10")
+    assert "Connection refused" in line or "Call From" in line, line
+
+
+def _csv_warnings(err: str) -> list[str]:
+    return [ln for ln in err.splitlines() if "WARNING" in ln and "multiLine=true" in ln]
+
+
+def test_csv_with_quoted_newlines_is_warned_about(spark, tmp_path, capsys):
+    """Still open from round 1: read line by line, 200 records with 40 quoted line breaks
+    are 240 rows, silently. The result is unchanged, but a warning (logged and in the
+    report) names --read-option multiLine=true; with it, or for a CSV whose quotes all
+    close on their line, there is none."""
+    pdf = random_discrete(3, n=200, d=4, classes=2)
+    pdf["note"] = ["line one\nline two" if i % 5 == 0 else 'say "hi", ok' for i in range(200)]
+    pdf.to_csv(tmp_path / "t.csv", index=False)
+    clean = pdf.assign(note=['say "hi", ok'] * 200)
+    (tmp_path / "clean").mkdir()
+    clean.to_csv(tmp_path / "clean" / "t.csv", index=False)
+    argv = ["--format", "csv", "--label", "y", "--features", "c0,c1,c2,c3",
+            "--num-features", "2", "--quiet"]
+    assert main(["--input", str(tmp_path / "t.csv"), *argv, "--output", str(tmp_path / "o")],
+                spark=spark) == 0
+    (line,) = _csv_warnings(capsys.readouterr().err)
+    assert "80 of 241 lines" in line and "--read-option multiLine=true" in line
+    rep = json.loads((tmp_path / "o" / "selection.json").read_text())
+    # what Spark reads, never changed by the warning: 240 rows, the 40 split-off ones
+    # without a label
+    assert (rep["num_rows"], rep["rows_dropped"]) == (200, 40)
+    assert any("multiLine=true" in w for w in rep["warnings"])
+    for inp, extra, out in ((tmp_path / "t.csv", ["--read-option", "multiLine=true",
+                                                  "--read-option", 'escape="'], "o2"),
+                            (tmp_path / "clean", [], "o3")):
+        assert main(["--input", str(inp), *argv, *extra, "--output", str(tmp_path / out)],
+                    spark=spark) == 0
+        assert _csv_warnings(capsys.readouterr().err) == []
+        rep = json.loads((tmp_path / out / "selection.json").read_text())
+        assert (rep["num_rows"], rep["rows_dropped"]) == (200, 0)
+        assert not any("multiLine" in w for w in rep["warnings"])

@@ -138,9 +138,16 @@ def test_wheel_metadata_requires_pyspark_only_through_extras(tmp_path):
 
 
 def test_examples_install_the_wheel_plainly():
-    """The bundle and the notebook install the wheel like any library (no --no-deps)."""
+    """The bundle and the notebook install the wheel like any library (no --no-deps),
+    and build it with pip, which every Python has (not ``python -m build``, which nothing
+    installs; issue 34)."""
     notebook = (ROOT / "examples" / "databricks_vmi_notebook.py").read_text()
     bundle = (ROOT / "examples" / "databricks.yml").read_text()
-    assert "--no-deps" not in notebook and "--no-deps" not in bundle
+    installs = [line for text in (notebook, bundle) for line in text.splitlines()
+                if "pip install" in line or "- whl:" in line]
+    assert installs and not [line for line in installs if "--no-deps" in line]
     assert re.search(r"^# MAGIC %pip install \S+vmi_spark-\S+\.whl$", notebook, re.M)
     assert re.search(r"^\s+- whl: \S+\.whl$", bundle, re.M)
+    assert re.search(r"^\s+build: python3 -m pip wheel --no-deps --wheel-dir dist \.$", bundle,
+                     re.M)
+    assert "-m build" not in bundle and "-m build" not in notebook

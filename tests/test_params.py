@@ -18,8 +18,8 @@ import pytest
 
 from vmi_spark import params as P
 from vmi_spark.core.bound import METHODS as CORE_VMI
-from vmi_spark.core.criteria import CLASSIC_METHODS, select_classic
-from vmi_spark.core.greedy import select_vmi
+from vmi_spark.core.criteria import CLASSIC_METHODS
+from vmi_spark.core.greedy import select_classic, select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
 from vmi_spark.errors import InputError
 
@@ -61,7 +61,7 @@ def test_registry_flags_say_what_each_method_asks_for(name):
     codes[0] = y + rng.integers(0, 2, 300)  # informative, so that VMI goes past one step
     codes[1] = (codes[0] + y) % 3
     spec = P.method(name)
-    backend = _Recorder(codes, y.astype(np.int64), name if spec.vmi else "vmi_naive")
+    backend = _Recorder(codes, y.astype(np.int64))
     if spec.vmi:
         select_vmi(backend, name, 4, float("-inf"))
     else:
@@ -108,10 +108,13 @@ def test_spec_choices_are_the_spark_layers():
 def test_staging_needs_a_staging_dir_before_spark_work():
     from vmi_spark.spark.select import run_selection
 
-    with pytest.raises(P.ParameterError, match=r"^blockStorage 'staging' needs a stagingDir$"):
+    # run_selection's keywords: its own (python) names
+    with pytest.raises(P.ParameterError, match=r"^block_storage 'staging' needs a staging_dir$"):
         run_selection(None, "y", block_storage="staging")  # type: ignore[arg-type]
-    with pytest.raises(P.ParameterError, match=r"^unknown blockStorage 'disk' \(choose from"):
+    with pytest.raises(P.ParameterError, match=r"^unknown block_storage 'disk' \(choose from"):
         run_selection(None, "y", block_storage="disk")  # type: ignore[arg-type]
+    with pytest.raises(P.ParameterError, match=r"^blockStorage 'staging' needs a stagingDir$"):
+        P.Settings.of({"block_storage": "staging"}, "ml")
     assert P.validate({"block_storage": "staging", "staging_dir": "/tmp/s"})["staging_dir"]
 
 
@@ -130,13 +133,16 @@ def test_every_cli_flag_comes_from_the_spec():
             continue
         a = actions[p.flag]
         assert a.dest == p.key
+        if p.type is list:  # comma-separated column names
+            assert a.default is None and a.type is None and a.help == p.help("cli"), p.flag
+            continue
         if p.key == "num_features":  # the demo's or the job's, decided from the other flags
             assert a.default is None and "default 50; demo 9" in a.help
         else:
             assert a.default == p.default_for("cli"), p.flag
         assert tuple(a.choices) == p.choices if p.choices else a.choices is None
         assert a.type is (p.type if p.type in (int, float) else None), p.flag
-        assert a.help.startswith(p.help("cli")), p.flag
+        assert a.help.replace("%%", "%").startswith(p.help("cli")), p.flag
 
 
 def test_every_ml_param_comes_from_the_spec():
@@ -270,7 +276,7 @@ def test_a_bad_value_reads_the_same_in_every_front_end(values, ml_message, monke
     assert str(info.value) == ml_message
     with pytest.raises(P.ParameterError) as info:
         run_selection(None, "y", **values)  # type: ignore[arg-type]
-    assert str(info.value) == ml_message
+    assert str(info.value) == in_names("python")  # its keywords' names
     ml = {P.parameter(k).ml: v for k, v in values.items()}
     with pytest.raises(P.ParameterError) as info:
         VMISelector(**ml)._fit(None)  # noqa: SLF001 - refused before the data is looked at
@@ -330,8 +336,8 @@ def test_k_defaults_per_entry_point():
     args = check_args(build_parser().parse_args(["--input", "x", "--label", "y", "--output",
                                                  "o"]))
     assert args.num_features == 50
-    assert inspect.signature(__import__("vmi_spark.spark.select", fromlist=["x"])
-                             .run_selection).parameters["num_features"].default == 50
+    assert P.Settings.of().num_features == 50  # run_selection's, from the spec
+    assert P.Settings.of(style="sklearn").num_features == 10
 
 
 def test_k_is_capped_in_one_place_with_each_front_ends_names():
@@ -380,7 +386,9 @@ JOB_CASES = {
     "no output": (["!", "--input", "in.parquet", "--label", "y"], "--output is required"),
     "table no output": (["!", "--table", "db.t", "--label", "y"], "--output is required"),
     "label without input": (["!", "--label", "y"], "--input or --table is required"),
-    "demo rows": (["!", "--demo-rows", "0"], "--demo-rows must be >= 1, got 0"),
+    "demo rows": (["!", "--demo-rows", "0"], "--demo-rows must be between 1 and 1000000, got 0"),
+    "demo rows huge": (["!", "--demo-rows", "1000000000000"],  # a MemoryError traceback
+                       "--demo-rows must be between 1 and 1000000, got 1000000000000"),
     "demo K": (["!", "--num-features", "0"], "--num-features must be >= 1, got 0"),
     "bad remote": (["--remote", "localhost:15002"], "--remote must be sc://host:port or local[N]"),
 }

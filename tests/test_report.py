@@ -54,12 +54,12 @@ def test_markdown_content():
     assert "- **Label:** `y`" in lines
     assert "- **Selected:** 4 of 5 candidate features" in lines
     assert "- **Restarts:** 1" in lines
-    assert ("| step | feature | index | bound I_LB (nats) | gain (nats) | block | seconds |"
+    assert ("| step | feature | index | bound I_LB (nats) | gain (nats) | block | ms |"
             in lines)
-    assert "| 1 | x1 | 0 | 0.693147 | 0.693147 | 0 | 0.50 |" in lines
-    assert "| 3 | x3 | 2 | 1.050000 | 0.150000 | 0 | 1.00 |" in lines
+    assert "| 1 | x1 | 0 | 0.693147 | 0.693147 | 0 | 500 |" in lines
+    assert "| 3 | x3 | 2 | 1.050000 | 0.150000 | 0 | 1000 |" in lines
     # the restart is marked, and the pipe in the name is escaped
-    assert "| 4 | a\\|b | 4 | 0.250000 | 0.250000 | 1 (restart) | 0.75 |" in lines
+    assert "| 4 | a\\|b | 4 | 0.250000 | 0.250000 | 1 (restart) | 750 |" in lines
     assert sum("(restart)" in ln for ln in lines) == 1
     # data summary
     assert "| rows used | 5,000 |" in lines
@@ -74,7 +74,7 @@ def test_markdown_content():
     assert "| handle_invalid | keep |" in lines
     assert "| prepare (read, plan, encode) | 2.50 s |" in lines
     assert "| selection (4 steps) | 3.50 s |" in lines
-    assert "| total | 6.00 s |" in lines
+    assert "| read, plan, encode and select | 6.00 s |" in lines
     assert "- dropped 12 rows with a null label" in lines
     order = [md.index(h) for h in ("## Selection", "## Data", "## Parameters", "## Timings",
                                    "## Warnings")]

@@ -30,12 +30,13 @@ from helpers import (
     resume,
     wait_until_paused,
 )
-from vmi_spark.core.criteria import select_classic
-from vmi_spark.core.greedy import select_vmi
+from vmi_spark.core.greedy import select_classic, select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
 from vmi_spark.errors import InputError
+from vmi_spark.params import Settings
 from vmi_spark.spark import driver, wire
 from vmi_spark.spark import resident as R
+from vmi_spark.spark.resident_server import ResidentTasks
 from vmi_spark.spark.select import run_selection
 from vmi_spark.spark.session import task_slots, unavailable_reason
 
@@ -106,7 +107,7 @@ def test_wire_refuses_unknown_types_oversize_and_garbage():
 def _lung_core(method: str, k: int, tol: float = 0.0):
     x, labels = lung()
     y = np.unique(labels, return_inverse=True)[1]
-    be = InMemoryBackend(codes_of(x), y, method)
+    be = InMemoryBackend(codes_of(x), y)
     if method in ("vmi_naive", "vmi_pairwise"):
         return select_vmi(be, method, k, tol)
     return select_classic(be, method, k)
@@ -155,7 +156,8 @@ def _encoded(spark, pdf, block_rows=64):
     features = [c for c in pdf.columns if c != "y"]
     df = spark.createDataFrame(pdf).repartition(3)
     source = SparkSource(df)
-    plan, skip_cols = build_plan(df, "y", features, 10, 32, 1000, "keep", source)
+    planned = build_plan(df, "y", features, Settings.of(), source)
+    plan, skip_cols = planned.plan, planned.skip_cols
     blocks = (source.encode_blocks(plan, block_rows, skip_cols)
               .repartitionByRange(task_slots(spark), "block_id").persist())
     blocks.count()
@@ -165,11 +167,11 @@ def _encoded(spark, pdf, block_rows=64):
 def test_a_connection_without_the_secret_is_never_served(spark):
     pdf = random_discrete(11, n=400, d=6)
     blocks, plan, features = _encoded(spark, pdf)
-    expected = select_vmi(InMemoryBackend(codes_of(pdf[features].to_numpy()), pdf["y"].to_numpy(),
-                                          "vmi_naive"), "vmi_naive", 4)
+    expected = select_vmi(InMemoryBackend(codes_of(pdf[features].to_numpy()),
+                                          pdf["y"].to_numpy()), "vmi_naive", 4)
     be = R.ResidentBackend(blocks, len(features), plan.arity, len(plan.classes), "vmi_naive")
     try:
-        address = be._server.getsockname()
+        address = be.tasks.address
         intruders = []
         for hello in ({"op": "hello", "secret": "0" * 32, "partition": 0, "tasks": 2,
                        "attempt": 10 ** 9, "blocks": [], "rows": 0}, {"op": "counts"}):
@@ -181,11 +183,12 @@ def test_a_connection_without_the_secret_is_never_served(spark):
         intruders.append(garbage)
         sel = select_vmi(be, "vmi_naive", 4)
         assert sel.selected == expected.selected and sel.scores == expected.scores
-        assert sorted(be._peers) == list(range(be._num_tasks))
+        tasks = be.tasks
+        assert sorted(tasks.peers) == list(range(tasks.num_tasks))
         # every request was answered by every task, each timing its own work
-        assert len(be.task_seconds) == be.requests
-        assert all(len(t) == be._num_tasks and min(t) >= 0 for t in be.task_seconds)
-        assert all(p.attempt < 10 ** 9 for p in be._peers.values())
+        assert len(tasks.task_seconds) == tasks.requests
+        assert all(len(t) == tasks.num_tasks and min(t) >= 0 for t in tasks.task_seconds)
+        assert all(p.attempt < 10 ** 9 for p in tasks.peers.values())
         for s in intruders:  # refused: closed without a word (reset if it sent more)
             s.settimeout(10)
             try:
@@ -195,12 +198,12 @@ def test_a_connection_without_the_secret_is_never_served(spark):
             s.close()
         # a task's error comes back as one line; the tasks keep serving
         with pytest.raises(RuntimeError, match="unknown request 'nonsense'"):
-            be._request(lambda p: ({"op": "nonsense"}, []))
+            tasks.request(lambda p: ({"op": "nonsense"}, []))
         np.testing.assert_array_equal(be.feature_counts().sum(axis=(1, 2)), [400] * 6)
     finally:
         be.close()
         blocks.unpersist()
-    rows = be.task_rows
+    rows = be.tasks.task_rows
     assert sum(r["rows"] for r in rows) == 400 and all(r["requests"] >= 4 for r in rows)
 
 
@@ -215,7 +218,7 @@ def test_one_backend_serves_selections_with_different_tables(spark):
         c = counts.astype(np.float64) + 1.0
         return c / c.sum(axis=1, keepdims=True)
 
-    mem = InMemoryBackend(codes, pdf["y"].to_numpy(), "vmi_naive")
+    mem = InMemoryBackend(codes, pdf["y"].to_numpy())
     expected = [select_vmi(mem, "vmi_naive", 4), select_vmi(mem, "vmi_naive", 4,
                                                              conditional_fn=smoothed)]
     assert expected[0].scores != expected[1].scores
@@ -234,20 +237,20 @@ def test_one_backend_serves_selections_with_different_tables(spark):
 def test_lost_tasks_mid_selection_hand_over_to_passes(spark, monkeypatch):
     """If the resident tasks are gone for good, the selection goes on with passes."""
     expected = _lung_core("vmi_pairwise", 8, 0.01)
-    original = R.ResidentBackend._resident_run
+    original = ResidentTasks.request
     calls = {"n": 0}
 
-    def lost_at_third_step(self, ops):
+    def lost_at_the_fifth_request(self, make):  # counts, then pairs and steps in turn
         calls["n"] += 1
-        if calls["n"] == 3:
+        if calls["n"] == 5:
             raise R.ResidentLost("only 1 task slots left for 2 resident tasks")
-        return original(self, ops)
+        return original(self, make)
 
-    monkeypatch.setattr(R.ResidentBackend, "_resident_run", lost_at_third_step)
+    monkeypatch.setattr(ResidentTasks, "request", lost_at_the_fifth_request)
     monkeypatch.setattr(driver, "PROBE_CELLS", 0)  # not in the driver: a small table
     run = run_selection(spark.createDataFrame(lung_frame()).repartition(3), "label",
                         method="vmi_pairwise", num_features=8, restart_tolerance=0.01)
-    assert calls["n"] == 3  # nothing more ran on the resident tasks
+    assert calls["n"] == 5  # nothing more ran on the resident tasks
     assert run.execution == "resident"
     assert any("went on with one Spark job per pass" in w for w in run.warnings)
     assert run.selection.selected == expected.selected
@@ -261,7 +264,7 @@ def test_tasks_that_cannot_start_fall_back_or_fail_clearly(spark, monkeypatch):
             yield  # pragma: no cover
         return fn
 
-    monkeypatch.setattr(R, "_task_fn", broken_task_fn)
+    monkeypatch.setattr(R.ResidentBackend, "task_fn", staticmethod(broken_task_fn))
     monkeypatch.setattr(driver, "PROBE_CELLS", 0)  # not in the driver: a small table
     df = spark.createDataFrame(random_discrete(2))
     with pytest.warns(UserWarning, match="resident tasks could not start"):

@@ -17,8 +17,8 @@ import pytest
 from test_core_bound import AMBIGUOUS, EPS, METHODS, random_data, reference_of
 from test_core_criteria import make_data, ref_argmax, ref_criterion
 
-from vmi_spark.core.criteria import GREEDY_METHODS, select_classic
-from vmi_spark.core.greedy import STOP_REASONS, StopSelection, select_vmi
+from vmi_spark.core.criteria import GREEDY_METHODS
+from vmi_spark.core.greedy import STOP_REASONS, StopSelection, select_classic, select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
 
 
@@ -75,7 +75,7 @@ def test_vmi_threshold_matches_slow_reference(case, method, min_gain):
         reference_of(codes, y), method, min_gain, 0.0, d)
     if closest <= AMBIGUOUS:
         pytest.skip(f"ambiguous case (closest decision {closest:.2g})")
-    got = select_vmi(InMemoryBackend(codes, y, method, block_rows=37), method, d,
+    got = select_vmi(InMemoryBackend(codes, y, block_rows=37), method, d,
                      min_gain=min_gain)
     assert got.selected == sel
     assert got.blocks == blocks
@@ -92,7 +92,7 @@ def test_vmi_threshold_cases_stop_on_the_threshold_and_restart():
     for seed, d, n, classes, arity in CASES:
         codes, y = random_data(seed, d, n, classes, arity)
         for min_gain in (0.004, 0.02, 0.06):
-            got = select_vmi(InMemoryBackend(codes, y, "vmi_naive"), "vmi_naive", d,
+            got = select_vmi(InMemoryBackend(codes, y), "vmi_naive", d,
                              min_gain=min_gain)
             reasons.add(got.stop_reason)
             restarts += got.restarts
@@ -104,8 +104,8 @@ def test_vmi_zero_threshold_equals_the_plain_run():
     """With min_gain 0 the rule never fires before the restart rule does: same selection."""
     codes, y = random_data(2, 8, 120, 3, 3)
     for method in METHODS:
-        plain = select_vmi(InMemoryBackend(codes, y, method), method, 8)
-        zero = select_vmi(InMemoryBackend(codes, y, method), method, 8, min_gain=0.0)
+        plain = select_vmi(InMemoryBackend(codes, y), method, 8)
+        zero = select_vmi(InMemoryBackend(codes, y), method, 8, min_gain=0.0)
         assert (zero.selected, zero.scores, zero.blocks) == (plain.selected, plain.scores,
                                                              plain.blocks)
         assert plain.stop_reason == zero.stop_reason == "num_features"
@@ -133,7 +133,7 @@ def test_classic_threshold_matches_reference(method, seed):
         if v < min_gain:
             break
         expected.append(i)
-    got = select_classic(InMemoryBackend(X, y, "classic", block_rows=64), method, len(cols),
+    got = select_classic(InMemoryBackend(X, y, block_rows=64), method, len(cols),
                          min_gain=min_gain)
     assert got.selected == expected
     assert got.stop_reason == "threshold"
@@ -143,7 +143,7 @@ def test_classic_threshold_matches_reference(method, seed):
 def test_stop_reasons_of_plain_runs():
     X, y = make_data(0)
     d = X.shape[0]
-    backend = InMemoryBackend(X, y, "classic")
+    backend = InMemoryBackend(X, y)
     assert select_classic(backend, "mrmr", 3).stop_reason == "num_features"
     assert select_classic(backend, "mim", d + 2).stop_reason == "no_features_left"
     assert select_classic(backend, "spec_cmi", 3).stop_reason == "num_features"
@@ -154,7 +154,7 @@ def test_stop_reasons_of_plain_runs():
 
     assert select_classic(backend, "jmi", 5, on_step=stop).stop_reason == "callback"
     codes, yy = random_data(1, 6, 50, 2, 2)
-    assert select_vmi(InMemoryBackend(codes, yy, "vmi_naive"), "vmi_naive", 4,
+    assert select_vmi(InMemoryBackend(codes, yy), "vmi_naive", 4,
                       on_step=stop).stop_reason == "callback"
     assert set(STOP_REASONS) >= {"num_features", "threshold", "callback"}
 
@@ -162,4 +162,4 @@ def test_stop_reasons_of_plain_runs():
 def test_spec_cmi_refuses_a_threshold():
     X, y = make_data(0)
     with pytest.raises(ValueError, match="spec_cmi"):
-        select_classic(InMemoryBackend(X, y, "classic"), "spec_cmi", 3, min_gain=0.1)
+        select_classic(InMemoryBackend(X, y), "spec_cmi", 3, min_gain=0.1)

@@ -9,8 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from vmi_spark.core.criteria import select_classic
-from vmi_spark.core.greedy import select_vmi
+from vmi_spark.core.greedy import select_classic, select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
 from vmi_spark.params import ParameterError, selection_size
 from vmi_spark.sklearn import VMIFeatureSelector
@@ -38,7 +37,7 @@ def test_selection_size_rule():
 def test_sklearn_gain_mode_equals_the_core(method):
     X, y = _data()
     codes = X.T.astype(np.uint8)
-    backend = InMemoryBackend(codes, y, method)
+    backend = InMemoryBackend(codes, y)
     core = (select_vmi(backend, method, X.shape[1], min_gain=0.02) if method.startswith("vmi")
             else select_classic(backend, method, X.shape[1], min_gain=0.02))
     assert core.stop_reason == "threshold"  # the data must exercise the rule

@@ -63,6 +63,17 @@ _SERVERLESS_SIDE = textwrap.dedent('''
                      "storage": rep["storage"], "execution": rep["execution"],
                      "warnings": [str(w.message) for w in caught],
                      "staging_left": sorted(os.listdir(staging))}
+    # a staging directory inside the input (a Parquet directory) is refused before reading
+    # (the client's plan names the input's path), and nothing is written there
+    inside = os.path.join(out, "dir")
+    df.write.parquet(inside)
+    before = sorted(os.listdir(inside))
+    try:
+        run_selection(spark.read.parquet(inside), "y", num_features=2, execution="passes",
+                      staging_dir=inside)
+        res["inside"] = None
+    except Exception as exc:  # the one-line ParameterError
+        res["inside"] = [type(exc).__name__, str(exc), before == sorted(os.listdir(inside))]
     with open(os.path.join(out, "serverless.json"), "w") as fh:
         json.dump(res, fh)
     spark.stop()
@@ -119,3 +130,14 @@ def test_serverless_storage_is_reported_and_staging_removed(serverless_run):
     # without a staging directory the user is told how to avoid re-reading the input
     assert any("staging directory" in w for w in res["recomputed"]["warnings"])
     assert not any("staging directory" in w for w in res["staged"]["warnings"])
+
+
+@needs_connect
+def test_serverless_staging_inside_the_input_is_refused(serverless_run):
+    """Issue 33 item 4 under Connect: the input's root comes from the client's plan."""
+    _, res = serverless_run
+    kind, message, untouched = res["inside"]
+    assert kind == "ParameterError" and untouched
+    # run_selection names its keywords (the estimator says stagingDir, the job --staging-dir)
+    assert "staging_dir" in message and "lies inside the input" in message
+    assert "\n" not in message

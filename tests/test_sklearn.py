@@ -89,8 +89,14 @@ def test_encoding_rules():
     s = np.array(["b", None, "a"], dtype=object)
     p = plan_column("s", s, "string", num_bins=4, max_categories=3)
     assert encode_column(s, p).tolist() == [1, 2, 0]
-    with pytest.raises(ValueError, match="max_categories"):
-        plan_column("s", np.array(list("abcd"), dtype=object), "string", 4, 3)
+    # more strings than max_categories: the 2 most frequent (ties to the smaller value)
+    # are states, every other value one state after them, as OneHotEncoder(max_categories=3)
+    t = np.array(list("dcbaddcb") * 10 + [None], dtype=object)  # 10 rows a value at least
+    p = plan_column("t", t, "string", num_bins=4, max_categories=3)
+    # counts d 3, c 2, b 2, a 1: d, then b before c (the tie goes to the smaller value)
+    assert (p.values, p.other, p.num_states) == (["b", "d"], True, 4)
+    assert encode_column(t, p).tolist() == [1, 2, 0, 2, 1, 1, 2, 0] * 10 + [3]
+    assert p.state_labels() == ["b", "d", "(other)", "(missing)"]
 
 
 # ---------------------------------------------------------------- scikit-learn API
@@ -101,7 +107,8 @@ def test_params_and_clone():
     assert params == {"n_features_to_select": 3, "method": "vmi_pairwise",
                       "restart_tolerance": 0.01, "num_bins": 7, "max_categories": 5,
                       "selection_mode": "numTopFeatures", "selection_threshold": None,
-                      "binning": "quantile", "label_type": "auto", "label_bins": 10}
+                      "binning": "quantile", "label_type": "auto", "label_bins": 10,
+                      "exclude": None}
     other = clone(sel)
     assert other is not sel and other.get_params() == params
     assert VMIFeatureSelector().get_params()["n_features_to_select"] == 10
@@ -174,5 +181,63 @@ def test_k_capped_and_string_labels():
 
 
 def test_one_class_refused():
-    with pytest.raises(ValueError, match="one class"):
+    with pytest.raises(ValueError, match="single class"):
         VMIFeatureSelector().fit(np.zeros((5, 2)), np.ones(5))
+
+
+# ---------------------------------------------------------------- issue 33 item 10: +/-inf
+def infinite_frame(seed: int = 8, n: int = 400) -> pd.DataFrame:
+    """Continuous columns holding +/-inf: as spikes (a tenth and more of the rows), as a few
+    outliers, and a column of the largest doubles beside the infinities."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    spikes = y + rng.normal(0, 1.0, n)
+    spikes[rng.random(n) < 0.2] = np.inf
+    spikes[(y == 1) & (rng.random(n) < 0.3)] = -np.inf
+    few = rng.normal(0, 1.0, n) - y
+    few[:3] = [np.inf, -np.inf, np.inf]
+    big = rng.normal(0, 1, n)
+    big[(y == 1) & (rng.random(n) < 0.4)] = np.finfo(float).max
+    big[(y == 0) & (rng.random(n) < 0.4)] = -np.finfo(float).max
+    big[rng.random(n) < 0.15] = -np.inf
+    return pd.DataFrame({"spikes": spikes, "few": few, "big": big,
+                         "noise": rng.normal(0, 1, n), "label": y})
+
+
+def test_infinities_are_values_like_in_the_job():
+    """The selector refused +/-inf ("Input X contains infinity") where the job bins them;
+    now they are values, with no RuntimeWarning (numpy's nextafter overflowed at the largest
+    double), and the same selection as the same table with the infinities replaced by
+    finite stand-ins beyond every other value (the same states, so the same scores)."""
+    import warnings
+
+    pdf = infinite_frame()
+    features = ["spikes", "few", "big", "noise"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        sel = VMIFeatureSelector(n_features_to_select=4, num_bins=5).fit(pdf[features],
+                                                                         pdf["label"])
+    stand_in = pdf.copy()
+    for c in ("spikes", "few"):
+        stand_in[c] = stand_in[c].replace({np.inf: 1e300, -np.inf: -1e300})
+    stand_in["big"] = stand_in["big"].replace({-np.inf: -1e300, np.finfo(float).max: 1e301,
+                                               -np.finfo(float).max: -1e299})
+    ref = VMIFeatureSelector(n_features_to_select=4, num_bins=5).fit(stand_in[features],
+                                                                     stand_in["label"])
+    assert list(sel.selected_features_) == list(ref.selected_features_)
+    assert list(sel.scores_) == list(ref.scores_)
+    assert [c.num_states for c in sel.columns_] == [c.num_states for c in ref.columns_]
+    assert sel.transform(pdf[features]).shape == (len(pdf), 4)
+
+
+@pytest.mark.parametrize("method", ["vmi_naive", "mrmr"])
+def test_infinities_same_selection_as_spark(spark, method):
+    pdf = infinite_frame()
+    features = ["spikes", "few", "big", "noise"]
+    model = spark_fit(spark, pdf, features, numTopFeatures=4, method=method, numBins=5)
+    sel = VMIFeatureSelector(n_features_to_select=4, method=method,
+                             num_bins=5).fit(pdf[features], pdf["label"])
+    assert list(sel.selected_features_) == model.selectedFeatures
+    assert list(sel.scores_) == model.scores
+    spark_columns = {c["name"]: (c["kind"], c["states"]) for c in model.report["columns"]}
+    assert {c.name: (c.kind, c.num_states) for c in sel.columns_} == spark_columns

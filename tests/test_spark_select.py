@@ -14,6 +14,7 @@ from vmi_spark import VMISelector, VMISelectorModel
 from vmi_spark.core.encoding import equal_frequency_splits
 from vmi_spark.core.greedy import select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
+from vmi_spark.params import Settings
 from vmi_spark.spark.select import run_selection
 
 LUNG_BLOCK = [22, 125, 243, 163, 93, 108, 33]
@@ -26,7 +27,7 @@ LUNG_BOUNDS = [0.536068, 0.929746, 1.29322, 1.56056, 1.68928, 1.74789, 1.77936]
 def test_spark_matches_numpy_core_for_any_partitioning(spark, method, seed, execution):
     pdf = random_discrete(seed)
     x = pdf.drop(columns="y").to_numpy()
-    expected = select_vmi(InMemoryBackend(codes_of(x), pdf["y"].to_numpy(), method), method, 6, 0.0)
+    expected = select_vmi(InMemoryBackend(codes_of(x), pdf["y"].to_numpy()), method, 6, 0.0)
     df = spark.createDataFrame(pdf)
     for parts in (1, 3, 7):
         run = run_selection(df.repartition(parts), "y", method=method, num_features=6,
@@ -171,11 +172,11 @@ def test_partition_independence_of_continuous_plan(spark):
 @pytest.mark.parametrize("execution", ["resident", "passes"])
 @pytest.mark.parametrize("method", ["mim", "mrmr", "jmi", "cmim", "cife", "spec_cmi"])
 def test_classic_criteria_on_spark_match_the_core(spark, method, execution):
-    from vmi_spark.core.criteria import select_classic
+    from vmi_spark.core.greedy import select_classic
 
     pdf = random_discrete(8, n=180, d=7)
     x = pdf.drop(columns="y").to_numpy()
-    expected = select_classic(InMemoryBackend(codes_of(x), pdf["y"].to_numpy(), method), method, 5)
+    expected = select_classic(InMemoryBackend(codes_of(x), pdf["y"].to_numpy()), method, 5)
     df = spark.createDataFrame(pdf)
     for parts in (1, 4):
         sel = run_selection(df.repartition(parts), "y", method=method, num_features=5,
@@ -230,7 +231,8 @@ def _blocks_of(df, label, features, block_rows: int):
 
     typed = prepare_frame(df, label, features)
     source = SparkSource(typed)
-    plan, skip_cols = build_plan(typed, label, features, 10, 32, 1000, "keep", source)
+    planned = build_plan(typed, label, features, Settings.of(), source)
+    plan, skip_cols = planned.plan, planned.skip_cols
     return source.encode_blocks(plan, block_rows, skip_cols).persist(), plan
 
 
@@ -247,8 +249,8 @@ def test_worker_block_cache_saves_transfers_and_changes_nothing(spark):
         codes = np.concatenate([np.frombuffer(r["codes"], np.uint8).reshape(9, r["n"])
                                 for r in rows], axis=1)
         y = np.concatenate([np.frombuffer(r["y"], np.uint16) for r in rows]).astype(np.int64)
-        plain = InMemoryBackend(codes, y, "vmi_naive", arity=plan.arity, num_classes=3)
-        cached = SparkBackend(blocks, 9, plan.arity, 3, "vmi_naive")
+        plain = InMemoryBackend(codes, y, arity=plan.arity, num_classes=3)
+        cached = SparkBackend(blocks, 9, plan.arity, 3)
         counts = plain.feature_counts()
         assert (cached.feature_counts() == counts).all()
         prior = counts[0].sum(axis=0) / counts[0].sum()
@@ -269,7 +271,7 @@ def test_restart_tolerance_minus_inf_never_restarts(spark):
     """-inf is the paper's dotted continuation: one block, equal to the core's run."""
     pdf = random_discrete(3)
     x = pdf.drop(columns="y").to_numpy()
-    core = select_vmi(InMemoryBackend(codes_of(x), pdf["y"].to_numpy(), "vmi_naive"),
+    core = select_vmi(InMemoryBackend(codes_of(x), pdf["y"].to_numpy()),
                       "vmi_naive", 8, -np.inf)
     run = run_selection(spark.createDataFrame(pdf), "y", num_features=8,
                         restart_tolerance=-np.inf)
@@ -310,7 +312,7 @@ def test_pairwise_state_kept_in_workers_equals_the_core(spark, monkeypatch, budg
 
     x, labels = lung()
     y = np.unique(labels, return_inverse=True)[1]
-    expected = select_vmi(InMemoryBackend(codes_of(x), y, "vmi_pairwise"), "vmi_pairwise", 9, 0.01)
+    expected = select_vmi(InMemoryBackend(codes_of(x), y), "vmi_pairwise", 9, 0.01)
     assert expected.restarts >= 1
     if budget is not None:
         monkeypatch.setattr(B, "WORKER_STATE_BYTES", budget)
@@ -318,7 +320,7 @@ def test_pairwise_state_kept_in_workers_equals_the_core(spark, monkeypatch, budg
     features = [c for c in df.columns if c != "label"]
     blocks, plan = _blocks_of(df, "label", features, 20)
     try:
-        be = B.SparkBackend(blocks, len(features), plan.arity, len(plan.classes), "vmi_pairwise")
+        be = B.SparkBackend(blocks, len(features), plan.arity, len(plan.classes))
         continues = []  # per pass: does it extend the block the states held?
         run = be.run
 
@@ -457,7 +459,7 @@ def test_count_passes_sum_in_the_task_and_split_bulk_pair_counts(spark, monkeypa
                 for i in range(7):
                     expected[f, i, codes[i, k], codes[f, k], y[k]] += 1
 
-        be = B.SparkBackend(blocks, 7, a, L, "mrmr")
+        be = B.SparkBackend(blocks, 7, a, L)
         fn = B._count_fn(7, a, L, None, be.token, grant=True)
         tasks = blocks.mapInArrow(fn, "block_ids array<long>, counts binary").collect()
         assert len(tasks) <= blocks.rdd.getNumPartitions() < len(rows)  # one row per task
@@ -484,25 +486,25 @@ def test_blocks_are_whole_strides_within_their_byte_bounds():
     when no byte bound holds them back, never fewer rows than a slot's quarter share (or
     than the byte bound) less a stride."""
     from vmi_spark.core.bound import BLOCK_ROW_STEP, MAX_BLOCK_ROWS
-    from vmi_spark.spark import select
+    from vmi_spark.spark import routes
 
     for num_rows, parts, d, method, classes in itertools.product(
             [1, 1000, 20_000, 200_000, 5_000_000], [1, 2, 16],
             [5, 200, 2000, 10_000, 30_000, 200_000], ["vmi_naive", "vmi_pairwise", "mrmr"],
             [2, 7]):
         case = (num_rows, parts, d, method, classes)
-        rows = select.block_rows_for(num_rows, parts, d, method, classes)
+        rows = routes.block_rows_for(num_rows, parts, d, method, classes)
         assert rows % BLOCK_ROW_STEP == 0 and 256 <= rows <= MAX_BLOCK_ROWS, case
         state = 8 * d * classes if method == "vmi_pairwise" else 0
         if rows > 256:
-            assert rows * (d + 2) <= select.BLOCK_BYTES, case
-            assert rows * state <= select._PAIR_BLOCK_BYTES, case
+            assert rows * (d + 2) <= routes.BLOCK_BYTES, case
+            assert rows * state <= routes.PAIR_BLOCK_BYTES, case
         share = -(-num_rows // (4 * parts))
-        bound = min(select.BLOCK_BYTES // (d + 2),
-                    select._PAIR_BLOCK_BYTES // state if state else select.BLOCK_BYTES)
+        bound = min(routes.BLOCK_BYTES // (d + 2),
+                    routes.PAIR_BLOCK_BYTES // state if state else routes.BLOCK_BYTES)
         if bound >= share + BLOCK_ROW_STEP and share <= MAX_BLOCK_ROWS:
             assert -(-num_rows // rows) <= 4 * parts, case  # not cut finer than the slots need
-        if share >= select.MIN_BLOCK_ROWS:
+        if share >= routes.MIN_BLOCK_ROWS:
             assert rows > min(share, bound, MAX_BLOCK_ROWS) - BLOCK_ROW_STEP, case
 
 

@@ -137,3 +137,110 @@ def test_mlflow_flag_without_mlflow_is_one_line_before_spark(monkeypatch, capsys
     assert err[0] == "select_features: error: --mlflow needs MLflow: pip install " \
                      "'vmi_spark[mlflow]'"
     assert not (tmp_path / "o").exists()
+
+
+# ----------------------------------------------------------------- issue 33 item 3: bounded
+
+
+def _free_port() -> int:
+    """A local port nobody listens on (bound, then closed)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def silent_server():
+    """A tracking URI whose server accepts connections and never answers."""
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    try:
+        yield f"http://127.0.0.1:{srv.getsockname()[1]}"
+    finally:
+        srv.close()
+
+
+def _finishes(fn, guard: float = 150.0):
+    """``fn()`` in a thread; the test fails instead of hanging when it is still running after
+    ``guard`` seconds (a liveness guard far above the bound under test, not a timing)."""
+    import threading
+
+    out: dict = {}
+
+    def run():
+        try:
+            out["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - raised in the test's thread below
+            out["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(guard)
+    assert not t.is_alive(), "MLflow logging hung"
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def _job_with_tracking(spark, tmp_path, uri, monkeypatch, capsys):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    mlflow.set_tracking_uri(uri)
+    pdf = random_discrete(5, n=200, d=5)
+    src = tmp_path / "t.parquet"
+    pdf.to_parquet(src)
+    out = tmp_path / "out"
+    try:
+        rc = _finishes(lambda: main(["--input", str(src), "--label", "y", "--num-features",
+                                     "2", "--output", str(out), "--mlflow", "--quiet"],
+                                    spark=spark))
+    finally:
+        mlflow.set_tracking_uri(None)
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert json.loads((out / "selection.json").read_text())["selected"]
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "could not log the selection to MLflow" in lines[0], err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_an_unreachable_tracking_server_is_one_log_line(spark, tmp_path, monkeypatch, capsys):
+    """MLFLOW_TRACKING_URI=http://127.0.0.1:<closed port> --mlflow hung the job for more
+    than 200 s after its outputs were written (MLflow's retries): one try per request."""
+    line = _job_with_tracking(spark, tmp_path, f"http://127.0.0.1:{_free_port()}",
+                              monkeypatch, capsys)
+    assert "ERROR" in line
+    import os
+
+    assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ  # restored after the call
+
+
+def test_a_silent_tracking_server_is_abandoned_at_the_deadline(spark, tmp_path, monkeypatch,
+                                                               capsys, silent_server):
+    """A server that never answers: the job waits DEADLINE_SECONDS at most, then logs one
+    line and exits 0 (the worker thread is left to time out on its own)."""
+    from vmi_spark import tracking
+
+    monkeypatch.setattr(tracking, "DEADLINE_SECONDS", 1.0)
+    line = _job_with_tracking(spark, tmp_path, silent_server, monkeypatch, capsys)
+    assert "MLflow did not answer within 1 s" in line
+
+
+def test_log_selection_is_bounded_where_it_is_called(silent_server, monkeypatch):
+    """The library call (also what a fit inside an active run makes) raises TimeoutError
+    at its deadline instead of waiting for MLflow's 7 retries of 120 s."""
+    from vmi_spark.tracking import log_selection
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", silent_server)
+    mlflow.set_tracking_uri(silent_server)
+    try:
+        with pytest.raises(TimeoutError, match=f"within 0.5 s \\(tracking URI {silent_server}"):
+            _finishes(lambda: log_selection(REPORT, timeout=0.5))
+    finally:
+        mlflow.set_tracking_uri(None)
+    assert mlflow.active_run() is None

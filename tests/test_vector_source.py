@@ -181,8 +181,8 @@ def test_vector_chunks_side_by_side_are_the_read_batches(monkeypatch, cells):
     """read_chunks: the chunks of ``cells`` elements (1, 2 or every element column of a
     joined batch), put side by side from each chunk at 0 on, are read's batches, with a
     null vector and int8 / float64 columns as read makes them."""
+    from vmi_spark.core.rows import ByteColumns
     from vmi_spark.spark import vector_source as V
-    from vmi_spark.spark.rows import ByteColumns
 
     rng = np.random.default_rng(6)
     rows = [[float(x) for x in rng.integers(0, 4, 3)] for _ in range(50)]
@@ -247,7 +247,7 @@ def _vector_frame(spark, n=1200, seed=0):
 @pytest.mark.parametrize("chunk_cells", [None, 400])
 def test_vector_reader_plans_and_selects_as_the_expanded_columns(spark, monkeypatch,
                                                                   sample_rows, chunk_cells):
-    from vmi_spark.spark import select
+    from vmi_spark.spark import select, vector_source
     from vmi_spark.spark import vector_source as V
 
     if sample_rows is not None:  # bin edges from the hashed sample
@@ -255,7 +255,7 @@ def test_vector_reader_plans_and_selects_as_the_expanded_columns(spark, monkeypa
     if chunk_cells is not None:  # element chunks of a column or two
         monkeypatch.setattr(V.VectorReader, "chunk_cells", chunk_cells)
     df = _vector_frame(spark).repartition(3)
-    expanded, names = select.expand_vector(df, "v", "y")
+    expanded, names = vector_source.expand_vector(df, "v", "y")
     kw = dict(method="vmi_pairwise", num_features=4, num_bins=5, max_categories=4)
     ref = select.run_selection(expanded, "y", features=names, **kw)  # the Spark reader
     got = select.run_selection(df, "y", features_col="v", **kw)  # the vector reader
@@ -272,7 +272,7 @@ def test_vector_parquet_is_read_with_pyarrow_and_selects_as_spark(spark, tmp_pat
                                                                    monkeypatch, sample_rows):
     """A vector column of a Parquet scan (dense, sparse and null vectors) is read by
     pyarrow in the workers: the plan, selection and scores of Spark's reading of it."""
-    from vmi_spark.spark import select
+    from vmi_spark.spark import routes, select
 
     if sample_rows is not None:
         monkeypatch.setattr(encoding, "SAMPLE_ROWS", sample_rows)
@@ -283,8 +283,8 @@ def test_vector_parquet_is_read_with_pyarrow_and_selects_as_spark(spark, tmp_pat
               features_col="v", execution="passes")
     ref = select.run_selection(df, "y", reader="spark", **kw)
     calls = []
-    real = select.ParquetVectorReader.read
-    monkeypatch.setattr(select.ParquetVectorReader, "read",
+    real = routes.ParquetVectorReader.read
+    monkeypatch.setattr(routes.ParquetVectorReader, "read",
                         lambda self, cols: calls.append(1) or real(self, cols))
     got = select.run_selection(df, "y", **kw)
     assert got.report()["reader"] == "pyarrow" and ref.report()["reader"] == "spark"
@@ -304,7 +304,7 @@ def test_small_integer_elements_select_as_the_expanded_columns(spark, tmp_path, 
     """Elements read as one-byte columns in some batches and as doubles in others (a NaN,
     a 0.5 or a 300 in one batch only; -0.0 among the codes): the plan, sample, selection
     and scores of the expanded columns read by Spark, also in element chunks."""
-    from vmi_spark.spark import select
+    from vmi_spark.spark import select, vector_source
     from vmi_spark.spark import vector_source as V
 
     monkeypatch.setattr(encoding, "SAMPLE_ROWS", 700)
@@ -323,7 +323,7 @@ def test_small_integer_elements_select_as_the_expanded_columns(spark, tmp_path, 
     path = str(tmp_path / "codes.parquet")
     spark.createDataFrame(rows, ["y", "v"]).repartition(2).write.parquet(path)
     df = spark.read.parquet(path)
-    expanded, names = select.expand_vector(df, "v", "y")
+    expanded, names = vector_source.expand_vector(df, "v", "y")
     kw = dict(method="vmi_pairwise", num_features=4, num_bins=6, max_categories=8)
     ref = select.run_selection(expanded, "y", features=names, reader="spark", **kw)
     got = select.run_selection(df, "y", features_col="v", reader=reader, **kw)
@@ -360,7 +360,7 @@ def test_vector_length_is_checked_in_batches_of_bounded_bytes(spark, monkeypatch
     30,000-element column does not fill the heap with 4,096-row Parquet batches."""
     from contextlib import contextmanager
 
-    from vmi_spark.spark import select
+    from vmi_spark.spark import vector_source
     from vmi_spark.spark import vector_source as V
 
     df = spark.createDataFrame([(1, Vectors.dense([0.0] * 5)), (0, Vectors.dense([1.0] * 5))],
@@ -375,8 +375,8 @@ def test_vector_length_is_checked_in_batches_of_bounded_bytes(spark, monkeypatch
             seen.append((width, session.conf.get(key)))
             yield
 
-    monkeypatch.setattr(select, "vector_batches", spy)
-    assert select.vector_names(df, "v", "y") == [f"v[{i}]" for i in range(5)]
+    monkeypatch.setattr(vector_source, "vector_batches", spy)
+    assert vector_source.vector_names(df, "v", "y") == [f"v[{i}]" for i in range(5)]
     assert seen == [(None, "256")]
     assert V.VECTOR_BATCH_BYTES // (8 * V.UNKNOWN_WIDTH) == 256
 
@@ -401,21 +401,21 @@ def _labelled_vectors(spark, widths, names):
 def test_named_vectors_are_not_aggregated_before_the_passes(spark, monkeypatch):
     """With ML attribute names the length aggregate is left out of the set-up (the
     statistics pass checks every vector as it reads it); without names it still runs."""
-    from vmi_spark.spark import select
+    from vmi_spark.spark import select, vector_source
 
     names = ["a", "b", "c"]
     df = _labelled_vectors(spark, [3] * 40, names)
     calls = []
-    real = select.vector_batches
+    real = vector_source.vector_lengths
 
-    def spy(session, width):
+    def spy(frame, col, width):
         calls.append(width)
-        return real(session, width)
+        return real(frame, col, width)
 
-    monkeypatch.setattr(select, "vector_batches", spy)
-    assert select.vector_names(df, "v", "y", check=False) == names
+    monkeypatch.setattr(vector_source, "vector_lengths", spy)
+    assert vector_source.vector_names(df, "v", "y", check=False) == names
     assert calls == []
-    assert select.vector_names(df, "v", "y") == names  # the full check, when asked
+    assert vector_source.vector_names(df, "v", "y") == names  # the full check, when asked
     assert calls == [3]
     calls.clear()
     got = select.run_selection(df, "y", features_col="v", num_features=2, execution="passes")
@@ -449,8 +449,8 @@ def test_vector_chunks_of_small_integers_come_in_smaller_groups(monkeypatch):
     """read_chunks: the first group has the joined rows (what the driver's first look
     reads); after a group of one-byte slabs only, groups of VECTOR_BYTE_ROWS rows; after a
     slab that is not (a 0.5), the joined rows again. Side by side, read's values."""
+    from vmi_spark.core.rows import ByteColumns
     from vmi_spark.spark import vector_source as V
-    from vmi_spark.spark.rows import ByteColumns
 
     rng = np.random.default_rng(9)
     rows = [[float(x) for x in rng.integers(0, 4, 3)] for _ in range(60)]

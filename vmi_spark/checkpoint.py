@@ -8,11 +8,16 @@ count tables n(x_i, y) and the selection parameters. A checkpoint whose
 fingerprint differs is refused, so a resumed run continues only the run that wrote
 it. The file is written to a temporary name and renamed, so a killed driver
 leaves either the previous step's checkpoint or the new one, never a torn file.
-It is read with :mod:`json` only (never unpickled).
+It is read with :mod:`json` only (never unpickled), only if it is a regular file (a
+symbolic link is not followed) of bounded size, and every field is checked. The saved
+steps are still not trusted: the selection replays them through the greedy rule and
+refuses a checkpoint they do not reproduce bit for bit
+(:class:`~vmi_spark.core.greedy.ResumeMismatch`; docs/architecture.md, Resumable runs).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -25,9 +30,9 @@ import numpy as np
 
 from .core.greedy import Selection
 from .errors import InputError
-from .outputs import current_umask
+from .outputs import CHECKPOINT_FILE, current_umask
 
-FILE_NAME = "vmi_checkpoint.json"
+FILE_NAME = CHECKPOINT_FILE
 VERSION = 1
 
 
@@ -134,8 +139,14 @@ class Checkpoint:
 
     def _read(self) -> dict:
         """The file's JSON object; its size is bounded before anything is parsed."""
-        # non-blocking open: a FIFO put in its place must not hang the run
-        fd = os.open(self.file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        # non-blocking open: a FIFO put in its place must not hang the run; a symbolic
+        # link is not followed (the job reads and replaces only a file it wrote)
+        try:
+            fd = os.open(self.file, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise ValueError("a symbolic link, not a regular file") from None
+            raise
         with open(fd, "rb", buffering=0) as fh:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise ValueError("not a regular file")

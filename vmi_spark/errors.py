@@ -1,5 +1,104 @@
-"""The one error type users see for bad input: a single line, exit status 2."""
+"""The error types users see for bad input: a single line, exit status 2.
+
+:class:`ParameterError` and :class:`ParameterWarning` carry a *template* whose
+``{key}`` placeholders name parameters by their spec key (:mod:`vmi_spark.params`), so
+that one message reads in each front end's own names: ``--num-features`` in the job,
+``numTopFeatures`` in the estimator, ``n_features_to_select`` in the scikit-learn
+selector. Any module may raise them (the numpy core too): the names are looked up only
+when a message is phrased.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 
 
 class InputError(ValueError):
     """Bad input or parameters; the message is one line that names the problem."""
+
+
+class _Keys(dict):
+    """Parameter names before the spec is loaded: each key is its own name."""
+
+    def __missing__(self, key: str) -> str:
+        return key
+
+
+def _unregistered(style: str) -> Mapping[str, str]:
+    return _Keys()
+
+
+#: ``names(style) -> {key: name}``, registered by :mod:`vmi_spark.params` when it loads
+_names: Callable[[str], Mapping[str, str]] = _unregistered
+
+
+def register_names(names: Callable[[str], Mapping[str, str]]) -> None:
+    """Set where :func:`phrase` finds the parameter names (the spec registers itself)."""
+    global _names
+    _names = names
+
+
+def phrase(template: str, style: str) -> str:
+    """``template`` with its ``{key}`` placeholders filled with the parameter names of
+    front end ``style`` (``python``, ``ml``, ``cli`` or ``sklearn``)."""
+    return template.format_map(_Keys(_names(style)))
+
+
+def literal(text: str) -> str:
+    """``text`` safe inside a template (its braces are not placeholders)."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+class ParameterError(InputError):
+    """A bad parameter value: one line, phrased in the names of whichever front end asks.
+
+    ``str(error)`` uses the names of ``style`` (the ML names by default);
+    :meth:`phrase` gives the message in another front end's names.
+
+    Attributes
+    ----------
+    key : str
+        The parameter (its spec key), or None for a message about several.
+    template : str
+        The message with ``{key}`` placeholders for parameter names.
+    """
+
+    def __init__(self, key: str | None, template: str, style: str = "ml") -> None:
+        self.key = key
+        self.template = template
+        self.style = style
+        super().__init__(phrase(template, style))
+
+    def phrase(self, style: str) -> str:
+        """The message with the parameter names of front end ``style``."""
+        return phrase(self.template, style)
+
+    def restyled(self, style: str) -> ParameterError:
+        """The same error phrased for front end ``style``."""
+        return ParameterError(self.key, self.template, style)
+
+
+class ParameterWarning(UserWarning):
+    """A note about a parameter (e.g. K capped), phrased like :class:`ParameterError`."""
+
+    def __init__(self, key: str | None, template: str, style: str = "ml") -> None:
+        self.key = key
+        self.template = template
+        super().__init__(phrase(template, style))
+
+    def phrase(self, style: str) -> str:
+        """The message with the parameter names of front end ``style``."""
+        return phrase(self.template, style)
+
+
+@contextmanager
+def phrased(style: str) -> Iterator[None]:
+    """Run the block; a :class:`ParameterError` it raises is phrased for front end
+    ``style`` (the core raises them in the ML names)."""
+    try:
+        yield
+    except ParameterError as exc:
+        if exc.style == style:
+            raise
+        raise exc.restyled(style) from None

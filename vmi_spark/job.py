@@ -17,12 +17,14 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from . import outputs
+from . import hints, outputs
 from .errors import InputError
 from .params import (
     METHOD_NAMES,
+    SPEC,
     ParameterError,
     ParameterWarning,
+    Settings,
     cap_num_features,
     default,
     parameter,
@@ -33,11 +35,8 @@ log = logging.getLogger("vmi_spark")
 
 #: the methods --method accepts (the registry's names)
 METHOD_CHOICES = METHOD_NAMES
-#: spec keys of the selection parameters the job checks before Spark starts
-_CHECKED = ("num_features", "selection_mode", "selection_threshold", "method",
-            "restart_tolerance", "block_storage", "staging_dir", "num_bins", "binning", "max_categories",
-            "max_classes", "label_type", "label_bins", "handle_invalid", "estimator", "execution", "reader",
-            "report_candidates", "demo_rows")
+#: spec keys whose flags the job adds by hand (comma lists) or not at all
+_OWN_FLAGS = ("features", "exclude")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,8 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an option for Spark's reader, e.g. multiLine=true or sep=; "
                         "(repeatable; passed to spark.read.option; a Parquet --input is then "
                         "read with Spark's reader)")
-    _add_spec_arguments(p, ("reader", "execution", "label", "features", "method", "num_features",
-                            "selection_mode", "selection_threshold"))
+    p.add_argument("--features", metavar="COLS", help=parameter("features").help("cli"))
+    p.add_argument("--exclude", metavar="COLS", help=parameter("exclude").help("cli"))
+    _add_spec_arguments(p, [q.key for q in SPEC if q.flag and q.key not in _OWN_FLAGS])
     p.add_argument("--output", help="output directory for selection.json, report.md and "
                                      "bounds.png, on the driver's file system; it must not be, "
                                      "contain or lie inside the input or another output")
@@ -78,9 +78,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-table", metavar="NAME",
                    help="also write the input with only the selected columns and the label to "
                         "this catalog table (saveAsTable), in the input's format and partitioning")
-    _add_spec_arguments(p, ("restart_tolerance", "num_bins", "binning", "max_categories", "max_classes",
-                            "label_type", "label_bins", "handle_invalid", "estimator", "report_candidates", "checkpoint_dir",
-                            "block_storage", "staging_dir", "demo_rows"))
     p.add_argument("--remote", metavar="URL",
                    help="run through Spark Connect: sc://host:port for a Connect server, or "
                         "local[N] to start one in this process (needs pyspark[connect]; "
@@ -99,7 +96,9 @@ def _add_spec_arguments(p: argparse.ArgumentParser, keys: Sequence[str]) -> None
     """Add the flags of spec parameters ``keys``: type, default, choices, help."""
     for key in keys:
         spec = parameter(key)
-        kwargs: dict[str, Any] = {"help": spec.help("cli"), "metavar": spec.metavar}
+        # argparse formats help with %: a literal percent sign (0.5%) is written %%
+        kwargs: dict[str, Any] = {"help": spec.help("cli").replace("%", "%%"),
+                                  "metavar": spec.metavar}
         if spec.type in (int, float):
             kwargs["type"] = spec.type
         if spec.choices is not None:
@@ -110,7 +109,7 @@ def _add_spec_arguments(p: argparse.ArgumentParser, keys: Sequence[str]) -> None
         else:
             kwargs["default"] = spec.default_for("cli")
             if spec.default_for("cli") is not None:
-                kwargs["help"] += f" (default {spec.default_for('cli')})"
+                kwargs["help"] += f" (default {spec.default_for('cli')})".replace("%", "%%")
         p.add_argument(spec.name("cli"), **kwargs)
 
 
@@ -129,10 +128,14 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
         raise InputError("--output is required")
     if args.num_features is None:
         args.num_features = default("num_features", "demo" if demo else "cli")
-    checked = validate({key: getattr(args, key) for key in _CHECKED}, "cli")
-    vars(args).update(checked)
-    if args.features is not None and any(not c.strip() for c in args.features.split(",")):
-        raise InputError("--features has an empty column name")
+    args.settings = Settings.of({k: getattr(args, k) for k in Settings.KEYS}, "cli",
+                                "demo" if demo else "cli")
+    vars(args).update(args.settings)
+    vars(args).update(validate({"demo_rows": args.demo_rows}, "cli"))
+    for flag in ("features", "exclude"):
+        given = getattr(args, flag)
+        if given is not None and any(not c.strip() for c in given.split(",")):
+            raise InputError(f"--{flag} has an empty column name")
     if args.remote is not None:
         from .spark.session import is_local_remote
 
@@ -199,6 +202,9 @@ def read_input(spark, args: argparse.Namespace):
         if "DATA_SOURCE_NOT_FOUND" in str(exc):
             raise InputError(f"unknown format '{args.format}': Spark has no data source of that "
                              "name (is its package on the classpath?)") from exc
+        hint = hints.explain(exc, spark, args.table)
+        if hint is not None:
+            raise InputError(hint) from exc
         raise InputError(f"cannot read input '{args.input or args.table}': {_first_line(exc)}") from exc
 
 
@@ -230,12 +236,28 @@ def _is_spark_error(exc: BaseException) -> bool:
     return isinstance(exc, PySparkException) or type(exc).__module__.startswith("py4j")
 
 
-def _quiet_jvm_logs(spark, verbose: bool) -> None:
-    """Keep the console to this job's own lines unless --verbose (classic mode, or a
+def _what(args: argparse.Namespace) -> str:
+    """The first progress line: what the job is about to read and select."""
+    if not (args.input or args.table):
+        return f"demo: {args.demo_rows} rows of the paper's synthetic tree model"
+    source = (f"table {args.table}" if args.table
+              else f"{args.input} ({args.format or 'parquet'})")
+    return (f"selecting {args.num_features} features ({args.method}) for label "
+            f"'{args.label}' of {source}")
+
+
+def _spark_log_level(args: argparse.Namespace) -> str:
+    """Spark's console level: INFO with --verbose, ERROR with --quiet, else WARN (its
+    warnings, not its INFO lines)."""
+    return "INFO" if args.verbose else "ERROR" if args.quiet else "WARN"
+
+
+def _quiet_jvm_logs(spark, args: argparse.Namespace) -> None:
+    """Keep the console to this job's own lines and Spark's warnings (classic mode, or a
     Connect server in this process; a remote Connect server owns its logs)."""
     from .spark.session import set_log_level
 
-    set_log_level(spark, "INFO" if verbose else "FATAL")
+    set_log_level(spark, _spark_log_level(args))
 
 
 def _log_step(total: int, names: list[str] | None = None):
@@ -313,11 +335,92 @@ def run(args: argparse.Namespace, spark) -> dict[str, Any]:
     with outputs.claims(args, spark, location) as claimed:
         if args.output_table:
             _check_output_table(spark, args)
-        return _select(args, spark, read_input(spark, args), claimed)
+        df = read_input(spark, args)
+        return _select(args, spark, df, claimed, csv_notes(spark, args, df))
 
 
-def _select(args: argparse.Namespace, spark, df, claimed) -> dict[str, Any]:
-    """Select on ``df`` (the demo data when None) and write the claimed outputs."""
+#: bytes of each CSV input file (at most CSV_FILES of them) looked at by :func:`csv_notes`
+CSV_SAMPLE_BYTES = 4 << 20
+CSV_FILES = 8
+_COMPRESSED = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate", ".xz", ".zip", ".br")
+
+
+def csv_notes(spark, args: argparse.Namespace, df) -> list[str]:
+    """A warning when a CSV ``--input`` read line by line (``multiLine`` off, Spark's
+    default) looks as if quoted fields hold line breaks: lines with an odd number of
+    quote characters (escaped quotes not counted) in the first :data:`CSV_SAMPLE_BYTES` of
+    up to :data:`CSV_FILES` of its files. Spark then splits such a record into several
+    (200 records read as 240), silently. Read in the driver, no Spark job; compressed
+    files and files it cannot open are skipped; the result is never changed."""
+    if args.table or (args.format or "parquet").lower() != "csv":
+        return []
+    opts = {k.lower(): v for k, v in args.read_option}
+    if opts.get("multiline", "").strip().lower() == "true":
+        return []
+    quote, escape = opts.get("quote", '"'), opts.get("escape", "\\")
+    if len(quote) != 1 or quote == "\u0000":
+        return []
+    try:
+        files = sorted(df.inputFiles())[:CSV_FILES]
+    except Exception:  # noqa: BLE001 - no file listing (Connect, a source without files)
+        return []
+    odd = lines = 0
+    first = None
+    for uri in files:
+        if uri.lower().endswith(_COMPRESSED):
+            continue
+        head = _file_head(spark, uri, CSV_SAMPLE_BYTES)
+        if head is None:
+            continue
+        text = head.decode("utf-8", errors="replace").split("\n")
+        if len(head) >= CSV_SAMPLE_BYTES or text[-1:] == [""]:
+            text = text[:-1]  # the cut line, or nothing after the last line break
+        for i, line in enumerate(text, 1):
+            if escape and escape != quote:
+                line = line.replace(escape + escape, "").replace(escape + quote, "")
+            lines += 1
+            if line.count(quote) % 2:
+                odd += 1
+                first = first or (uri, i)
+    if not odd:
+        return []
+    assert first is not None
+    return [f"the CSV input has {odd} of {lines} lines (in the first {CSV_SAMPLE_BYTES >> 20} "
+            f"MiB of {len(files)} file(s)) with an odd number of {quote} characters, e.g. "
+            f"line {first[1]} of {first[0]}: quoted fields with line breaks split their "
+            "records when a CSV is read line by line; if so, read it with --read-option "
+            "multiLine=true"]
+
+
+def _file_head(spark, uri: str, limit: int) -> bytes | None:
+    """The first ``limit`` bytes of an input file (local, or through the session's Hadoop
+    file system), or None."""
+    if outputs.scheme_of(uri) in outputs.LOCAL_SCHEMES:
+        try:
+            with open(outputs.local_path(uri), "rb") as fh:
+                return fh.read(limit)
+        except OSError:
+            return None
+    try:
+        jvm = spark.sparkContext._jvm
+        p = jvm.org.apache.hadoop.fs.Path(uri)
+        stream = p.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).open(p)
+        try:
+            bounded = jvm.org.apache.commons.io.input.BoundedInputStream(stream, limit)
+            return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(bounded))
+        finally:
+            stream.close()
+    except Exception as exc:  # noqa: BLE001 - Connect, or unreadable: no warning then
+        log.debug("cannot look at %s: %s", uri, _first_line(exc))
+        return None
+
+
+def _select(args: argparse.Namespace, spark, df, claimed,
+            notes: Sequence[str] = ()) -> dict[str, Any]:
+    """Select on ``df`` (the demo data when None) and write the claimed outputs; ``notes``
+    are warnings about the input (logged, and in the report's ``warnings``)."""
+    for note in notes:
+        log.warning("%s", note)
     from .spark.select import run_selection
     from .synthetic import tree_model
 
@@ -327,33 +430,33 @@ def _select(args: argparse.Namespace, spark, df, claimed) -> dict[str, Any]:
         label, k = "y", args.num_features
     else:
         label, k = args.label, args.num_features
-    features = [c.strip() for c in args.features.split(",")] if args.features else None
+    features = _columns(args.features)
+    exclude = _columns(args.exclude)
     names = features if features is not None else [c for c in df.columns if c != label]
+    names = [c for c in names if c not in (exclude or [])]
     # Spark's reader where asked for, or where read options may change what is read;
     # else run_selection reads a plain Parquet scan (--input or a table) with pyarrow
     reader = "spark" if demo or args.reader == "spark" or args.read_option else "auto"
+    settings = args.settings.replace(reader=reader, num_features=k)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = run_selection(df, label, reader=reader, features=features, method=args.method, num_features=k,
-                               restart_tolerance=args.restart_tolerance, num_bins=args.num_bins,
-                               binning=args.binning, label_type=args.label_type,
-                               label_bins=args.label_bins,
-                               max_categories=args.max_categories, max_classes=args.max_classes,
-                               handle_invalid=args.handle_invalid, estimator=args.estimator,
-                               report_candidates=args.report_candidates, on_step=_log_step(k, names),
-                               checkpoint_dir=args.checkpoint_dir, execution=args.execution,
-                               selection_mode=args.selection_mode,
-                               selection_threshold=args.selection_threshold,
-                               block_storage=args.block_storage, staging_dir=args.staging_dir)
+        # as Python's default filters do: not the libraries' notes to their developers
+        # (PySpark 3.5's distutils and unclosed-socket warnings, one per Spark job)
+        for category in (DeprecationWarning, PendingDeprecationWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)
+        result = run_selection(df, label, settings, features=features, exclude=exclude,
+                               on_step=_log_step(k, names))
     for w in caught:
         msg = w.message
         log.warning("%s", msg.phrase("cli") if isinstance(msg, ParameterWarning) else msg)
     report = result.report()
+    report["job_seconds"] = time.perf_counter() - getattr(args, "started", time.perf_counter())
     report["input"] = "demo: synthetic tree model" if demo else (args.input or args.table)
     report["format"] = None if demo else (args.format or (None if args.table else "parquet"))
     if demo:
         report["reader"] = None
     report["read_options"] = dict(args.read_option)
+    report["warnings"] = [*notes, *report.get("warnings", [])]
     if demo:
         print_summary(report)
     else:
@@ -362,15 +465,22 @@ def _select(args: argparse.Namespace, spark, df, claimed) -> dict[str, Any]:
     return report
 
 
+def _columns(text: str | None) -> list[str] | None:
+    """A comma-separated ``--features`` or ``--exclude`` as a list (None if not given)."""
+    return [c.strip() for c in text.split(",")] if text else None
+
+
 def _track(report: dict[str, Any], report_dir: str | None, asked: bool) -> None:
-    """Log to MLflow with --mlflow or in an active run; a failure is a log line, not a failed
-    job (the selection is written by then)."""
+    """Log to MLflow with --mlflow or in an active run; a failure (an unreachable server
+    included: bounded, :mod:`vmi_spark.tracking`) is a log line, not a failed job (the
+    selection is written by then)."""
     from . import tracking
 
     if not asked and tracking.active_run() is None:
         return
     try:
-        tracking.log_selection(report, report_dir)
+        with tracking.bounded_http():  # and log_selection waits DEADLINE_SECONDS at most
+            tracking.log_selection(report, report_dir)
     except Exception as exc:  # noqa: BLE001 - tracking is a side channel
         log.error("could not log the selection to MLflow: %s", _one_line(exc))
 
@@ -410,8 +520,9 @@ def _write_outputs(spark, claimed: outputs.Claims, df, args: argparse.Namespace,
                                 "path": args.write_selected, "table": args.output_table}
             if sel is not None:  # "errorifexists": not under Connect
                 _writer(pruned, fmt, parts).mode("error").save(sel.payload)
+                written = [rel for rel, kind in sel.fs.tree(sel.payload) if kind == "file"]
                 sel.fs.write_text(sel.fs.join(sel.payload, outputs.SELECTED_MARKER),
-                                  outputs.marker_text(report))
+                                  outputs.marker_text(report, written))
             if args.output_table:
                 _writer(pruned, fmt, parts).mode("overwrite" if args.overwrite else "error") \
                     .saveAsTable(args.output_table)
@@ -470,8 +581,11 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
     log.propagate = False  # our own handler prints; no duplicates through the root logger
     log.setLevel(level)
     t0 = time.perf_counter()
+    args.started = t0
     try:
         outputs.check_before_spark(args)
+        if args.input and not args.table:
+            hints.check_format(args.input, args.format)
         if args.mlflow and importlib.util.find_spec("mlflow") is None:
             raise InputError("--mlflow needs MLflow: pip install 'vmi_spark[mlflow]'")
         if spark is None:
@@ -482,6 +596,8 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
             except ImportError as exc:
                 raise InputError(str(exc)) from None
             from pyspark.sql import SparkSession
+
+            log.info("%s; starting Spark", _what(args))
 
             if args.remote:
                 from .spark.session import check_reachable, remote_session
@@ -496,8 +612,14 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
                     raise InputError(f"--remote needs the Spark Connect client "
                                      f"(pip install 'pyspark[connect]'): {exc}") from exc
             else:
-                spark = SparkSession.builder.appName("vmi_spark select_features").getOrCreate()
-            _quiet_jvm_logs(spark, args.verbose)
+                from .spark.session import preset_log_level
+
+                builder = SparkSession.builder.appName("vmi_spark select_features")
+                if not preset_log_level(_spark_log_level(args)):  # then after its INFO lines
+                    builder = builder.config("spark.log.level", _spark_log_level(args))
+                spark = builder.getOrCreate()
+            _quiet_jvm_logs(spark, args)
+            hints.check_worker_python(spark)
         run(args, spark)
     except InputError as exc:
         print(f"select_features: error: {_message(exc)}", file=sys.stderr)
@@ -505,7 +627,8 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
     except Exception as exc:  # a Spark failure reading or scanning the input
         if verbose or not _is_spark_error(exc):
             raise
-        print(f"select_features: error: {_first_line(exc)}", file=sys.stderr)
+        print(f"select_features: error: {hints.explain(exc) or _first_line(exc)}",
+              file=sys.stderr)
         return 2
     log.debug("done in %.1fs", time.perf_counter() - t0)
     return 0

@@ -9,7 +9,10 @@ save and load work, also under Spark Connect.
 
 from __future__ import annotations
 
+import inspect
 import logging
+import math
+import re
 import time
 import warnings
 from collections.abc import Callable
@@ -43,10 +46,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .errors import InputError
-from .params import SPEC, check, defaults, is_vmi, parameter, validate
+from .outputs import first_line
+from .params import METHOD_NAMES, SPEC, Settings, check, defaults, is_vmi, parameter
+from .spark.compat import handle_overwrite, load_metadata, save_metadata
 from .spark.plan import quote
-from .spark.select import run_selection, vector_attribute_names
-from .spark.session import is_connect
+from .spark.select import run_selection
+from .spark.vector_source import vector_attribute_names
 from .tracking import log_if_active
 
 __all__ = ["VMISelector", "VMISelectorModel"]
@@ -124,14 +129,20 @@ def _param(key: str) -> Param:
     """The ML ``Param`` of spec parameter ``key``: its name, doc and typed converter."""
     spec = parameter(key)
     converter = {int: TypeConverters.toInt, float: TypeConverters.toFloat,
-                 str: TypeConverters.toString}[spec.type]
+                 str: TypeConverters.toString, list: TypeConverters.toListString}[spec.type]
     return Param(Params._dummy(), spec.name("ml"), spec.help("ml"), typeConverter=converter)
+
+
+#: the shared Params of pyspark.ml that the spec's parameters reuse (name -> spec key)
+_SHARED = {"featuresCol": "features", "inputCols": "features", "labelCol": "label",
+           "outputCol": "output_col", "handleInvalid": "handle_invalid"}
 
 
 class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol, HasHandleInvalid):
     """Params shared by :class:`VMISelector` and :class:`VMISelectorModel`.
 
-    Names, docs, defaults and checks come from :mod:`vmi_spark.params`.
+    Names, docs, defaults and checks come from :mod:`vmi_spark.params`; the defaults are
+    set once, here.
     """
 
     numTopFeatures: Param[int] = _param("num_features")
@@ -148,17 +159,22 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
     labelType: Param[str] = _param("label_type")
     labelBins: Param[int] = _param("label_bins")
     estimator: Param[str] = _param("estimator")
+    excludeCols: Param[list[str]] = _param("exclude")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self._setDefault(**{k: v for k, v in defaults("ml").items() if v is not None})
 
+    def _get_optional(self, param: Param) -> Any:
+        """The value of a param with no default, or None where it is not set."""
+        return self.getOrDefault(param) if self.isDefined(param) else None
+
     def getNumTopFeatures(self) -> int:
-        """Gets the value of numTopFeatures or its default value."""
+        """Gets the value of :py:attr:`numTopFeatures` or its default value."""
         return self.getOrDefault(self.numTopFeatures)
 
     def getSelectionMode(self) -> str:
-        """Gets the value of selectionMode or its default value."""
+        """Gets the value of :py:attr:`selectionMode` or its default value."""
         return self.getOrDefault(self.selectionMode)
 
     def getSelectionThreshold(self) -> float | None:
@@ -167,78 +183,93 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
         return self._get_optional(self.selectionThreshold)
 
     def getBlockStorage(self) -> str:
-        """Gets the value of blockStorage or its default value."""
+        """Gets the value of :py:attr:`blockStorage` or its default value."""
         return self.getOrDefault(self.blockStorage)
 
     def getStagingDir(self) -> str | None:
         """Gets the value of stagingDir, or None if it is not set."""
         return self._get_optional(self.stagingDir)
 
-    def _get_optional(self, param: Param) -> Any:
-        """The value of a param with no default, or None where it is not set."""
-        return self.getOrDefault(param) if self.isDefined(param) else None
-
     def getMethod(self) -> str:
-        """Gets the value of method or its default value."""
+        """Gets the value of :py:attr:`method` or its default value."""
         return self.getOrDefault(self.method)
 
     def getRestartTolerance(self) -> float:
-        """Gets the value of restartTolerance or its default value."""
+        """Gets the value of :py:attr:`restartTolerance` or its default value."""
         return self.getOrDefault(self.restartTolerance)
 
     def getNumBins(self) -> int:
-        """Gets the value of numBins or its default value."""
+        """Gets the value of :py:attr:`numBins` or its default value."""
         return self.getOrDefault(self.numBins)
 
     def getBinning(self) -> str:
-        """Gets the value of binning or its default value."""
+        """Gets the value of :py:attr:`binning` or its default value."""
         return self.getOrDefault(self.binning)
 
     def getMaxCategories(self) -> int:
-        """Gets the value of maxCategories or its default value."""
+        """Gets the value of :py:attr:`maxCategories` or its default value."""
         return self.getOrDefault(self.maxCategories)
 
     def getMaxClasses(self) -> int:
-        """Gets the value of maxClasses or its default value."""
+        """Gets the value of :py:attr:`maxClasses` or its default value."""
         return self.getOrDefault(self.maxClasses)
 
     def getLabelType(self) -> str:
-        """Gets the value of labelType or its default value."""
+        """Gets the value of :py:attr:`labelType` or its default value."""
         return self.getOrDefault(self.labelType)
 
     def getLabelBins(self) -> int:
-        """Gets the value of labelBins or its default value."""
+        """Gets the value of :py:attr:`labelBins` or its default value."""
         return self.getOrDefault(self.labelBins)
 
     def getEstimator(self) -> str:
-        """Gets the value of estimator or its default value."""
+        """Gets the value of :py:attr:`estimator` or its default value."""
         return self.getOrDefault(self.estimator)
 
-    def _selection_params(self) -> dict[str, Any]:
-        """The selection parameters by spec key, checked (:func:`vmi_spark.params.validate`)."""
-        return validate({"num_features": self.getNumTopFeatures(), "method": self.getMethod(),
-                         "selection_mode": self.getSelectionMode(),
-                         "selection_threshold": self.getSelectionThreshold(),
-                         "block_storage": self.getBlockStorage(),
-                         "staging_dir": self.getStagingDir(),
-                         "restart_tolerance": self.getRestartTolerance(),
-                         "num_bins": self.getNumBins(), "binning": self.getBinning(),
-                         "max_categories": self.getMaxCategories(),
-                         "max_classes": self.getMaxClasses(),
-                         "label_type": self.getLabelType(), "label_bins": self.getLabelBins(),
-                         "handle_invalid": self.getHandleInvalid(),
-                         "estimator": self.getEstimator()}, "ml")
+    def getExcludeCols(self) -> list[str] | None:
+        """Gets the value of excludeCols, or None if it is not set."""
+        return self._get_optional(self.excludeCols)
+
+    def _settings(self) -> Settings:
+        """The selection parameters, checked once (:class:`vmi_spark.params.Settings`),
+        read from every Param the spec gives an ML name."""
+        values = {key: self._get_optional(getattr(self, name))
+                  for name, key in _ML_KEYS.items() if key in Settings.KEYS}
+        return Settings.of({k: v for k, v in values.items() if v is not None}, "ml")
 
     def _set(self, **kwargs: Any) -> Any:
         """Set params, checking the values of the spec's parameters first."""
         for name, value in kwargs.items():
-            if name in _ML_KEYS and value is not None:
+            if name in _ML_KEYS and value is not None and _ML_KEYS[name] in Settings.KEYS:
                 check(_ML_KEYS[name], getattr(self, name).typeConverter(value), "ml")
         return super()._set(**kwargs)
 
 
 #: spec key of every ML param name the spec has
 _ML_KEYS = {p.ml: p.key for p in SPEC if p.ml is not None and p.type is not list}
+_ML_KEYS["excludeCols"] = "exclude"
+
+
+def _ml_signature() -> inspect.Signature:
+    """``__init__``/``setParams``'s keyword-only parameters: every Param of the estimator
+    with the spec's ML default (``inputCols``, ``outputCol`` and the optional ones None)."""
+    ml = defaults("ml")
+    names = ["featuresCol", "inputCols", "labelCol", "outputCol",
+             *[p.ml for p in SPEC if p.ml and p.ml not in _SHARED], "handleInvalid"]
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY,
+                                 default=None if n in ("inputCols", "outputCol") else ml.get(n))
+               for n in dict.fromkeys(names)]
+    return inspect.Signature(params)
+
+
+def _setter(name: str, cls_name: str) -> Callable[[Any, Any], Any]:
+    """``set<Name>(value)``: sets Param ``name`` (checked), returns ``self``."""
+    def setter(self: Any, value: Any) -> Any:
+        return self._set(**{name: value})
+    setter.__name__ = setter.__qualname__ = "set" + name[0].upper() + name[1:]
+    setter.__doc__ = f"Sets the value of :py:attr:`{name}` (see its doc); returns this {cls_name}."
+    return setter
 
 
 class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultParamsReadable,
@@ -249,8 +280,11 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     mutual information I(x_S; y), with the naive Bayes (``vmi_naive``) or the
     pairwise (``vmi_pairwise``) Q-distribution and the restart rule of the
     paper's Algorithm 1. Features come from a vector column (``featuresCol``)
-    or from ordinary columns (``inputCols``, which takes precedence).
+    or from ordinary columns (``inputCols``, which takes precedence);
+    ``excludeCols`` leaves columns (or vector elements, by name) out.
 
+    The constructor and :meth:`setParams` take every Param as a keyword, with the
+    defaults of :mod:`vmi_spark.params`; each Param also has a ``set``/``get`` method.
     A fit inside an active MLflow run (``with mlflow.start_run():``) logs the
     selection to that run (:mod:`vmi_spark.tracking`); the fitted model's
     ``stepsDF`` holds the steps as a DataFrame.
@@ -272,109 +306,39 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     _input_kwargs: dict[str, Any]
 
     @keyword_only
-    def __init__(self, *, featuresCol: str = "features", inputCols: list[str] | None = None,
-                 labelCol: str = "label", outputCol: str | None = None, numTopFeatures: int = 50,
-                 selectionMode: str = "numTopFeatures", selectionThreshold: float | None = None,
-                 blockStorage: str = "auto", stagingDir: str | None = None,
-                 method: str = "vmi_naive", restartTolerance: float = 0.0, numBins: int = 10,
-                 binning: str = "quantile", maxCategories: int = 32, maxClasses: int = 1000,
-                 labelType: str = "auto", labelBins: int = 10, handleInvalid: str = "keep",
-                 estimator: str = "histogram") -> None:
+    def __init__(self, **params: Any) -> None:
         super().__init__()
         self.setParams(**self._input_kwargs)
 
     @keyword_only
-    def setParams(self, *, featuresCol: str = "features", inputCols: list[str] | None = None,
-                  labelCol: str = "label", outputCol: str | None = None, numTopFeatures: int = 50,
-                  selectionMode: str = "numTopFeatures",
-                  selectionThreshold: float | None = None, blockStorage: str = "auto",
-                  stagingDir: str | None = None, method: str = "vmi_naive", restartTolerance: float = 0.0, numBins: int = 10,
-                  binning: str = "quantile", maxCategories: int = 32, maxClasses: int = 1000,
-                  labelType: str = "auto", labelBins: int = 10,
-                  handleInvalid: str = "keep", estimator: str = "histogram") -> VMISelector:
+    def setParams(self, **params: Any) -> VMISelector:
+        """Sets the Params given as keywords (checked); returns this VMISelector."""
+        unknown = sorted(set(self._input_kwargs) - set(_ml_signature().parameters))
+        if unknown:
+            raise TypeError(f"VMISelector got an unexpected keyword argument '{unknown[0]}'")
         kwargs = {k: v for k, v in self._input_kwargs.items() if v is not None}
         return self._set(**kwargs)
 
-    def setFeaturesCol(self, value: str) -> VMISelector:
-        return self._set(featuresCol=value)
-
-    def setInputCols(self, value: list[str]) -> VMISelector:
-        return self._set(inputCols=value)
-
-    def setLabelCol(self, value: str) -> VMISelector:
-        return self._set(labelCol=value)
-
-    def setOutputCol(self, value: str) -> VMISelector:
-        return self._set(outputCol=value)
-
-    def setNumTopFeatures(self, value: int) -> VMISelector:
-        return self._set(numTopFeatures=value)
-
-    def setSelectionMode(self, value: str) -> VMISelector:
-        """Sets the value of :py:attr:`selectionMode`."""
-        return self._set(selectionMode=value)
-
-    def setSelectionThreshold(self, value: float) -> VMISelector:
-        """Sets the value of :py:attr:`selectionThreshold`."""
-        return self._set(selectionThreshold=value)
-
-    def setBlockStorage(self, value: str) -> VMISelector:
-        """Sets the value of :py:attr:`blockStorage`."""
-        return self._set(blockStorage=value)
-
-    def setStagingDir(self, value: str) -> VMISelector:
-        """Sets the value of :py:attr:`stagingDir`."""
-        return self._set(stagingDir=value)
-
-    def setMethod(self, value: str) -> VMISelector:
-        return self._set(method=value)
-
-    def setRestartTolerance(self, value: float) -> VMISelector:
-        return self._set(restartTolerance=value)
-
-    def setNumBins(self, value: int) -> VMISelector:
-        return self._set(numBins=value)
-
-    def setBinning(self, value: str) -> VMISelector:
-        """Sets the value of :py:attr:`binning`."""
-        return self._set(binning=value)
-
-    def setMaxCategories(self, value: int) -> VMISelector:
-        return self._set(maxCategories=value)
-
-    def setMaxClasses(self, value: int) -> VMISelector:
-        return self._set(maxClasses=value)
-
-    def setLabelType(self, value: str) -> VMISelector:
-        """Sets the value of :py:attr:`labelType`."""
-        return self._set(labelType=value)
-
-    def setLabelBins(self, value: int) -> VMISelector:
-        """Sets the value of :py:attr:`labelBins`."""
-        return self._set(labelBins=value)
-
-    def setHandleInvalid(self, value: str) -> VMISelector:
-        return self._set(handleInvalid=value)
-
-    def setEstimator(self, value: str) -> VMISelector:
-        return self._set(estimator=value)
-
     def write(self) -> MLWriter:
         return _Writer(self)
+
+    @classmethod
+    def read(cls) -> DefaultParamsReader:
+        return _Reader(cls)
 
     def _fit(self, dataset: DataFrame) -> VMISelectorModel:
         return self._fit_with_report(dataset)
 
     def _fit_with_report(self, dataset: DataFrame, **kwargs: Any) -> VMISelectorModel:
-        params = self._selection_params()  # before any Spark job
+        settings = self._settings()  # before any Spark job
         input_cols = self.getInputCols() if self.isSet(self.inputCols) else None
         if "on_step" not in kwargs:
-            kwargs["on_step"] = StepLogger(params["num_features"], input_cols if input_cols
+            kwargs["on_step"] = StepLogger(settings.num_features, input_cols if input_cols
                                            is not None else self._vector_names(dataset))
         run = run_selection(
-            dataset, self.getLabelCol(), features=input_cols,
-            features_col=None if input_cols is not None else self.getFeaturesCol(),
-            **params, **kwargs)
+            dataset, self.getLabelCol(), settings, features=input_cols,
+            exclude=self.getExcludeCols(),
+            features_col=None if input_cols is not None else self.getFeaturesCol(), **kwargs)
         model = VMISelectorModel._from_report(run.report())
         model._resetUid(self.uid)
         log_if_active(model.report)  # inside `with mlflow.start_run():`, logged to that run
@@ -386,6 +350,12 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
         field = next((f for f in dataset.schema.fields if f.name == col), None)
         names = vector_attribute_names(field.metadata if field is not None else None) or []
         return lambda i: names[i] if 0 <= i < len(names) else f"{col}[{i}]"
+
+
+VMISelector.__init__.__signature__ = _ml_signature()  # type: ignore[attr-defined]
+VMISelector.setParams.__signature__ = _ml_signature()  # type: ignore[attr-defined]
+for _name in list(_ml_signature().parameters)[1:]:  # one setter a Param, from the spec
+    setattr(VMISelector, "set" + _name[0].upper() + _name[1:], _setter(_name, "VMISelector"))
 
 
 class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
@@ -541,47 +511,131 @@ class _Writer(DefaultParamsWriter):
     """
 
     def _handleOverwrite(self, path: str) -> None:
-        if is_connect(self.sparkSession):
-            from pyspark.ml.connect.readwrite import RemoteMLWriter
+        handle_overwrite(self.sparkSession, path, super()._handleOverwrite)
 
-            RemoteMLWriter.handleOverwrite(path, True)
-        else:
-            super()._handleOverwrite(path)
+    def saveImpl(self, path: str) -> None:  # PySpark 3.5's needs a SparkContext
+        save_metadata(self.instance, path, self.sparkSession, overwrite=self.shouldOverwrite)
 
 
 class _ModelWriter(_Writer):
     def saveImpl(self, path: str) -> None:
-        DefaultParamsWriter.saveMetadata(self.instance, path, self.sparkSession,
-                                         extraMetadata={"report": self.instance._report})  # type: ignore[attr-defined]
+        save_metadata(self.instance, path, self.sparkSession,
+                      {"report": self.instance._report},  # type: ignore[attr-defined]
+                      overwrite=self.shouldOverwrite)
+
+
+class _Reader(DefaultParamsReader):
+    """``DefaultParamsReader`` that reads with the session (PySpark 3.5's needs a
+    SparkContext, which a Spark Connect client has not)."""
+
+    def load(self, path: str) -> Any:
+        meta = load_metadata(path, self.sparkSession)
+        instance: Any = self.cls()
+        instance._resetUid(meta["uid"])
+        DefaultParamsReader.getAndSetParams(instance, meta)  # type: ignore[type-var]
+        return instance
 
 
 class _ModelReader(DefaultParamsReader):
     def load(self, path: str) -> VMISelectorModel:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            meta = _read_metadata(path, self.sparkSession)
             try:  # JSON only: tampered or foreign metadata is refused, never executed
-                meta = DefaultParamsReader.loadMetadata(path, self.sparkSession)
-                if not isinstance(meta.get("uid"), str):
-                    raise ValueError("it has no uid")
-                report = meta.get("report", {})
-                _check_report(report)
-            except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+                _check_metadata(meta)
+                report = meta["report"]
+                _check_report(report, meta)
+                model = VMISelectorModel._from_report(report)
+                model._resetUid(meta["uid"])
+                DefaultParamsReader.getAndSetParams(model, meta)  # type: ignore[type-var]
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError,
+                    AssertionError, OverflowError) as exc:
                 text = " ".join(str(exc).split())[:300]
                 raise InputError(f"cannot load a VMISelectorModel from '{path}': its metadata "
                                  f"is not the JSON this model writes ({text})") from None
-        model = VMISelectorModel._from_report(report)
-        model._resetUid(meta["uid"])
-        DefaultParamsReader.getAndSetParams(model, meta)  # type: ignore[type-var]
         return model
 
 
-def _check_report(report: Any) -> None:
-    """Raise ValueError unless ``report`` is a selection a model could have written:
-    feature names, and selected indices that are distinct ints in range naming them."""
+#: the class name a saved model's metadata holds
+_MODEL_CLASS = f"{__name__}.VMISelectorModel"
+
+
+def _read_metadata(path: str, spark) -> dict[str, Any]:
+    """The metadata a model saved at ``path``: one line for a file Spark cannot read, a
+    checksum that does not match (a file edited after it was saved), or no JSON object."""
+    try:
+        meta = load_metadata(path, spark)  # PySpark 3.5's reader needs a SparkContext
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:  # not JSON, no class
+        text = " ".join(str(exc).split())[:300]
+        raise InputError(f"cannot load a VMISelectorModel from '{path}': its metadata is not "
+                         f"the JSON this model writes ({text})") from None
+    except Exception as exc:  # noqa: BLE001 - Spark's reader: a Java exception of many lines
+        line = first_line(exc)
+        if "checksum" in f"{line} {exc}".lower():
+            raise InputError(f"cannot load a VMISelectorModel from '{path}': its metadata does "
+                             "not match its checksum (.crc) file: it was changed after it was "
+                             "saved") from None
+        raise InputError(f"cannot load a VMISelectorModel from '{path}': {line}") from None
+    if type(meta) is not dict:
+        raise InputError(f"cannot load a VMISelectorModel from '{path}': its metadata is not "
+                         "the JSON this model writes (not an object)")
+    return meta
+
+
+def _check_metadata(meta: dict[str, Any]) -> None:
+    """Raise ValueError unless ``meta`` is a VMISelectorModel's: its class, a uid, and
+    params this model has, each of the right type and in range."""
+    if meta.get("class") != _MODEL_CLASS:
+        shown = str(meta.get("class"))[:100]
+        raise ValueError(f"it holds a {shown!r}, not a {_MODEL_CLASS}")
+    if type(meta.get("uid")) is not str or not meta["uid"]:
+        raise ValueError("it has no uid")
+    if type(meta.get("sparkVersion")) is not str or \
+            not re.match(r"^\d+\.\d+", meta["sparkVersion"]):
+        raise ValueError("it has no Spark version")
+    probe = VMISelectorModel()
+    for section in ("paramMap", "defaultParamMap"):
+        values = meta.get(section, {})
+        if type(values) is not dict:
+            raise ValueError(f"its {section} is not an object")
+        for name, value in values.items():
+            if not probe.hasParam(str(name)):
+                raise ValueError(f"{section} sets {str(name)[:60]!r}, which this model does not "
+                                 "have")
+            if name in ("inputCols", "excludeCols"):
+                if type(value) is not list or not all(type(c) is str for c in value):
+                    raise ValueError(f"{name} is not a list of column names")
+            elif name in _ML_KEYS:
+                param = getattr(probe, name)
+                try:
+                    check(_ML_KEYS[name], param.typeConverter(value), "ml")
+                except InputError as exc:
+                    raise ValueError(str(exc)) from None
+            elif type(value) is not str:
+                raise ValueError(f"{name} is not a string")
+
+
+def _finite_numbers(report: dict[str, Any], key: str, n: int) -> list[float]:
+    values = report.get(key)
+    if type(values) is not list or len(values) != n or not all(
+            type(v) in (int, float) and math.isfinite(v) for v in values):
+        raise ValueError(f"'{key}' is not one finite number per selected feature")
+    return values
+
+
+def _check_report(report: Any, meta: dict[str, Any] | None = None) -> None:
+    """Raise ValueError unless ``report`` is a selection a fitted model could have written:
+    a method of the registry, feature names, distinct selected indices in range naming
+    them, one finite score and gain and a block (0, then +1 at each restart) per step, the
+    restarts, and the columns and label binning as the model's properties read them; with
+    ``meta``, the selected features are among its ``inputCols`` when it has them."""
     if type(report) is not dict:
         raise ValueError("its report is not an object")
     if not report:
-        return  # an unfitted model's (nothing selected)
+        raise ValueError("its report is empty: nothing was fitted")
+    if report.get("method") not in METHOD_NAMES:
+        raise ValueError(f"its method {str(report.get('method'))[:60]!r} is not one of "
+                         + ", ".join(METHOD_NAMES))
     features = report.get("features")
     indices = report.get("selected_indices")
     names = report.get("selected")
@@ -596,8 +650,25 @@ def _check_report(report: Any) -> None:
         raise ValueError("'selected_indices' holds a feature twice")
     if names != [features[i] for i in indices]:
         raise ValueError("'selected' does not name the selected indices")
-    for key in ("scores", "blocks"):
-        values = report.get(key, [])
-        if type(values) is not list or len(values) != len(indices) or not all(
-                type(v) in (int, float) for v in values):
-            raise ValueError(f"'{key}' is not one number per selected feature")
+    n = len(indices)
+    _finite_numbers(report, "scores", n)
+    _finite_numbers(report, "gains", n)
+    blocks = report.get("blocks")
+    if type(blocks) is not list or len(blocks) != n or not all(type(b) is int for b in blocks):
+        raise ValueError("'blocks' is not one int per selected feature")
+    restarts = report.get("restarts", blocks[-1] if blocks else 0)
+    if blocks[:1] not in ([], [0]) or any(b1 - b0 not in (0, 1) for b0, b1 in
+                                          zip(blocks, blocks[1:])) or \
+            type(restarts) is not int or restarts != (blocks[-1] if blocks else restarts) or \
+            (not is_vmi(report["method"]) and any(blocks)):
+        raise ValueError("'blocks' and 'restarts' do not describe restarted blocks")
+    columns = report.get("columns", [])
+    if type(columns) is not list or not all(
+            type(c) is dict and type(c.get("name")) is str and type(c.get("kind")) is str
+            for c in columns):
+        raise ValueError("'columns' is not a list of column descriptions")
+    if "label_binning" in report and type(report["label_binning"]) is not dict:
+        raise ValueError("'label_binning' is not an object")
+    cols = (meta or {}).get("paramMap", {}).get("inputCols")
+    if cols is not None and not set(names) <= set(cols):
+        raise ValueError("it selects columns that are not among its inputCols")

@@ -7,16 +7,23 @@ normalised path for URIs such as ``hdfs://``, ``s3a://`` or ``dbfs:/``) and must
 contain nor lie inside an input or another output. An existing directory is replaced only
 when this job could have written it: an empty directory, or a previous output recognised
 by its content (:data:`OUTPUT_FILES`, or the :data:`SELECTED_MARKER` file the job writes into
-pruned output). A run *claims* each output before it reads anything by creating and
-locking its staging directory, so of two concurrent runs with the same output the loser
-writes nothing; the claim is removed when the run ends, and the lock dies with the process,
-so a run killed with ``kill -9`` does not block the next one.
+pruned output, with the list of the files it wrote). A run *claims* each output before it
+reads anything by creating and locking its staging directory, so of two concurrent runs
+with the same output the loser writes nothing; the claim is removed when the run ends, and
+the lock dies with the process, so a run killed with ``kill -9`` does not block the next one.
+
+Nothing at a name the job uses is followed or removed on trust: the staging directory is
+opened without following a symbolic link (one there is refused), and a staging directory
+a killed run left is emptied only if it holds the :data:`STAGING_MARKER` the job writes
+first and nothing but what the job puts there (``new``, ``old``); anything else is a
+one-line error naming the flag and the path.
 
 Local paths use :mod:`os`; other URIs use the Hadoop file system of a classic Spark session.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import fnmatch
 import json
@@ -24,6 +31,7 @@ import os
 import posixpath
 import re
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -39,8 +47,25 @@ OUTPUT_FILES = frozenset({"selection.json", "report.md", "steps.csv", "bounds.pn
 SELECTED_MARKER = "_VMI_SPARK_SELECTED"
 """File the job writes into ``--write-selected`` output (Spark's readers skip ``_`` names)."""
 
+CHECKPOINT_FILE = "vmi_checkpoint.json"
+"""The file the job keeps in ``--checkpoint-dir`` (:mod:`vmi_spark.checkpoint`)."""
+
 STAGING_PREFIX = ".vmi-tmp-"
 """Name prefix of a staging directory (the claim on an output, next to it)."""
+
+STAGING_MARKER = "_VMI_SPARK_STAGING"
+"""File the job writes first into a local staging directory it claimed: the proof that a
+staging directory left by a killed run is the job's own (with the dead lock)."""
+
+STAGING_ENTRIES = frozenset({STAGING_MARKER, "new", "old"})
+"""The only entries the job puts into a staging directory."""
+
+#: the largest marker file read back (a --write-selected marker lists the files written)
+MARKER_BYTES = 64 << 20
+
+
+class NotOurs(OSError):
+    """A path the job would use holds something it did not create (the reason is the text)."""
 
 LOCAL_SCHEMES: tuple[str | None, ...] = (None, "file")
 """Schemes handled with :mod:`os` on the driver (a plain path has scheme None)."""
@@ -221,7 +246,7 @@ def current_umask() -> int:
     return mask
 
 
-def _lock_soon(fd: int, tries: int = 10) -> None:
+def lock_soon(fd: int, tries: int = 10) -> None:
     """``flock`` ``fd`` exclusively, retrying for ~0.2 s: :meth:`LocalFS.busy` of another run
     holds the lock for an instant. ``BlockingIOError`` if a run keeps holding it."""
     for i in range(tries):
@@ -234,6 +259,97 @@ def _lock_soon(fd: int, tries: int = 10) -> None:
             time.sleep(0.02)
 
 
+def same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)
+
+
+def read_regular(path: str, limit: int, dir_fd: int | None = None) -> str | None:
+    """The UTF-8 text of ``path`` if it is a regular file (a symbolic link is not
+    followed, a FIFO not waited on) of at most ``limit`` bytes, else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0),
+                     dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            return None
+        return b"".join(chunks).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def create_at(dir_fd: int, name: str, text: str) -> None:
+    """Create file ``name`` in the directory ``dir_fd`` (never over an existing entry or
+    through a link; mode from the umask) holding ``text``."""
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666,
+                 dir_fd=dir_fd)
+    with open(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def marker_of(dir_fd: int, name: str, kind: str) -> dict | None:
+    """The JSON object of marker file ``name`` in ``dir_fd`` if the job wrote it (a regular
+    file whose ``writer`` is vmi_spark and ``kind`` is ``kind``), else None."""
+    text = read_regular(name, 1 << 16, dir_fd=dir_fd)
+    try:
+        data = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    if isinstance(data, dict) and data.get("writer") == "vmi_spark" and data.get("kind") == kind:
+        return data
+    return None
+
+
+def _take_over(fd: int) -> None:
+    """Empty the locked staging directory ``fd`` a killed run left, if it is the job's own.
+
+    Raises
+    ------
+    NotOurs
+        It holds something the job never puts there, or entries without the marker.
+    """
+    names = sorted(os.listdir(fd))
+    if not names:
+        return
+    foreign = [n for n in names if n not in STAGING_ENTRIES]
+    if foreign:
+        raise NotOurs(f"holds '{foreign[0]}', which the job never puts there")
+    if marker_of(fd, STAGING_MARKER, "staging") is None:
+        raise NotOurs(f"has no valid {STAGING_MARKER} marker of this job")
+    empty_at(fd)
+
+
+def empty_at(fd: int) -> None:
+    """Remove every entry of directory ``fd``, recursively, each relative to the descriptor
+    of its own directory: no symbolic link is followed, whatever is renamed meanwhile."""
+    for name in os.listdir(fd):
+        try:
+            if stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
+                sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                try:
+                    empty_at(sub)
+                finally:
+                    os.close(sub)
+                os.rmdir(name, dir_fd=fd)
+            else:
+                os.unlink(name, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+
+
 class LocalFS:
     """Directory operations on the driver's file system (:mod:`os`)."""
 
@@ -241,26 +357,44 @@ class LocalFS:
     parent = staticmethod(posixpath.dirname)
 
     def state(self, path: str) -> str:
-        """``missing``, ``empty`` (an empty directory), ``dir`` or ``file``."""
-        if not os.path.lexists(path):
+        """``missing``, ``link`` (a symbolic link, never followed), ``empty`` (an empty
+        directory), ``dir`` or ``file`` (anything else)."""
+        try:
+            st = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):  # an ancestor is missing or a file
             return "missing"
-        if not os.path.isdir(path):
+        if stat.S_ISLNK(st.st_mode):
+            return "link"
+        if not stat.S_ISDIR(st.st_mode):
             return "file"
         return "dir" if os.listdir(path) else "empty"
+
+    def regular(self, path: str) -> bool:
+        """Whether ``path`` is a regular file (not a link to one)."""
+        try:
+            return stat.S_ISREG(os.lstat(path).st_mode)
+        except OSError:
+            return False
+
+    def tree(self, path: str) -> list[tuple[str, str]]:
+        """Every entry under directory ``path``: (relative path, ``dir``, ``file`` or
+        ``link``), symbolic links not followed."""
+        out: list[tuple[str, str]] = []
+        for top, dirs, files in os.walk(path, followlinks=False):
+            rel = os.path.relpath(top, path)
+            for name in dirs + files:
+                kind = self.state(os.path.join(top, name))
+                out.append((name if rel == "." else f"{rel}/{name}",
+                            "dir" if kind in ("dir", "empty") else kind))
+        return sorted(out)
 
     def names(self, path: str) -> list[str]:
         """Entries of directory ``path``."""
         return sorted(os.listdir(path))
 
     def read_small(self, path: str, limit: int = 65536) -> str | None:
-        """The text of a regular file of at most ``limit`` bytes, else None."""
-        try:
-            if not os.path.isfile(path) or os.path.getsize(path) > limit:
-                return None
-            with open(path, encoding="utf-8") as fh:
-                return fh.read(limit)
-        except (OSError, UnicodeDecodeError):
-            return None
+        """The text of a regular file (not a link) of at most ``limit`` bytes, else None."""
+        return read_regular(path, limit)
 
     def write_text(self, path: str, text: str) -> None:
         """Create file ``path`` (mode from the umask) holding ``text``."""
@@ -289,37 +423,78 @@ class LocalFS:
         """Create directory ``path`` if missing and hold an exclusive lock on it.
 
         The lock (``flock``) dies with the process, so a directory left by a killed run
-        is taken over (and emptied) by the next run, while one held by a live run raises
-        ``FileExistsError``. Returns the descriptor holding the lock.
+        is taken over by the next run, while one held by a live run raises
+        ``FileExistsError``. ``path`` is opened without following a symbolic link, and a
+        directory found there is emptied only if it is the job's own: empty, or holding
+        the :data:`STAGING_MARKER` and nothing but :data:`STAGING_ENTRIES`; otherwise
+        :class:`NotOurs`. The marker is then written. Returns the descriptor holding the
+        lock.
         """
         for _ in range(5):
             try:
                 os.mkdir(path)
             except FileExistsError:
                 pass
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
             try:
-                _lock_soon(fd)
-                now = os.stat(path)
-                held = os.fstat(fd)
-                if (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev):
-                    for name in os.listdir(path):  # what a killed run left
-                        self.delete(os.path.join(path, name))
-                    return fd
+                fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            except FileNotFoundError:  # released and removed meanwhile: try again
+                continue
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise NotOurs("is a symbolic link" if self.state(path) == "link"
+                                  else "is not a directory") from None
+                raise
+            try:
+                lock_soon(fd)
             except BlockingIOError:
                 os.close(fd)
                 raise FileExistsError(path) from None
+            try:
+                if same_file(os.lstat(path), os.fstat(fd)):
+                    _take_over(fd)
+                    create_at(fd, STAGING_MARKER, json.dumps(
+                        {"writer": "vmi_spark", "kind": "staging", "version": 1,
+                         "pid": os.getpid()}) + "\n")
+                    return fd
             except FileNotFoundError:  # released and removed meanwhile: try again
                 pass
+            except BaseException:
+                os.close(fd)
+                raise
             os.close(fd)
         raise FileExistsError(path)
+
+    def not_ours(self, path: str) -> str | None:
+        """Why a staging directory at ``path`` could not be taken over (see :meth:`claim`),
+        or None (missing, empty, or the job's own)."""
+        state = self.state(path)
+        if state == "link":
+            return "is a symbolic link"
+        if state == "file":
+            return "is not a directory"
+        if state != "dir":
+            return None
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            return None  # gone meanwhile, or unreadable: claim() says so
+        try:
+            names = sorted(os.listdir(fd))
+            foreign = [n for n in names if n not in STAGING_ENTRIES]
+            if foreign:
+                return f"holds '{foreign[0]}', which the job never puts there"
+            if marker_of(fd, STAGING_MARKER, "staging") is None:
+                return f"has no valid {STAGING_MARKER} marker of this job"
+            return None
+        finally:
+            os.close(fd)
 
     def busy(self, path: str) -> bool:
         """Whether a live run holds directory ``path`` (see :meth:`claim`)."""
         if not os.path.lexists(path):
             return False
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except OSError:
             return True  # a file, or unreadable: not ours to take
         try:
@@ -331,9 +506,15 @@ class LocalFS:
             os.close(fd)  # closing drops a lock taken here
 
     def unclaim(self, path: str, handle: int) -> None:
-        """Remove the claimed directory ``path``, then drop the lock."""
+        """Empty the claimed directory through its descriptor, remove it if ``path`` still
+        names it, then drop the lock."""
         try:
-            self.delete(path)
+            empty_at(handle)
+            try:
+                if same_file(os.lstat(path), os.fstat(handle)):
+                    os.rmdir(path)
+            except FileNotFoundError:
+                pass
         finally:
             os.close(handle)
 
@@ -344,8 +525,8 @@ class LocalFS:
         os.rename(src, dst)
 
     def delete(self, path: str) -> None:
-        """Remove ``path`` (recursively); a missing path is fine."""
-        if os.path.isdir(path) and not os.path.islink(path):
+        """Remove ``path`` (recursively, links not followed); a missing path is fine."""
+        if self.state(path) in ("empty", "dir"):
             shutil.rmtree(path, ignore_errors=True)
         elif os.path.lexists(path):
             os.unlink(path)
@@ -384,13 +565,49 @@ class HadoopFS:
         p, fs = self._fs(path)
         return str(fs.makeQualified(p))
 
+    def _status(self, p, fs):
+        """The entry's own status (a symbolic link's, where the file system has them), or
+        None if there is none."""
+        if not fs.exists(p):
+            try:  # a dangling link: exists() follows it
+                return fs.getFileLinkStatus(p)
+            except Exception:  # noqa: BLE001 - no entry, or no links on this file system
+                return None
+        try:
+            return fs.getFileLinkStatus(p)
+        except Exception:  # noqa: BLE001 - a file system without links (object stores)
+            return fs.getFileStatus(p)
+
     def state(self, path: str) -> str:
         p, fs = self._fs(path)
-        if not fs.exists(p):
+        st = self._status(p, fs)
+        if st is None:
             return "missing"
-        if not fs.getFileStatus(p).isDirectory():
+        if st.isSymlink():
+            return "link"
+        if not st.isDirectory():
             return "file"
         return "dir" if len(fs.listStatus(p)) else "empty"
+
+    def regular(self, path: str) -> bool:
+        return self.state(path) == "file"
+
+    def tree(self, path: str) -> list[tuple[str, str]]:
+        """Every entry under directory ``path``: (relative path, ``dir``, ``file`` or
+        ``link``), links not followed."""
+        out: list[tuple[str, str]] = []
+        todo = [("", path)]
+        while todo:
+            rel, cur = todo.pop()
+            p, fs = self._fs(cur)
+            for st in fs.listStatus(p):
+                name = str(st.getPath().getName())
+                sub = f"{rel}/{name}" if rel else name
+                kind = ("link" if st.isSymlink() else "dir" if st.isDirectory() else "file")
+                out.append((sub, kind))
+                if kind == "dir":
+                    todo.append((sub, self.join(cur, name)))
+        return sorted(out)
 
     def names(self, path: str) -> list[str]:
         p, fs = self._fs(path)
@@ -399,7 +616,7 @@ class HadoopFS:
     def read_small(self, path: str, limit: int = 65536) -> str | None:
         p, fs = self._fs(path)
         try:
-            if not fs.isFile(p) or fs.getFileStatus(p).getLen() > limit:
+            if self.state(path) != "file" or fs.getFileStatus(p).getLen() > limit:
                 return None
             stream = fs.open(p)
             try:
@@ -431,6 +648,18 @@ class HadoopFS:
             fs.mkdirs(p)
             made.append(d)
         return made
+
+    def not_ours(self, path: str) -> str | None:
+        """None: an existing staging directory is refused as busy (no lock to take over)."""
+        return None
+
+    def probe(self, directory: str) -> None:
+        """Create and remove a uniquely named directory in ``directory``; OSError if the
+        file system refuses."""
+        p, fs = self._fs(self.join(directory, f"{STAGING_PREFIX}probe-{os.urandom(8).hex()}"))
+        if not fs.mkdirs(p):
+            raise OSError("cannot create a directory there")
+        fs.delete(p, False)
 
     def busy(self, path: str) -> bool:
         """Whether ``path`` exists (no lock to tell a live run from a killed one)."""
@@ -480,16 +709,34 @@ def previous_output(fs, path: str) -> str | None:
     return None
 
 
-def marker_text(report: dict[str, Any]) -> str:
-    """The JSON of the :data:`SELECTED_MARKER` file for a pruned output of ``report``."""
-    return json.dumps({"writer": "vmi_spark", "kind": "write-selected", "version": 1,
+def marker_text(report: dict[str, Any], files: Sequence[str] = ()) -> str:
+    """The JSON of the :data:`SELECTED_MARKER` file for a pruned output of ``report``;
+    ``files`` are the paths (relative, ``/``-separated) of every file the job wrote there,
+    so that ``--overwrite`` can tell them from files added since."""
+    return json.dumps({"writer": "vmi_spark", "kind": "write-selected", "version": 2,
                        "label": report.get("label"), "selected": report.get("selected"),
-                       "input": report.get("input")}, default=str) + "\n"
+                       "input": report.get("input"), "files": sorted(files)},
+                      default=str) + "\n"
+
+
+#: names Spark's file writers give what they write (version 1 markers listed no files)
+_SPARK_NAMES = re.compile(r"^(part-.*|\.part-.*\.crc|_SUCCESS|\._SUCCESS\.crc)$")
+#: a Hive-style partition directory (``k=v``)
+_PARTITION_DIR = re.compile(r"^[^=/]+=[^/]*$")
+#: the marker's own checksum file (written where the file system keeps .crc files)
+_MARKER_CRC = f".{SELECTED_MARKER}.crc"
 
 
 def previous_selected(fs, path: str) -> str | None:
-    """None if directory ``path`` holds a previous ``--write-selected`` output, else why not."""
-    text = fs.read_small(fs.join(path, SELECTED_MARKER))
+    """None if directory ``path`` holds a previous ``--write-selected`` output and nothing
+    else, else why not.
+
+    The job's marker must be there, and every other entry must be one the job wrote: a
+    file the marker lists (or, for a marker of version 1, a name Spark's writers give
+    their files in Hive-style ``k=v`` directories) or a directory holding one. A file
+    added since, a link, anything else is refused: ``--overwrite`` never removes it.
+    """
+    text = fs.read_small(fs.join(path, SELECTED_MARKER), MARKER_BYTES)
     try:
         data = json.loads(text) if text is not None else None
     except ValueError:
@@ -497,6 +744,29 @@ def previous_selected(fs, path: str) -> str | None:
     if not (isinstance(data, dict) and data.get("writer") == "vmi_spark"
             and data.get("kind") == "write-selected"):
         return f"it has no valid {SELECTED_MARKER} marker of this job"
+    listed = data.get("files")
+    if listed is not None and not (type(listed) is list
+                                   and all(type(f) is str for f in listed)):
+        return f"its {SELECTED_MARKER} marker does not list the files it wrote"
+    files = set(listed) if listed is not None else None
+    dirs = {f.rsplit("/", 1)[0] for f in files or () if "/" in f}
+    dirs |= {d.rsplit("/", i)[0] for d in list(dirs) for i in range(1, d.count("/") + 1)}
+    for rel, kind in fs.tree(path):
+        name = rel.rsplit("/", 1)[-1]
+        if rel in (SELECTED_MARKER, _MARKER_CRC) and kind == "file":
+            continue
+        if files is not None:
+            # a checksum file beside a listed file (Hadoop's local file system hides them
+            # from its own listings, so the list may not have them)
+            crc = re.match(r"^\.(.+)\.crc$", name)
+            sidecar = crc is not None and rel[:len(rel) - len(name)] + crc.group(1) in files
+            ok = (rel in files or sidecar) if kind == "file" else kind == "dir" and rel in dirs
+        else:
+            ok = (kind == "file" and bool(_SPARK_NAMES.match(name))
+                  or kind == "dir" and all(_PARTITION_DIR.match(x) for x in rel.split("/")))
+        if not ok:
+            what = "link" if kind == "link" else "file" if kind == "file" else "directory"
+            return f"it holds the {what} '{rel}', which the job did not write there"
     return None
 
 
@@ -543,7 +813,7 @@ class Target:
             not write, or (with ``busy``) one another run is writing.
         """
         state = self.fs.state(self.path)
-        if state == "file":
+        if state in ("file", "link"):
             raise InputError(f"{self.flag} '{self.path}' exists and is not a directory")
         if state == "dir":
             if not self.overwrite:
@@ -554,11 +824,20 @@ class Target:
                 raise InputError(f"{self.flag} directory '{self.path}' is not a previous output "
                                  f"of this job ({why}); --overwrite replaces only that, so "
                                  "choose another directory")
-        if busy and self.fs.busy(self.staging):
-            raise InputError(f"{self.flag} '{self.path}' is being written by another run "
-                             f"('{self.staging}' exists; if no run is writing it, an "
-                             "interrupted run left it: remove it)")
+        if busy:
+            why = self.fs.not_ours(self.staging)
+            if why:
+                raise self._not_ours(why)
+            if self.fs.busy(self.staging):
+                raise InputError(f"{self.flag} '{self.path}' is being written by another run "
+                                 f"('{self.staging}' exists; if no run is writing it, an "
+                                 "interrupted run left it: remove it)")
         return state
+
+    def _not_ours(self, why: str) -> InputError:
+        return InputError(f"{self.flag} '{self.path}': '{self.staging}' {why}; the job uses "
+                          "that name for its staging directory and never removes what it did "
+                          f"not create: move it away or choose another {self.flag}")
 
     def claim(self) -> None:
         """Create and lock the staging directory (before anything is read).
@@ -572,6 +851,9 @@ class Target:
         try:
             self._made = self.fs.makedirs(self.fs.parent(self.path))
             self._handle = self.fs.claim(self.staging)
+        except NotOurs as exc:
+            self.release()
+            raise self._not_ours(str(exc)) from None
         except FileExistsError:
             self.release()
             raise InputError(f"{self.flag} '{self.path}' is being written by another run "
@@ -668,27 +950,93 @@ def check_before_spark(args) -> None:
         writable("--write-selected", path)
     if args.checkpoint_dir:
         path = resolve(args.checkpoint_dir, "--checkpoint-dir", local_only=True).text
-        if local.state(path) == "file":
+        if local.state(path) in ("file", "link"):
             raise InputError(f"--checkpoint-dir '{args.checkpoint_dir}' exists and is not a "
                              "directory")
+        state = local.state(os.path.join(path, CHECKPOINT_FILE))
+        if state != "missing" and not local.regular(os.path.join(path, CHECKPOINT_FILE)):
+            what = "a symbolic link" if state == "link" else "not a regular file"
+            raise InputError(f"--checkpoint-dir '{args.checkpoint_dir}': "
+                             f"'{os.path.join(path, CHECKPOINT_FILE)}' is {what}; the job reads "
+                             "and replaces only a checkpoint file it wrote: move it away")
         writable("--checkpoint-dir", path)
+    staging = getattr(args, "staging_dir", None)
+    if staging and scheme_of(staging) == "file":
+        writable("--staging-dir", os.path.realpath(local_path(staging)))
 
 
-def output_locations(args, selected_qualified: str | None = None) -> list[Location]:
+def first_line(exc: BaseException) -> str:
+    """One line for a (possibly Java) exception: its root cause's message."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            cause = java
+            while cause.getCause() is not None:
+                cause = cause.getCause()
+            text = str(cause.getMessage() or cause.toString()).strip().splitlines()
+            if text:
+                return text[0]
+        except Exception:  # noqa: BLE001, S110 - the JVM is gone: the Python text below
+            pass
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def check_staging_dir(hfs: HadoopFS | None, path: str, flag: str = "--staging-dir") -> str:
+    """Refuse a staging directory the run could not write its copy of the encoded rows
+    in; returns it qualified as the session sees it.
+
+    Its nearest existing ancestor must be a directory the run can create a directory in
+    (a uniquely named one is created and removed), on a file system that answers; the
+    path itself, if it exists, a directory. Under Spark Connect (``hfs`` None) it is on
+    the server's file system and not checked here. Called before anything is read.
+
+    Raises
+    ------
+    InputError
+        One line naming ``flag``.
+    """
+    try:
+        q = hfs.qualify(path) if hfs is not None else path
+        if hfs is None:  # Spark Connect: the server's file system, not this one's
+            return q
+        if scheme_of(q) in LOCAL_SCHEMES:
+            writable(flag, os.path.realpath(local_path(q)))
+            return q
+        if hfs.state(q) == "file":
+            raise InputError(f"{flag} '{path}' exists and is not a directory")
+        where = q
+        while hfs.state(where) == "missing" and hfs.parent(where) != where:
+            where = hfs.parent(where)
+        if hfs.state(where) == "file":
+            raise InputError(f"{flag} '{path}': '{where}' is not a directory")
+        hfs.probe(where)
+        return q
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - an unreachable or refusing file system
+        raise InputError(f"{flag} '{path}': cannot write there ({first_line(exc)})") from None
+
+
+def output_locations(args, selected_qualified: str | None = None,
+                     staging_qualified: str | None = None) -> list[Location]:
     """The locations the job writes, in flag order: ``--output``, ``--write-selected`` (as
     ``selected_qualified`` when given), ``--checkpoint-dir``, the ``vmi-blocks-*`` directory
-    a run writes under ``--staging-dir``, and the staging directories next to the first two."""
+    a run writes under ``--staging-dir`` (as ``staging_qualified`` when given), and the
+    staging directories next to the first two."""
     outs: list[Location] = []
     for flag, path, local_only in (
             ("--output", args.output, True),
             ("--write-selected", selected_qualified or args.write_selected, False),
             ("--checkpoint-dir", args.checkpoint_dir, True),
-            ("--staging-dir", getattr(args, "staging_dir", None), False)):
+            ("--staging-dir", staging_qualified or getattr(args, "staging_dir", None), False)):
         if not path:
             continue
         loc = resolve(path, flag, local_only=local_only)
         if flag == "--write-selected" and selected_qualified:
             loc = replace(loc, given=args.write_selected)
+        if flag == "--staging-dir" and staging_qualified:
+            loc = replace(loc, given=args.staging_dir)
         if flag == "--staging-dir":  # the run writes a fresh vmi-blocks-<id> in it, only that
             loc = replace(loc, parts=loc.parts + ("vmi-blocks-*",))
         outs.append(loc)
@@ -770,7 +1118,10 @@ def claims(args, spark, table_location: str | None = None) -> Claims:
         inputs.append(replace(resolve(table_location, "--table"), given=args.table))
     sel_q = (sel_path if sel_fs is hfs or sel_path is None
              else "file:" + sel_path)
-    check_overlaps(output_locations(args, selected_qualified=sel_q), inputs)
+    staging = getattr(args, "staging_dir", None)
+    staging_q = check_staging_dir(hfs, staging) if staging else None
+    check_overlaps(output_locations(args, selected_qualified=sel_q,
+                                    staging_qualified=staging_q), inputs)
     targets = []
     if args.output:
         targets.append(Target("--output", resolve(args.output, "--output", local_only=True).text,

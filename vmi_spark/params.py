@@ -1,6 +1,6 @@
 """The method registry and the parameter specification, shared by every front end.
 
-Spark-free (it imports only the numpy core's method names). The spark-submit job
+Spark-free (it imports only the numpy core's criteria registry). The spark-submit job
 (:mod:`vmi_spark.job`), the Spark ML estimator (:mod:`vmi_spark.ml`), the scikit-learn
 selector (:mod:`vmi_spark.sklearn`) and :func:`vmi_spark.spark.select.run_selection`
 take their method list, parameter names, defaults, ranges and documentation from here,
@@ -24,13 +24,14 @@ from typing import Any
 
 from .core.binning import DEFAULT_LABEL_BINS, LABEL_TYPES
 from .core.binning import STRATEGIES as BINNINGS
-from .core.bound import NAIVE, PAIRWISE
-from .core.criteria import CIFE, CMIM, JMI, MIM, MRMR, SPEC_CMI
-from .errors import InputError
+from .core.bound import NAIVE
+from .core.criteria import CRITERIA, criterion
+from .core.criterion import Criterion
+from .errors import ParameterError, ParameterWarning, literal, register_names
 
-__all__ = ["Method", "METHODS", "METHOD_NAMES", "VMI_METHODS", "is_vmi", "method",
+__all__ = ["Settings", "Method", "METHODS", "METHOD_NAMES", "VMI_METHODS", "is_vmi", "method",
            "Parameter", "SPEC", "STYLES", "ParameterError", "ParameterWarning", "validate",
-           "check", "default", "defaults", "display_name", "cap_num_features", "markdown_table",
+           "check", "default", "defaults", "display_name", "cap_num_features", "plan_size", "markdown_table",
            "selection_size", "DEFAULT_THRESHOLDS"]
 
 #: the names a front end gives the parameters: ``python`` (run_selection's keywords),
@@ -45,60 +46,30 @@ ENTRY_POINTS = ("python", "ml", "cli", "sklearn", "demo")
 # Method registry
 # ---------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Method:
-    """One selection method and what it needs from a backend.
+#: one selection method and what it needs from a backend: a criterion of the core's
+#: registry (:class:`vmi_spark.core.criterion.Criterion`: ``name``, ``vmi``,
+#: ``pair_tables_per_step``, ``all_pair_tables``, ``kde``, ``unit``/``nats``,
+#: ``description``)
+Method = Criterion
 
-    Attributes
-    ----------
-    name : str
-        The name every front end accepts.
-    vmi : bool
-        A Q-distribution of the variational bound (greedy with restarts, score = bound
-        I_LB in nats); otherwise a comparison criterion (score = criterion value).
-    pair_tables_per_step : bool
-        Each step needs the pair tables n(x_i, x_f, y) of the feature f chosen last.
-    all_pair_tables : bool
-        Needs the pair tables of every pair of features up front (spec_cmi).
-    kde : bool
-        Supports the ``kde`` estimator of p(x_i | y).
-    description : str
-        One line for help texts.
-    """
-
-    name: str
-    vmi: bool
-    pair_tables_per_step: bool
-    all_pair_tables: bool
-    kde: bool
-    description: str
-
-
-#: every selection method: the two VMI Q-distributions, then the paper's comparison criteria
-METHODS: tuple[Method, ...] = (
-    Method(NAIVE, True, False, False, True, "VMI bound, naive Bayes Q-distribution"),
-    Method(PAIRWISE, True, True, False, False, "VMI bound, pairwise Q-distribution"),
-    Method(MIM, False, False, False, False, "mutual information maximisation, I(x_i; y)"),
-    Method(MRMR, False, True, False, False, "max-relevance min-redundancy"),
-    Method(JMI, False, True, False, False, "joint mutual information"),
-    Method(CMIM, False, True, False, False, "conditional mutual information maximisation"),
-    Method(CIFE, False, True, False, False, "conditional infomax feature extraction"),
-    Method(SPEC_CMI, False, False, True, False, "spectral relaxation of the CMI objective"),
-)
+#: every selection method: the two VMI Q-distributions, then the paper's comparison
+#: criteria (the core's built-in criteria, :data:`vmi_spark.core.criteria.CRITERIA`)
+METHODS: tuple[Method, ...] = CRITERIA
 METHOD_NAMES: tuple[str, ...] = tuple(m.name for m in METHODS)
 VMI_METHODS: tuple[str, ...] = tuple(m.name for m in METHODS if m.vmi)
-_BY_NAME = {m.name: m for m in METHODS}
 
 
 def method(name: str) -> Method:
     """The registry entry of method ``name`` (``KeyError`` if there is none)."""
-    return _BY_NAME[name]
+    return criterion(name)
 
 
 def is_vmi(name: str) -> bool:
     """True for a Q-distribution of the VMI bound, False for a comparison criterion."""
-    m = _BY_NAME.get(name)
-    return m is not None and m.vmi
+    try:
+        return criterion(name).vmi
+    except KeyError:
+        return False
 
 
 # ---------------------------------------------------------------------------
@@ -113,7 +84,11 @@ class Parameter:
     job's argparse ``dest``); ``ml``, ``flag`` and ``sklearn`` are the names in the
     other front ends, None where a front end does not have the parameter. ``low`` and
     ``high`` bound a number (inclusive), ``choices`` a string. ``defaults`` overrides
-    ``default`` for some entry points (``sklearn``, ``demo``). ``doc`` is the meaning
+    ``default`` for some entry points (``sklearn``, ``demo``). ``role`` says where the
+    value goes: ``result`` (it changes the selection: in :class:`Settings`, the report's
+    ``parameters`` and a checkpoint's fingerprint), ``run`` (how the selection runs: in
+    :class:`Settings` only), ``columns`` (which columns: a keyword of its own) or ``job``
+    (the job's alone). ``doc`` is the meaning
     (markdown: backticks mark code; ``{key}`` names another parameter) used for the
     README; :meth:`help` is that text for one front end (``docs`` may override it):
     parameter names in its style, no markdown, no ``readme_only`` fragments (references
@@ -137,6 +112,7 @@ class Parameter:
     readme_only: tuple[str, ...] = ()
     metavar: str | None = None
     docs: Mapping[str, str] = field(default_factory=dict)
+    role: str = "result"
 
     def name(self, style: str) -> str:
         """This parameter's name in front end ``style`` (one of :data:`STYLES`)."""
@@ -168,12 +144,17 @@ SPEC: tuple[Parameter, ...] = (
     Parameter("features", list, None, "vector column, or ordinary columns (`inputCols` wins if "
               "set)", ml="featuresCol", flag="--features", defaults={"ml": "features"},
               docs={"cli": "comma-separated feature columns (default: all but the label)"},
-              readme_default="`features` / all columns but the label"),
+              readme_default="`features` / all columns but the label", role="columns"),
+    Parameter("exclude", list, None, "columns to leave out of the features (with all "
+              "columns as features, or with `{features}`)", ml="excludeCols", flag="--exclude",
+              sklearn="exclude", metavar="COLS", role="columns",
+              docs={"cli": "comma-separated columns to leave out of the features (e.g. IDs "
+                           "and dates you do not want selected)"}),
     Parameter("label", str, "label", "class label (numeric or string), or a numeric "
               "regression target (`{label_type}`)", ml="labelCol",
               flag="--label", defaults={"cli": None},
               docs={"cli": "label column: a class label (numeric or string) or a numeric "
-                           "regression target (see --label-type)"}),
+                           "regression target (see --label-type)"}, role="columns"),
     Parameter("num_features", int, 50, "K", ml="numTopFeatures", flag="--num-features",
               sklearn="n_features_to_select", low=1, defaults={"sklearn": 10, "demo": 9},
               readme_default="50 (demo: 9)", metavar="K",
@@ -231,7 +212,7 @@ SPEC: tuple[Parameter, ...] = (
               "it (Usage)", flag="--checkpoint-dir", metavar="DIR", readme_only=(" (Usage)",),
               docs={"cli": "save the selection state after every step in DIR (driver file "
                            "system); rerunning the same command resumes after the last saved "
-                           "step"}),
+                           "step"}, role="run"),
     Parameter("execution", str, "auto", "`driver` (a small table, at most 200,000 rows and "
               "64M cells, read, encoded and selected in the driver: no Spark job per pass), "
               "`resident` (one job of long-running tasks; a round trip per step), `passes` (a "
@@ -243,33 +224,33 @@ SPEC: tuple[Parameter, ...] = (
                            "rows and 64M cells, in the driver), `resident` (one job of "
                            "long-running tasks; a round trip per step), `passes` (a Spark job "
                            "per pass), `auto` (driver for a small table, else resident where "
-                           "the session allows it; the same result every way)"}),
+                           "the session allows it; the same result every way)"}, role="run"),
     Parameter("reader", str, "auto", "Parquet `--input`: `auto` reads with pyarrow in the "
               "workers when it can, `spark` with Spark's reader", flag="--reader",
               choices=("auto", "spark"),
               docs={"cli": "how a Parquet --input is read: `auto` with pyarrow in the Python "
                            "workers when it can (same result, faster on wide tables), `spark` "
-                           "with Spark's reader"}),
+                           "with Spark's reader"}, role="run"),
     Parameter("output_col", str, None, "output vector column (vector input only)",
-              ml="outputCol", readme_default="`<uid>__output`"),
+              ml="outputCol", readme_default="`<uid>__output`", role="columns"),
     Parameter("block_storage", str, "auto", "where the encoded rows live between passes: "
               "`auto` (Spark's cache; where the session refuses caching, as Databricks "
               "serverless does, a copy under `{staging_dir}` if given, else recomputed per "
               "pass), `cache`, `staging` or `recompute`", ml="blockStorage",
-              flag="--block-storage", choices=("auto", "cache", "staging", "recompute")),
+              flag="--block-storage", choices=("auto", "cache", "staging", "recompute"), role="run"),
     Parameter("staging_dir", str, None, "a directory Spark can write and read (e.g. a Unity "
               "Catalog volume) for a copy of the encoded rows where the session cannot cache "
               "them; the copy is removed afterwards", ml="stagingDir", flag="--staging-dir",
-              metavar="DIR"),
+              metavar="DIR", role="run"),
     Parameter("report_candidates", int, 0, "also report the best N candidates and their scores "
-              "at each step", flag="--report-candidates", low=0, metavar="N"),
+              "at each step", flag="--report-candidates", low=0, metavar="N", role="run"),
     Parameter("demo_rows", int, 5000, "rows of the demo data (no --input/--table)",
-              flag="--demo-rows", low=1, metavar="N"),
+              flag="--demo-rows", low=1, high=1_000_000, metavar="N", role="job"),
 )
 _SPEC = {p.key: p for p in SPEC}
 
 #: keys shown in the README's Parameters table (the others are in its Usage section)
-README_KEYS = ("features", "label", "num_features", "selection_mode", "selection_threshold",
+README_KEYS = ("features", "exclude", "label", "num_features", "selection_mode", "selection_threshold",
                "method", "restart_tolerance", "num_bins", "binning",
                "max_categories", "max_classes", "label_type", "label_bins", "handle_invalid", "estimator", "checkpoint_dir",
                "execution", "reader", "output_col", "block_storage", "staging_dir")
@@ -305,56 +286,18 @@ def defaults(style: str, entry_point: str | None = None) -> dict[str, Any]:
 # Validation
 # ---------------------------------------------------------------------------
 
+def names(style: str) -> dict[str, str]:
+    """``{key: name}`` of every parameter in front end ``style`` (for message templates)."""
+    return {p.key: p.name(style) for p in SPEC}
+
+
 def _phrase(template: str, style: str) -> str:
     """Fill the ``{key}`` placeholders of ``template`` with the names of ``style``."""
-    return template.format_map({p.key: p.name(style) for p in SPEC})
+    return template.format_map(names(style))
 
 
-def _literal(text: str) -> str:
-    """``text`` safe inside a template (its braces are not placeholders)."""
-    return text.replace("{", "{{").replace("}", "}}")
-
-
-class ParameterError(InputError):
-    """A bad parameter value: one line, phrased in the names of whichever front end asks.
-
-    ``str(error)`` uses the ML names (``numTopFeatures``); :meth:`phrase` gives the
-    message in another front end's names (``--num-features``).
-
-    Attributes
-    ----------
-    key : str
-        The parameter (its :attr:`Parameter.key`).
-    template : str
-        The message with ``{key}`` placeholders for parameter names.
-    """
-
-    def __init__(self, key: str, template: str, style: str = "ml") -> None:
-        self.key = key
-        self.template = template
-        self.style = style
-        super().__init__(_phrase(template, style))
-
-    def phrase(self, style: str) -> str:
-        """The message with the parameter names of front end ``style``."""
-        return _phrase(self.template, style)
-
-    def restyled(self, style: str) -> ParameterError:
-        """The same error phrased for front end ``style``."""
-        return ParameterError(self.key, self.template, style)
-
-
-class ParameterWarning(UserWarning):
-    """A note about a parameter (e.g. K capped), phrased like :class:`ParameterError`."""
-
-    def __init__(self, key: str, template: str, style: str = "ml") -> None:
-        self.key = key
-        self.template = template
-        super().__init__(_phrase(template, style))
-
-    def phrase(self, style: str) -> str:
-        """The message with the parameter names of front end ``style``."""
-        return _phrase(self.template, style)
+_literal = literal
+register_names(names)
 
 
 def _fail(key: str, problem: str, style: str) -> ParameterError:
@@ -366,10 +309,16 @@ def _is_int(v: Any) -> bool:
         type(v).__name__ != "bool_"
 
 
+def _number(x: float) -> str:
+    """A bound as written: integers in full (1000000, not 1e+06)."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
 def _range(p: Parameter) -> str:
     if p.low is not None and p.high is not None:
-        return f"must be between {p.low:g} and {p.high:g}"
-    return f"must be >= {p.low:g}" if p.low is not None else f"must be <= {p.high:g}"
+        return f"must be between {_number(p.low)} and {_number(p.high)}"
+    return f"must be >= {_number(p.low)}" if p.low is not None else \
+        f"must be <= {_number(p.high)}"  # type: ignore[arg-type]
 
 
 def check(key: str, value: Any, style: str = "ml") -> Any:
@@ -442,15 +391,91 @@ def validate(values: Mapping[str, Any], style: str = "ml") -> dict[str, Any]:
         raise ParameterError("selection_threshold", "{selection_threshold} must be a fraction "
                              f"in (0, 1] with {{selection_mode}} 'fraction', got {threshold!r}",
                              style)
-    if mode == "gain" and m is not None and method(m).all_pair_tables:
+    if mode == "gain" and m is not None and not method(m).nats:
         raise ParameterError("selection_mode", f"{{selection_mode}} 'gain' is not defined for "
-                             f"{{method}} {m!r} (its scores are eigenvector entries, not nats)",
+                             f"{{method}} {m!r} (its scores are {method(m).unit}, not nats)",
                              style)
     if out.get("block_storage") == "staging" and "staging_dir" in out \
             and out["staging_dir"] is None:
         raise ParameterError("block_storage", "{block_storage} 'staging' needs a {staging_dir}",
                              style)
     return out
+
+
+class Settings(Mapping[str, Any]):
+    """The checked parameters of one selection, by spec key: built once at each front
+    end (:meth:`of`) from the values it was given and the spec's defaults, validated
+    once, and passed down whole.
+
+    Holds every parameter whose :attr:`Parameter.role` is ``result`` or ``run``; read
+    them as ``settings["num_bins"]`` or ``settings.num_bins``. Immutable:
+    :meth:`replace` gives a new, checked object.
+
+    Examples
+    --------
+    >>> s = Settings.of({"num_features": 5}, "python")
+    >>> s.num_features, s.method
+    (5, 'vmi_naive')
+    >>> s.replace(num_bins=1)
+    Traceback (most recent call last):
+    ...
+    vmi_spark.errors.ParameterError: num_bins must be between 2 and 255, got 1
+    """
+
+    KEYS: tuple[str, ...] = ()  # filled below from the spec
+
+    def __init__(self, values: Mapping[str, Any], style: str = "python") -> None:
+        self._values = dict(values)
+        self._style = style
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any] | None = None, style: str = "python",
+           entry_point: str | None = None) -> Settings:
+        """The settings of ``values`` (spec keys; missing ones take the defaults of
+        ``entry_point``, else of ``style``), checked with :func:`validate`; a bad value
+        is a :class:`ParameterError` phrased in ``style``'s names."""
+        given = dict(values or {})
+        unknown = sorted(set(given) - set(cls.KEYS))
+        if unknown:
+            raise TypeError(f"unknown parameter {unknown[0]!r}")
+        full = {k: given[k] if k in given else _SPEC[k].default_for(entry_point or style)
+                for k in cls.KEYS}
+        return cls(validate(full, style), style)
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` (spec keys), checked."""
+        return Settings.of({**self._values, **changes}, self._style)
+
+    @property
+    def style(self) -> str:
+        """The front end whose names messages about these settings use."""
+        return self._style
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self.__dict__["_values"][key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Settings({self._values!r})"
+
+    def result(self) -> dict[str, Any]:
+        """The parameters that change the selection (role ``result``), for the report's
+        ``parameters`` and a checkpoint's fingerprint."""
+        return {k: v for k, v in self._values.items() if _SPEC[k].role == "result"}
+
+
+Settings.KEYS = tuple(p.key for p in SPEC if p.role in ("result", "run"))
 
 
 #: the threshold of each selection mode when none is given
@@ -477,6 +502,17 @@ def selection_size(mode: str, threshold: float | None, num_features: int,
     if mode == "gain":
         return available, t
     return max(1, math.floor(t * available + 1e-9)), None
+
+
+def plan_size(settings: Mapping[str, Any], available: int
+              ) -> tuple[int, float | None, ParameterWarning | None]:
+    """How many of ``available`` features a selection may take and its least gain
+    (:func:`selection_size`), K capped at ``available`` (:func:`cap_num_features`), and
+    the warning to give if it was: the one rule every front end applies."""
+    k, min_gain = selection_size(settings["selection_mode"], settings["selection_threshold"],
+                                 settings["num_features"], available)
+    k, capped = cap_num_features(k, available)
+    return k, min_gain, capped
 
 
 def cap_num_features(k: int, available: int) -> tuple[int, ParameterWarning | None]:

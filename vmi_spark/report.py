@@ -20,6 +20,8 @@ __all__ = ["render_markdown", "plot_bounds", "restart_steps", "step_rows", "writ
 
 #: most class names listed in the data summary
 _MAX_CLASSES_LISTED = 20
+#: state names listed per column in the states section
+_MAX_STATES_LISTED = 40
 #: columns of the per-step table: ``VMISelectorModel.stepsDF`` and the job's ``steps.csv``
 STEP_COLUMNS = ("step", "feature", "index", "score", "gain", "block")
 #: longest feature name drawn on the plot (longer ones are shortened in the middle)
@@ -50,6 +52,12 @@ def _seconds(value: Any) -> str:
     if value is None:
         return ""
     return f"{float(value):.2f} s"
+
+
+def _ms(value: Any) -> str:
+    """Milliseconds with three significant digits (a step takes from microseconds on)."""
+    ms = 1000.0 * float(value)
+    return f"{ms:.3g}" if ms < 100 else f"{ms:.0f}"
 
 
 def restart_steps(report: dict[str, Any]) -> list[int]:
@@ -120,19 +128,26 @@ def _candidates_section(report: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def _bins_section(report: dict[str, Any], selected: list[str]) -> list[str]:
-    """The states of the selected binned columns: strategy, spikes and state names."""
-    binned = {c["name"]: c for c in report.get("columns") or []
-              if c.get("kind") == "bins" and "state_names" in c}
-    rows = [(name, binned[name]) for name in selected if name in binned]
+def _states_section(report: dict[str, Any], selected: list[str]) -> list[str]:
+    """The states of the selected columns: how each was coded (binning and spikes of a
+    binned column, ``(other)`` of a grouped category column, a constant column) and its
+    state names, in the column's own form (dates for a date column)."""
+    columns = {c["name"]: c for c in report.get("columns") or [] if "name" in c}
+    rows = [(name, columns[name]) for name in selected if name in columns]
     if not rows:
         return []
-    out = ["## Bins of the selected columns", "",
-           "| feature | binning | spikes | states |", "|---|---|---|---|"]
+    out = ["## States of the selected columns", "",
+           "| feature | coding | spikes | states |", "|---|---|---|---|"]
     for name, c in rows:
-        spikes = ", ".join(_num(v) for v in c.get("spikes") or []) or "none"
-        states = "; ".join(str(v) for v in c["state_names"])
-        out.append(f"| {_cell(name)} | {_cell(c.get('binning', ''))} | {_cell(spikes)} | "
+        kind = c.get("kind", "")
+        coding = ("constant" if c.get("constant") else
+                  f"bins ({c.get('binning', '')})" if kind == "bins" else
+                  "category, most frequent values and (other)" if c.get("other") else kind)
+        spikes = ", ".join(_num(v) for v in c.get("spikes") or []) if kind == "bins" else ""
+        names = c.get("state_names") or []
+        states = "; ".join(str(v) for v in names[:_MAX_STATES_LISTED]) + (
+            f"; ... ({len(names)} states)" if len(names) > _MAX_STATES_LISTED else "")
+        out.append(f"| {_cell(name)} | {_cell(coding)} | {_cell(spikes or '')} | "
                    f"{_cell(states)} |")
     return out + [""]
 
@@ -172,14 +187,24 @@ def render_markdown(report: dict[str, Any]) -> str:
     method = report.get("method", "?")
     is_vmi = _is_vmi(method)
     selected = list(report.get("selected") or [])
-    scores = list(report.get("scores") or [])
-    gains = list(report.get("gains") or [])
-    blocks = list(report.get("blocks") or [])
-    indices = list(report.get("selected_indices") or [])
-    step_seconds = list(report.get("step_seconds") or [])
-    restarts = set(restart_steps(report))
     lines: list[str] = [f"# VMI feature selection: {method}", ""]
+    lines += _summary_section(report, selected, is_vmi)
+    lines += _selection_section(report, selected, is_vmi)
+    lines += _candidates_section(report)
+    lines += _states_section(report, selected)
+    lines += _data_section(report)
+    lines += _table_section("Parameters", ["| parameter | value |", "|---|---|"],
+                            [(_cell(k), _cell(v)) for k, v in
+                             (report.get("parameters") or {}).items()])
+    lines += _table_section("Timings", ["| | |", "|---|---:|"], _timings(report))
+    notes = report.get("warnings") or []
+    if notes:
+        lines += ["## Warnings", ""] + [f"- {_cell(w)}" for w in notes] + [""]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
+
+def _summary_section(report: dict[str, Any], selected: list[str], is_vmi: bool) -> list[str]:
+    """The input, label, how many were selected, restarts and why selection ended early."""
     summary = []
     if report.get("input"):
         fmt = f" ({report['format']})" if report.get("format") else ""
@@ -189,47 +214,55 @@ def render_markdown(report: dict[str, Any]) -> str:
     n_features = len(report["features"]) if report.get("features") is not None else None
     of = f" of {n_features} candidate features" if n_features is not None else ""
     summary.append(f"- **Selected:** {len(selected)}{of}")
-    n_restarts = report.get("restarts", len(restarts))
     if is_vmi:
-        summary.append(f"- **Restarts:** {n_restarts}")
+        summary.append(f"- **Restarts:** {report.get('restarts', len(restart_steps(report)))}")
     if report.get("stopped_early"):
         summary.append(f"- **Stopped early:** {report['stopped_early']}")
-    lines += summary + [""]
+    return summary + [""]
 
-    lines += ["## Selection", ""]
-    if selected:
-        score_head = "bound I_LB (nats)" if is_vmi else "score"
-        head = ["step", "feature", score_head, "gain (nats)" if is_vmi else "gain", "block"]
-        with_index = len(indices) == len(selected)
-        with_time = len(step_seconds) == len(selected)
-        if with_index:
-            head.insert(2, "index")
+
+def _selection_section(report: dict[str, Any], selected: list[str], is_vmi: bool) -> list[str]:
+    """The table of steps (step, feature, index, score, gain, block, seconds), restarts
+    marked and explained."""
+    lines = ["## Selection", ""]
+    if not selected:
+        return lines + ["No feature was selected.", ""]
+    scores = list(report.get("scores") or [])
+    gains = list(report.get("gains") or [])
+    blocks = list(report.get("blocks") or [])
+    indices = list(report.get("selected_indices") or [])
+    step_seconds = list(report.get("step_seconds") or [])
+    restarts = set(restart_steps(report))
+    head = ["step", "feature", "bound I_LB (nats)" if is_vmi else "score",
+            "gain (nats)" if is_vmi else "gain", "block"]
+    with_index = len(indices) == len(selected)
+    with_time = len(step_seconds) == len(selected)
+    if with_index:
+        head.insert(2, "index")
+    if with_time:
+        head.append("ms")
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "|".join("---:" if h not in ("feature",) else "---" for h in head) + "|")
+    for i, name in enumerate(selected):
+        block = blocks[i] if i < len(blocks) else ""
+        row = [str(i + 1), _cell(name)] + ([str(indices[i])] if with_index else [])
+        row += [_num(scores[i]) if i < len(scores) else "",
+                _num(gains[i]) if i < len(gains) else "",
+                f"{block} (restart)" if i in restarts else str(block)]
         if with_time:
-            head.append("seconds")
-        lines.append("| " + " | ".join(head) + " |")
-        lines.append("|" + "|".join("---:" if h not in ("feature",) else "---" for h in head) + "|")
-        for i, name in enumerate(selected):
-            block = blocks[i] if i < len(blocks) else ""
-            block_text = f"{block} (restart)" if i in restarts else str(block)
-            row = [str(i + 1), _cell(name)]
-            if with_index:
-                row.append(str(indices[i]))
-            row += [_num(scores[i]) if i < len(scores) else "",
-                    _num(gains[i]) if i < len(gains) else "", block_text]
-            if with_time:
-                row.append(f"{step_seconds[i]:.2f}")
-            lines.append("| " + " | ".join(row) + " |")
-        lines.append("")
-        if restarts:
-            lines += ["A restart means the best remaining feature raised the block's bound by no "
-                      "more than the restart tolerance: the block was cleared and selection "
-                      "continued from the empty set (the bound starts again from I(x; y)).", ""]
-    else:
-        lines += ["No feature was selected.", ""]
+            row.append(_ms(step_seconds[i]))
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    if restarts:
+        lines += ["A restart means the best remaining feature raised the block's bound by no "
+                  "more than the restart tolerance: the block was cleared and selection "
+                  "continued from the empty set (the bound starts again from I(x; y)).", ""]
+    return lines
 
-    lines += _candidates_section(report)
-    lines += _bins_section(report, selected)
 
+def _data_section(report: dict[str, Any]) -> list[str]:
+    """Rows used, dropped and skipped, classes, candidate features and their coding; the
+    classes and a continuous label's bins."""
     data = []
     for key, title in (("num_rows", "rows used"),
                        ("rows_dropped", "rows dropped (null label)"),
@@ -237,8 +270,8 @@ def render_markdown(report: dict[str, Any]) -> str:
                        ("num_classes", "classes")):
         if report.get(key) is not None:
             data.append((title, _num(report[key])))
-    if n_features is not None:
-        data.append(("candidate features", _num(n_features)))
+    if report.get("features") is not None:
+        data.append(("candidate features", _num(len(report["features"]))))
     columns = report.get("columns") or []
     if columns:
         kinds: dict[str, int] = {}
@@ -248,45 +281,45 @@ def render_markdown(report: dict[str, Any]) -> str:
         with_missing = sum(1 for c in columns if c.get("missing_state"))
         if with_missing:
             data.append(("features with a missing state", _num(with_missing)))
-    if data:
-        lines += ["## Data", "", "| | |", "|---|---:|"]
-        lines += [f"| {t} | {v} |" for t, v in data]
-        lines.append("")
-        classes = report.get("classes")
-        if classes:
-            shown = ", ".join(f"`{_cell(c)}`" for c in classes[:_MAX_CLASSES_LISTED])
-            more = (f" and {len(classes) - _MAX_CLASSES_LISTED} more"
-                    if len(classes) > _MAX_CLASSES_LISTED else "")
-            lines += [f"Classes: {shown}{more}.", ""]
-        lb = report.get("label_binning")
-        if report.get("label_type") == "continuous" and lb:
-            edges = ", ".join(_num(e) for e in lb.get("edges") or []) or "none"
-            spikes = ", ".join(_num(v) for v in lb.get("spikes") or []) or "none"
-            lines += [f"The label is continuous: {len(classes or [])} spike-aware "
-                      f"equal-frequency classes, edges {edges}; spikes {spikes}.", ""]
+    if not data:
+        return []
+    lines = _table_section("Data", ["| | |", "|---|---:|"], data)
+    classes = report.get("classes")
+    if classes:
+        shown = ", ".join(f"`{_cell(c)}`" for c in classes[:_MAX_CLASSES_LISTED])
+        more = (f" and {len(classes) - _MAX_CLASSES_LISTED} more"
+                if len(classes) > _MAX_CLASSES_LISTED else "")
+        lines += [f"Classes: {shown}{more}.", ""]
+    lb = report.get("label_binning")
+    if report.get("label_type") == "continuous" and lb:
+        edges = ", ".join(_num(e) for e in lb.get("edges") or []) or "none"
+        spikes = ", ".join(_num(v) for v in lb.get("spikes") or []) or "none"
+        lines += [f"The label is continuous: {len(classes or [])} spike-aware "
+                  f"equal-frequency classes, edges {edges}; spikes {spikes}.", ""]
+    return lines
 
-    params = report.get("parameters") or {}
-    if params:
-        lines += ["## Parameters", "", "| parameter | value |", "|---|---|"]
-        lines += [f"| {_cell(k)} | {_cell(v)} |" for k, v in params.items()]
-        lines.append("")
 
+def _timings(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """(what, seconds) of the preparation, the selection's steps and the whole run."""
+    step_seconds = list(report.get("step_seconds") or [])
     timing = []
     if report.get("prepare_seconds") is not None:
         timing.append(("prepare (read, plan, encode)", _seconds(report["prepare_seconds"])))
     if step_seconds:
         timing.append((f"selection ({len(step_seconds)} steps)", _seconds(sum(step_seconds))))
     if report.get("total_seconds") is not None:
-        timing.append(("total", _seconds(report["total_seconds"])))
-    if timing:
-        lines += ["## Timings", "", "| | |", "|---|---:|"]
-        lines += [f"| {t} | {v} |" for t, v in timing]
-        lines.append("")
+        timing.append(("read, plan, encode and select", _seconds(report["total_seconds"])))
+    if report.get("job_seconds") is not None:
+        timing.append(("job, start to end (Spark's start included)",
+                       _seconds(report["job_seconds"])))
+    return timing
 
-    notes = report.get("warnings") or []
-    if notes:
-        lines += ["## Warnings", ""] + [f"- {_cell(w)}" for w in notes] + [""]
-    return "\n".join(lines).rstrip("\n") + "\n"
+
+def _table_section(title: str, head: list[str], rows: list[tuple[str, str]]) -> list[str]:
+    """A titled two-column Markdown table, or nothing without rows."""
+    if not rows:
+        return []
+    return [f"## {title}", ""] + head + [f"| {a} | {b} |" for a, b in rows] + [""]
 
 
 def plot_bounds(report: dict[str, Any], path: str | os.PathLike[str] | None = None,

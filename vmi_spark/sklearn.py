@@ -2,8 +2,7 @@
 
 :class:`VMIFeatureSelector` encodes ``X`` column by column with the rules of the
 encoding plan (:mod:`vmi_spark.core.encoding`, shared with Spark) and runs the same greedy loop
-(:func:`vmi_spark.core.greedy.select_vmi`, or a classic criterion from
-:func:`vmi_spark.core.criteria.select_classic`) on an
+(:func:`vmi_spark.core.greedy.select`, every method) on an
 :class:`~vmi_spark.core.inmemory.InMemoryBackend`. For the same table and
 parameters it selects the same features, with the same scores, as
 :class:`vmi_spark.VMISelector` on Spark (up to tables larger than
@@ -16,6 +15,8 @@ imported only when this module is.
 
 from __future__ import annotations
 
+import datetime as _dt
+import logging
 import numbers
 import warnings
 from typing import Any
@@ -38,32 +39,35 @@ try:  # scikit-learn >= 1.6
 except ImportError:  # pragma: no cover - older scikit-learn
     _validate_data = None
 
-from .core.binning import (
-    Binning,
-    assign_codes,
-    fit_binning,
-    json_float,
-    label_binning,
-    resolve_label_type,
-    state_labels,
-    value_counts,
+from .core.binning import Binning, fit_binning
+from .core.encoding import (
+    ColumnPlan,
+    binned_plan,
+    categorical_plan,
+    grouped_plan,
+    top_values,
 )
-from .core.criteria import select_classic
-from .core.encoding import ColumnPlan, TooManyCategories, binned_plan, categorical_plan
 from .core.encoding import encode_column as _encode_typed
-from .core.greedy import Selection, report_fields, select_vmi
+from .core.greedy import Selection, select
 from .core.inmemory import InMemoryBackend
-from .params import (
-    METHOD_NAMES,
-    SPEC,
-    cap_num_features,
-    default,
-    is_vmi,
-    selection_size,
-    validate,
+from .core.planning import (
+    BOOLEAN,
+    FLOATING,
+    INTEGER,
+    STRING,
+    Planned,
+    TableRows,
+    ValueType,
+    build_plan,
+    suggest_name,
 )
+from .core.summary import selection_report
+from .errors import phrased
+from .params import METHOD_NAMES, SPEC, Settings, default, plan_size
 
-__all__ = ["VMIFeatureSelector", "encode_column", "plan_column"]
+__all__ = ["VMIFeatureSelector", "column_values", "encode_column", "plan_column"]
+
+log = logging.getLogger("vmi_spark")
 
 #: every method the selector accepts (the registry's names)
 METHODS = METHOD_NAMES
@@ -95,32 +99,92 @@ def _is_missing(v: Any) -> bool:
 def _canonical(column: Any) -> tuple[np.ndarray, str]:
     """One input column as ``(float64 values with NaN, "double")`` or
     ``(object array of str/None, "string")``, as Spark's ``prepare_frame`` types it:
-    numbers and booleans become doubles (-0.0 as 0.0), everything else strings."""
-    values, dtype = _typed(column)
-    return (values + 0.0, dtype) if dtype == "double" else (values, dtype)
+    numbers, booleans, dates, timestamps and durations become doubles (-0.0 as 0.0;
+    :func:`column_values`), everything else strings."""
+    values, vtype = column_values(column)
+    return values, vtype.kind
 
 
-def _typed(column: Any) -> tuple[np.ndarray, str]:
-    """:func:`_canonical` before -0.0 becomes 0.0."""
+_TIME_UNITS = {"M": "timestamp_ntz", "m": "interval"}
+
+
+def _micros(arr: np.ndarray) -> np.ndarray:
+    """float64 microseconds of a numpy datetime64 or timedelta64 array (NaT as NaN;
+    finer units floored to the microsecond, as Spark stores them)."""
+    kind = "datetime64[us]" if arr.dtype.kind == "M" else "timedelta64[us]"
+    out = arr.astype(kind).astype(np.int64).astype(np.float64)
+    out[np.isnat(arr)] = np.nan
+    return out
+
+
+def _objects(items: list[Any]) -> tuple[np.ndarray, ValueType] | None:
+    """Python dates, datetimes or timedeltas as numbers of their unit, else None."""
+    present = [v for v in items if not _is_missing(v)]
+    if not present:
+        return None
+    kinds = {type(v) for v in present}
+    if all(issubclass(k, _dt.datetime) for k in kinds):
+        aware = {v.tzinfo is not None for v in present}
+        if len(aware) > 1:
+            return None
+        unit = "timestamp" if aware.pop() else "timestamp_ntz"
+        epoch = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc if unit == "timestamp" else None)
+        return np.array([np.nan if _is_missing(v) else (v - epoch) // _dt.timedelta(microseconds=1)
+                         for v in items], dtype=np.float64), ValueType("double", unit=unit)
+    if all(issubclass(k, _dt.date) and not issubclass(k, _dt.datetime) for k in kinds):
+        return np.array([np.nan if _is_missing(v) else (v - _dt.date(1970, 1, 1)).days
+                         for v in items], dtype=np.float64), ValueType("double", unit="date")
+    if all(issubclass(k, _dt.timedelta) for k in kinds):
+        return np.array([np.nan if _is_missing(v) else v // _dt.timedelta(microseconds=1)
+                         for v in items], dtype=np.float64), ValueType("double", unit="interval")
+    return None
+
+
+def column_values(column: Any) -> tuple[np.ndarray, ValueType]:
+    """One input column as its values and :class:`~vmi_spark.core.planning.ValueType`:
+    float64 (NaN missing, -0.0 as 0.0) for numbers, booleans (0, 1), dates (days),
+    timestamps and durations (microseconds; a time zone means UTC instants, none a wall
+    clock); an object array of ``str`` (None missing) for anything else. These are the
+    numbers the Spark readers give the same values (:mod:`vmi_spark.core.units`)."""
     if hasattr(column, "dtype") and hasattr(column, "to_numpy") and hasattr(column, "iloc"):
         import pandas as pd  # a pandas Series
 
         dt = column.dtype
-        if pd.api.types.is_bool_dtype(dt) or (pd.api.types.is_numeric_dtype(dt)
-                                              and not pd.api.types.is_complex_dtype(dt)):
-            return column.to_numpy(dtype=np.float64, na_value=np.nan), "double"
+        if pd.api.types.is_bool_dtype(dt):
+            return column.to_numpy(dtype=np.float64, na_value=np.nan) + 0.0, BOOLEAN
+        if pd.api.types.is_numeric_dtype(dt) and not pd.api.types.is_complex_dtype(dt):
+            vt = FLOATING if pd.api.types.is_float_dtype(dt) else INTEGER
+            return column.to_numpy(dtype=np.float64, na_value=np.nan) + 0.0, vt
+        if isinstance(dt, pd.DatetimeTZDtype):
+            utc = column.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy()
+            return _micros(utc), ValueType("double", unit="timestamp")
+        if pd.api.types.is_datetime64_dtype(dt) or pd.api.types.is_timedelta64_dtype(dt):
+            arr = column.to_numpy()
+            return _micros(arr), ValueType("double", unit=_TIME_UNITS[arr.dtype.kind])
         column = column.to_numpy(dtype=object)
     arr = np.asarray(column)
-    if arr.dtype.kind in "biuf":
-        return arr.astype(np.float64), "double"
+    if arr.dtype.kind == "b":
+        return arr.astype(np.float64), BOOLEAN
+    if arr.dtype.kind in "iu":
+        return arr.astype(np.float64), INTEGER
+    if arr.dtype.kind == "f":
+        return arr.astype(np.float64) + 0.0, FLOATING
+    if arr.dtype.kind in "Mm":
+        return _micros(arr), ValueType("double", unit=_TIME_UNITS[arr.dtype.kind])
     if arr.dtype.kind in "US":
-        return np.array([str(v) for v in arr], dtype=object), "string"
+        return np.array([str(v) for v in arr], dtype=object), STRING
     items = list(arr.tolist())
     present = [v for v in items if not _is_missing(v)]
+    if present and all(isinstance(v, (bool, np.bool_)) for v in present):
+        return np.array([np.nan if _is_missing(v) else float(v) for v in items]), BOOLEAN
     if all(_is_number(v) for v in present):
-        return np.array([np.nan if _is_missing(v) else float(v) for v in items],
-                        dtype=np.float64), "double"
-    return np.array([None if _is_missing(v) else str(v) for v in items], dtype=object), "string"
+        floating = any(isinstance(v, (float, np.floating)) for v in present)
+        return (np.array([np.nan if _is_missing(v) else float(v) for v in items],
+                         dtype=np.float64) + 0.0, FLOATING if floating else INTEGER)
+    temporal = _objects(items)
+    if temporal is not None:
+        return temporal
+    return np.array([None if _is_missing(v) else str(v) for v in items], dtype=object), STRING
 
 
 def plan_column(name: str, values: np.ndarray, dtype: str, num_bins: int,
@@ -130,9 +194,10 @@ def plan_column(name: str, values: np.ndarray, dtype: str, num_bins: int,
 
     Numeric columns with at most ``max_categories`` distinct values, and string
     columns, are categories coded by their sorted values
-    (:func:`~vmi_spark.core.encoding.categorical_plan`); other numeric columns get
-    ``num_bins`` bins (:func:`~vmi_spark.core.binning.fit_binning` with ``binning``; ``mdlp``
-    counts the classes ``y_codes``, 0 .. ``num_classes`` - 1);
+    (:func:`~vmi_spark.core.encoding.categorical_plan`); a string column with more
+    keeps its most frequent values (:func:`~vmi_spark.core.encoding.grouped_plan`);
+    other numeric columns get ``num_bins`` bins (:func:`~vmi_spark.core.binning.fit_binning`
+    with ``binning``; ``mdlp`` counts the classes ``y_codes``, 0 .. ``num_classes`` - 1);
     a column that is all missing is ``constant``; missing values (NaN, None) are an
     extra state.
     """
@@ -143,49 +208,19 @@ def plan_column(name: str, values: np.ndarray, dtype: str, num_bins: int,
         miss = np.array([v is None for v in values], dtype=bool)
         distinct = list(set(values[~miss].tolist()))
     missing = bool(miss.any())
-    try:
-        plan = categorical_plan(name, dtype, distinct, missing, max_categories)
-    except TooManyCategories:
-        raise ValueError(f"string column '{name}' has more than {max_categories} distinct "
-                         "values (max_categories); raise max_categories or leave it out"
-                         ) from None
+    plan = categorical_plan(name, dtype, distinct if len(distinct) <= max_categories else None,
+                            missing, max_categories)
     if plan is not None:
         return plan
+    if dtype == "string":
+        present = values[~miss].tolist()
+        counts: dict[Any, int] = {}
+        for v in present:
+            counts[v] = counts.get(v, 0) + 1
+        top = top_values(list(counts), list(counts.values()), max_categories - 1)
+        return grouped_plan(name, dtype, top, missing, max_categories)
     b = fit_binning(binning, values, num_bins, labels=y_codes, num_classes=num_classes)
     return binned_plan(name, [float(e) for e in b.edges], missing, [float(x) for x in b.spikes])
-
-
-def _binning_report(b: Binning) -> dict[str, Any]:
-    """A binning as the report gives it (the keys of ``selection.json``'s columns)."""
-    return {"binning": b.strategy, "edges": [json_float(e) for e in b.edges],
-            "spikes": [json_float(x) for x in b.spikes], "state_names": state_labels(b)}
-
-
-def label_codes(y: np.ndarray, label_type: str, label_bins: int, max_classes: int
-                ) -> tuple[np.ndarray, np.ndarray, Binning | None]:
-    """Classes of the target ``y``: ``(classes, codes, binning)``.
-
-    A categorical target's classes are its sorted values (``codes`` index them); a
-    continuous one (``label_type``, :func:`vmi_spark.core.binning.resolve_label_type`,
-    ``auto`` deciding as on Spark with ``max_classes``) is cut into ``label_bins``
-    spike-aware equal-frequency classes (:func:`vmi_spark.core.binning.label_binning`),
-    named by their intervals.
-    """
-    arr = np.asarray(y)
-    numeric = arr.dtype.kind in "iuf" or (arr.dtype.kind == "O" and all(
-        _is_number(v) and not isinstance(v, (bool, np.bool_)) for v in arr.tolist()))
-    distinct = np.unique(arr.astype(np.float64) if numeric else arr)
-    listed = [float(v) for v in distinct] if numeric and len(distinct) <= max_classes else (
-        None if len(distinct) > max_classes else list(distinct))
-    floating = arr.dtype.kind == "f" or (arr.dtype.kind == "O" and numeric)
-    kind = resolve_label_type(label_type, listed, numeric=numeric, floating=floating)
-    if kind == "categorical":
-        check_classification_targets(arr)
-        classes, codes = np.unique(arr, return_inverse=True)
-        return classes, codes.astype(np.int64), None
-    v = arr.astype(np.float64)
-    b = label_binning(*value_counts(v), label_bins)
-    return np.array(state_labels(b), dtype=object), assign_codes(b.edges, v), b
 
 
 def encode_column(values: np.ndarray, col: ColumnPlan) -> np.ndarray:
@@ -194,6 +229,28 @@ def encode_column(values: np.ndarray, col: ColumnPlan) -> np.ndarray:
     if col.dtype == "double":  # -0.0 as 0.0: Arrow's index_in tells them apart
         return _encode_typed(pa.array(np.asarray(values, dtype=np.float64) + 0.0), col)
     return _encode_typed(pa.array(values, type=pa.string()), col)
+
+
+def _plan_and_code(frame: Any, X: Any, y: Any, names: list[str], keep: list[int],
+                   settings: Settings) -> tuple[Planned, np.ndarray, np.ndarray]:
+    """The plan of the columns ``keep`` of ``X`` for target ``y`` and their codes, by the
+    planner of the Spark path (:func:`vmi_spark.core.planning.build_plan` over the rows in
+    memory, :class:`~vmi_spark.core.planning.TableRows`): every row is the sample."""
+    label_values, label_type = column_values(np.asarray(y))
+    arrays, types = [], {}
+    for name, j in zip(names, keep):
+        values, vtype = column_values(frame.iloc[:, j] if frame is not None else X[:, j])
+        arrays.append(pa.array(values, type=pa.string() if vtype.kind == "string"
+                               else pa.float64(), from_pandas=True))
+        types[name] = vtype
+    label_arr = pa.array(label_values, type=pa.string() if label_type.kind == "string"
+                         else pa.float64(), from_pandas=True)
+    batch = pa.RecordBatch.from_arrays([label_arr, *arrays],
+                                       names=[f"_c{i}" for i in range(len(arrays) + 1)])
+    rows = TableRows(lambda: iter([batch]), names, batch.num_rows, sample_all=True)
+    planned = build_plan("y", label_type, names, types, settings, rows)
+    codes, y_codes = rows.codes(planned.plan, planned.skip_cols)
+    return planned, codes, y_codes
 
 
 # ---------------------------------------------------------------------------
@@ -248,6 +305,9 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
     selection_threshold : float or None, default=None
         The least gain for ``gain`` (default 0.01 nats) or the fraction for
         ``fraction`` (default 0.1); unused by ``numTopFeatures``.
+    exclude : list of str or None, default=None
+        Column names (``feature_names_in_``, or ``x0``, ``x1``, ... for an array) never
+        to select: left out of the candidates, and dropped by ``transform``.
 
     Attributes
     ----------
@@ -331,7 +391,8 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
                  max_categories: int = default("max_categories", "sklearn"),
                  selection_mode: str = default("selection_mode", "sklearn"),
                  selection_threshold: float | None = default("selection_threshold",
-                                                             "sklearn")) -> None:
+                                                             "sklearn"),
+                 exclude: list[str] | None = None) -> None:
         self.n_features_to_select = n_features_to_select
         self.selection_mode = selection_mode
         self.selection_threshold = selection_threshold
@@ -342,6 +403,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         self.label_type = label_type
         self.label_bins = label_bins
         self.max_categories = max_categories
+        self.exclude = exclude
 
     # -- tags -------------------------------------------------------------------
     def __sklearn_tags__(self):  # scikit-learn >= 1.6
@@ -357,20 +419,20 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
                 "X_types": ["2darray", "string", "categorical"]}
 
     # -- fitting ----------------------------------------------------------------
-    def _check_params(self) -> dict[str, Any]:
-        """Check the parameters (:func:`vmi_spark.params.validate`); returns them by key."""
-        return validate({key: getattr(self, name) for name, key in _SKLEARN_KEYS.items()},
-                        "sklearn")
+    def _check_params(self) -> Settings:
+        """The parameters, checked once (:class:`vmi_spark.params.Settings`)."""
+        return Settings.of({key: getattr(self, name) for name, key in _SKLEARN_KEYS.items()
+                            if key in Settings.KEYS}, "sklearn")
 
     def _validate(self, X, y):
         """Check ``X`` and ``y`` and record ``n_features_in_`` / ``feature_names_in_``."""
+        # +/-inf are values like any other (binned, or a state of their own), as in the job
         if _validate_data is not None:
-            return _validate_data(self, X, y, dtype=None, ensure_all_finite="allow-nan",
-                                  reset=True)
+            return _validate_data(self, X, y, dtype=None, ensure_all_finite=False, reset=True)
         if y is None:  # pragma: no cover - scikit-learn < 1.6
             raise ValueError(f"This {type(self).__name__} estimator requires y to be passed, "
                              "but the target y is None.")
-        return self._validate_data(X, y, dtype=None, force_all_finite="allow-nan",
+        return self._validate_data(X, y, dtype=None, force_all_finite=False,
                                    reset=True)  # pragma: no cover
 
     def fit(self, X, y) -> VMIFeatureSelector:
@@ -379,7 +441,9 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like or pandas DataFrame of shape (n_samples, n_features)
-            Numeric, boolean or string features; NaN and None are missing values.
+            Numeric, boolean, string, date, datetime or duration features; NaN, NaT
+            and None are missing values, +/-inf values like any other (as in the Spark
+            job).
         y : array-like of shape (n_samples,)
             Class labels (at least two classes), or a continuous target
             (``label_type``).
@@ -389,62 +453,76 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         self : VMIFeatureSelector
             The fitted selector.
         """
-        checked = self._check_params()
+        settings = self._check_params()
         frame = X if hasattr(X, "iloc") and hasattr(X, "columns") else None
         X_checked, y_checked = self._validate(X, y)
         if any(_is_missing(v) for v in np.asarray(y_checked, dtype=object)):
             raise ValueError("y has missing values (NaN or None)")
-        classes, y_codes, label_bin = label_codes(
-            y_checked, checked["label_type"], checked["label_bins"], default("max_classes"))
-        if len(classes) < 2:
-            raise ValueError(f"y has one class ({classes[0]!r}); "
-                             "feature selection needs at least two classes")
         n_rows, n_cols = X_checked.shape
         names = [str(c) for c in frame.columns] if frame is not None else \
             [f"x{j}" for j in range(n_cols)]
-
-        plans: list[ColumnPlan] = []
-        codes = np.empty((n_cols, n_rows), dtype=np.uint8)
-        for j in range(n_cols):
-            column = frame.iloc[:, j] if frame is not None else X_checked[:, j]
-            values, dtype = _canonical(column)
-            plan = plan_column(names[j], values, dtype, int(self.num_bins),
-                               int(self.max_categories), checked["binning"], y_codes,
-                               len(classes))
-            plans.append(plan)
-            codes[j] = encode_column(values, plan)
-
-        k, min_gain = selection_size(checked["selection_mode"], checked["selection_threshold"],
-                                     checked["num_features"], n_cols)
-        k, capped = cap_num_features(k, n_cols)
+        keep = self._candidates(names)
+        with phrased("sklearn"):
+            planned, codes, y_codes = _plan_and_code(
+                frame, X_checked, y_checked, [names[j] for j in keep], keep, settings)
+        plan = planned.plan
+        if plan.label_type == "categorical":
+            check_classification_targets(y_checked)
+        log.info("label: %s (%s)", plan.label_type, planned.label.reason)
+        for note in planned.notes:
+            warnings.warn(note, UserWarning, stacklevel=2)
+        k, min_gain, capped = plan_size(settings, len(keep))
         if capped is not None:
             warnings.warn(capped.phrase("sklearn"), UserWarning, stacklevel=2)
-        arity = max((p.num_states for p in plans), default=1)
-        backend = InMemoryBackend(codes, y_codes.astype(np.int64), self.method, arity=arity,
-                                  num_classes=len(classes))
+        backend = InMemoryBackend(codes, y_codes, arity=plan.arity,
+                                  num_classes=len(plan.classes))
         try:
-            if is_vmi(self.method):
-                sel = select_vmi(backend, self.method, k, float(self.restart_tolerance),
-                                 min_gain=min_gain)
-            else:
-                sel = select_classic(backend, self.method, k, min_gain=min_gain)
+            sel = select(backend, settings.method, k,
+                         restart_tolerance=settings.restart_tolerance, min_gain=min_gain)
         finally:
             backend.close()
+        self._record(sel, planned, keep, y_checked, n_rows, settings)
+        return self
 
+    def _candidates(self, names: list[str]) -> list[int]:
+        """Indices of the columns that may be selected: all but ``exclude``."""
+        exclude = list(self.exclude or [])
+        for c in exclude:
+            if c not in names:
+                raise ValueError(f"exclude names column '{c}', which X does not have"
+                                 f"{suggest_name(c, names)}")
+        keep = [j for j, n in enumerate(names) if n not in exclude]
+        if not keep:
+            raise ValueError("exclude leaves no feature to select")
+        return keep
+
+    def _record(self, sel: Selection, planned: Planned, keep: list[int], y: Any, n_rows: int,
+                settings: Settings) -> None:
+        """Set the fitted attributes (input column indices, not candidate positions)."""
+        plan = planned.plan
         self.selection_: Selection = sel
-        self.columns_ = plans
-        self.classes_ = classes
-        self.label_binning_ = label_bin
-        self.selected_features_ = np.asarray(sel.selected, dtype=np.intp)
+        self.plan_ = plan
+        self.settings_ = settings
+        self.label_decision_ = planned.label
+        self.columns_ = plan.columns
+        if plan.label_type == "categorical":
+            self.classes_ = np.unique(np.asarray(y))
+        else:
+            self.classes_ = np.array(plan.classes, dtype=object)
+        self.label_binning_ = (Binning("quantile", tuple(plan.label_edges or ()),
+                                       tuple(plan.label_spikes or ()))
+                               if plan.label_type == "continuous" else None)
+        self.selected_features_ = np.asarray([keep[i] for i in sel.selected], dtype=np.intp)
         self.scores_ = np.asarray(sel.scores, dtype=np.float64)
         self.gains_ = np.asarray(sel.gains, dtype=np.float64)
         self.blocks_ = np.asarray(sel.blocks, dtype=np.intp)
-        self.mutual_information_ = np.asarray(sel.mutual_information, dtype=np.float64)
+        mi = np.full(self.n_features_in_, np.nan)
+        mi[keep] = sel.mutual_information
+        self.mutual_information_ = mi
         self.restarts_ = int(sel.restarts)
         self.stopped_early_ = sel.stopped_early
         self.stop_reason_ = sel.stop_reason
         self.n_samples_fit_ = n_rows
-        return self
 
     def _get_support_mask(self) -> np.ndarray:
         check_is_fitted(self, "selected_features_")
@@ -453,32 +531,15 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         return mask
 
     def report(self) -> dict[str, Any]:
-        """The selection as a dict with the fields of the job's ``selection.json``.
+        """The selection as a dict with the fields of the job's ``selection.json``
+        (:func:`vmi_spark.core.summary.selection_report`: the same builder), with
+        ``selected_indices`` those of the candidates (all columns but ``exclude``).
 
         Can be passed to :func:`vmi_spark.report.render_markdown` and
         :func:`vmi_spark.report.plot_bounds`.
-
-        Returns
-        -------
-        dict
-            ``method``, ``features``, ``selected``, ``selected_indices``, ``scores``,
-            ``gains``, ``blocks``, ``restarts``, ``stopped_early``, ``num_rows``,
-            ``num_classes``, ``classes``, ``step_seconds``, ``parameters``, ``columns``.
         """
         check_is_fitted(self, "selected_features_")
-        names = [c.name for c in self.columns_]
-        return {
-            **report_fields(self.selection_, names),
-            "label": None,
-            "num_rows": self.n_samples_fit_,
-            "rows_dropped": 0,
-            "rows_skipped": 0,
-            "num_classes": len(self.classes_),
-            "classes": [str(c) for c in self.classes_],
-            "label_type": "continuous" if self.label_binning_ is not None else "categorical",
-            **({"label_binning": _binning_report(self.label_binning_)}
-               if self.label_binning_ is not None else {}),
-            "parameters": self.get_params(),
-            "columns": [{"name": c.name, "kind": c.kind, "states": c.num_states,
-                         "missing_state": c.missing} for c in self.columns_],
-        }
+        out = selection_report(self.plan_, self.selection_, self.settings_.result(),
+                               self.label_decision_.reason)
+        out["label"] = None
+        return out

@@ -18,6 +18,12 @@ What is logged:
 * artifacts under ``vmi_spark/``: ``selection.json``, ``report.md``, ``steps.csv`` and
   ``bounds.png`` (when matplotlib is installed);
 * tag ``vmi_spark.selected``: the selected features, comma-separated (shortened if long).
+
+Logging is bounded: it runs in a worker thread that the caller waits for at most
+:data:`DEADLINE_SECONDS`; an unreachable or silent tracking server ends in a
+``TimeoutError`` (a log line in the job and after a fit), never a hang. The job also lets
+MLflow's HTTP client try each request once, with a 10 s timeout, unless
+``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` / ``MLFLOW_HTTP_REQUEST_TIMEOUT`` say otherwise.
 """
 
 from __future__ import annotations
@@ -27,7 +33,10 @@ import logging
 import os
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["log_selection", "log_if_active", "active_run", "MLFLOW_HINT"]
@@ -40,6 +49,25 @@ ARTIFACT_PATH = "vmi_spark"
 #: longest parameter and tag value sent (MLflow stores at most 6000 and 8000 characters)
 _MAX_VALUE = 5000
 _REPORT_FILES = ("selection.json", "report.md", "steps.csv", "bounds.png")
+#: the longest a call of :func:`log_selection` waits for MLflow (seconds)
+DEADLINE_SECONDS = 30.0
+#: MLflow's HTTP client settings the job uses unless the environment sets them: one try
+#: per request, 10 s each (MLflow's own: 7 retries with exponential backoff, 120 s)
+JOB_HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+
+
+@contextmanager
+def bounded_http() -> Iterator[None]:
+    """Run the block with :data:`JOB_HTTP_DEFAULTS` in the environment where it sets none
+    (restored after)."""
+    added = [k for k in JOB_HTTP_DEFAULTS if k not in os.environ]
+    for k in added:
+        os.environ[k] = JOB_HTTP_DEFAULTS[k]
+    try:
+        yield
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
 
 
 def _mlflow():
@@ -107,7 +135,8 @@ def write_report_files(report: dict[str, Any], directory: str) -> list[str]:
 
 
 def log_selection(report: dict[str, Any], report_dir: str | None = None,
-                  run_name: str | None = None) -> str:
+                  run_name: str | None = None,
+                  timeout: float | None = None) -> str:
     """Log a selection report to the active MLflow run (or to a new one); returns its id.
 
     Parameters
@@ -120,6 +149,10 @@ def log_selection(report: dict[str, Any], report_dir: str | None = None,
         Without it the files are written from ``report`` to a temporary directory.
     run_name : str, optional
         Name of the run started when none is active (default ``vmi_spark <method>``).
+    timeout : float, optional
+        The most seconds to wait for MLflow (default :data:`DEADLINE_SECONDS`). The
+        logging runs in a worker thread; past the deadline it is left to finish or fail
+        on its own (a daemon thread) and this call raises ``TimeoutError``.
 
     Returns
     -------
@@ -130,6 +163,8 @@ def log_selection(report: dict[str, Any], report_dir: str | None = None,
     ------
     ImportError
         If mlflow is not installed.
+    TimeoutError
+        If MLflow did not answer within ``timeout`` seconds.
 
     Examples
     --------
@@ -139,13 +174,38 @@ def log_selection(report: dict[str, Any], report_dir: str | None = None,
     >>> log_selection(model.report)                       # doctest: +SKIP
     """
     mlflow = _mlflow()
+    active = mlflow.active_run()  # the caller's (MLflow keeps one per thread)
+    active_id = active.info.run_id if active is not None else None
+    done: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            done["id"] = _log(mlflow, report, report_dir, run_name, active_id)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            done["error"] = exc
+
+    worker = threading.Thread(target=work, name="vmi_spark-mlflow", daemon=True)
+    worker.start()
+    limit = DEADLINE_SECONDS if timeout is None else timeout
+    worker.join(limit)
+    if worker.is_alive():
+        raise TimeoutError(f"MLflow did not answer within {limit:g} s (tracking URI "
+                           f"{mlflow.get_tracking_uri()}); the selection was not logged")
+    if "error" in done:
+        raise done["error"]
+    return done["id"]
+
+
+def _log(mlflow, report: dict[str, Any], report_dir: str | None, run_name: str | None,
+         active_id: str | None) -> str:
+    """What :func:`log_selection` does, in its worker thread: to run ``active_id``, or to a
+    run started (and ended) here."""
     from mlflow.entities import Metric, Param
 
-    own = mlflow.active_run() is None
-    run = mlflow.start_run(run_name=run_name or f"vmi_spark {report.get('method', '')}".strip()) \
-        if own else mlflow.active_run()
+    own = active_id is None
+    run_id: str = mlflow.start_run(run_name=run_name or f"vmi_spark {report.get('method', '')}"
+                                   .strip()).info.run_id if active_id is None else active_id
     try:
-        run_id = run.info.run_id
         client = mlflow.MlflowClient()
         now = int(time.time() * 1000)
         metrics = [Metric(k, float(v), now, s) for k, v, s in step_metrics(report)]

@@ -50,6 +50,8 @@ from typing import Any
 
 import numpy as np
 
+from .units import is_whole, show
+
 QUANTILE = "quantile"
 UNIFORM = "uniform"
 MDLP = "mdlp"
@@ -665,14 +667,16 @@ def label_binning(values: np.ndarray, counts: np.ndarray,
 # --------------------------------------------------------------------------- describe
 
 
-def state_labels(binning: Binning) -> list[str]:
+def state_labels(binning: Binning, unit: str | None = None) -> list[str]:
     """Readable names of the states in code order.
 
     A spike's state is named by its value, the others are intervals. An edge that is
-    the next double above a round number ``p`` (6 significant digits; the edge just
-    above a spike, ``nextafter(p, inf)``) is written as ``p`` with the bracket turned,
-    which is the same set of doubles: ``[nextafter(0, inf), 2)`` is ``(0, 2)``, and
-    ``[-1, nextafter(0, inf))`` is ``[-1, 0]``.
+    the next double above a round number ``p`` (6 significant digits, or a whole number
+    of ``unit``; the edge just above a spike, ``nextafter(p, inf)``) is written as ``p``
+    with the bracket turned, which is the same set of doubles: ``[nextafter(0, inf), 2)``
+    is ``(0, 2)``, and ``[-1, nextafter(0, inf))`` is ``[-1, 0]``. With a ``unit``
+    (:mod:`vmi_spark.core.units`: a date, a timestamp, an interval) the values are written
+    in its form (``[2024-01-01, 2024-02-01)``).
     """
     edges = list(binning.edges)
     bounds = [-math.inf, *edges, math.inf]
@@ -681,12 +685,12 @@ def state_labels(binning: Binning) -> list[str]:
         lo, hi = bounds[i], bounds[i + 1]
         own = [s for s in binning.spikes if lo <= s and (s < hi or i == len(edges))]
         if own:
-            labels.append(_fmt(own[0]))
+            labels.append(show(own[0], unit))
             continue
-        lo_p, hi_p = _below_if_shorter(lo), _below_if_shorter(hi)
-        left = f"({_fmt(lo)}" if lo == -math.inf else (
-            f"({_fmt(lo_p)}" if lo_p is not None else f"[{_fmt(lo)}")
-        right = f"{_fmt(hi_p)}]" if hi_p is not None else f"{_fmt(hi)})"
+        lo_p, hi_p = _below_if_shorter(lo, unit), _below_if_shorter(hi, unit)
+        left = f"({show(lo, unit)}" if lo == -math.inf else (
+            f"({show(lo_p, unit)}" if lo_p is not None else f"[{show(lo, unit)}")
+        right = f"{show(hi_p, unit)}]" if hi_p is not None else f"{show(hi, unit)})"
         labels.append(f"{left}, {right}")
     return labels
 
@@ -742,15 +746,18 @@ def _checked_counts(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray,
 
 def _above(s: float) -> float:
     """The smallest double above ``s``."""
-    return float(np.nextafter(s, np.inf))
+    return math.nextafter(s, math.inf)  # numpy's warns "overflow" at the largest double
 
 
-def _below_if_shorter(e: float) -> float | None:
-    """The double just below ``e`` if it is a round number (6 significant digits) and
-    ``e`` is not, else None: ``e`` is then the edge just above that number."""
+def _below_if_shorter(e: float, unit: str | None = None) -> float | None:
+    """The double just below ``e`` if it is a round number (6 significant digits, or a
+    whole number of ``unit``) and ``e`` is not, else None: ``e`` is then the edge just
+    above that number."""
     if not math.isfinite(e):
         return None
-    p = float(np.nextafter(e, -np.inf))
+    p = math.nextafter(e, -math.inf)
+    if unit is not None:
+        return p if is_whole(p, unit) and not is_whole(e, unit) else None
     return p if _is_round(p) and not _is_round(e) else None
 
 
@@ -759,10 +766,6 @@ def _is_round(x: float) -> bool:
     if x == 0.0:
         return True
     return abs(x) >= np.finfo(np.float64).tiny and float(f"{x:.6g}") == x
-
-
-def _fmt(x: float) -> str:
-    return "inf" if x == math.inf else "-inf" if x == -math.inf else f"{x:.6g}"
 
 
 def json_float(x: float) -> float | str:

@@ -71,6 +71,15 @@ class StepOps:
     pair_log_tables: dict[int, np.ndarray] = field(default_factory=dict)
     label: str = ""
 
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}")
+
+    @property
+    def pairwise(self) -> bool:
+        """The pairwise Q (per-row running sums, the block's pair tables); else naive Bayes."""
+        return self.method == PAIRWISE
+
 
 #: the pattern kernel is used while (patterns x states) <= rows / PATTERN_RATIO: a table
 #: cell costs a numpy log (about 25 ns), a row of the compiled per-row kernel about 1 ns
@@ -393,7 +402,7 @@ def run_block(codes: np.ndarray, y: np.ndarray, state: BlockState | NaiveState |
 
     ``state`` is the block's :class:`BlockState` (pairwise; required) or
     :class:`NaiveState` (naive; optional, None rebuilds the posterior)."""
-    if ops.method == PAIRWISE:
+    if ops.pairwise:
         assert isinstance(state, BlockState) and ops.block
         return pairwise_partials(codes, y, state, ops)
     assert state is None or isinstance(state, NaiveState)

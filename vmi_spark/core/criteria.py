@@ -1,10 +1,17 @@
-"""The classic information-theoretic selectors the paper compares VMI against.
+"""The selection methods as criteria, and their registry.
 
-``mim``, ``mrmr``, ``jmi``, ``cmim``, ``cife`` and ``spec_cmi`` run on the same
-backends as VMI and return the same :class:`~vmi_spark.core.greedy.Selection`.
-All quantities are plug-in estimates in nats, computed on the driver from the
-integer count tables the backend returns, so every result is a deterministic
-function of the counts and does not depend on how the rows were partitioned.
+Every method is a :class:`~.criterion.Criterion` registered here, and
+:func:`vmi_spark.core.greedy.select` runs each one through the same greedy loop:
+
+* ``vmi_naive`` and ``vmi_pairwise`` (:class:`BoundCriterion`): the variational lower
+  bound I_LB of the paper with the naive Bayes or the pairwise Q-distribution; a step
+  scores every candidate by one pass over the rows (``backend.run(StepOps)``), and the
+  features are chosen in blocks with the restart rule (Gao et al. 2016, Algorithm 1).
+* The comparison criteria ``mim``, ``mrmr``, ``jmi``, ``cmim``, ``cife``
+  (:class:`RunningCriterion`) and ``spec_cmi`` (:class:`SpecCMI`). All quantities are
+  plug-in estimates in nats, computed on the driver from the integer count tables the
+  backend returns, so every result is a deterministic function of the counts and does
+  not depend on how the rows were partitioned.
 
 Greedy criteria (Brown et al., JMLR 2012, Table 1, with S the selected set; the
 first feature is always argmax I(x_i; y)):
@@ -28,6 +35,10 @@ dominant eigenvector of the D x D matrix Q with Q_ii = I(x_i; y) and
 Q_ij = [I(x_i; y | x_j) + I(x_j; y | x_i)] / 2; all pair tables are fetched in
 bulk with ``backend.pair_counts_many(fs)`` over blocks of features.
 
+Adding a criterion is one entry in :data:`CRITERIA` (an instance of one of these
+classes, or of a new :class:`~.criterion.Criterion` subclass) and its tests; at run
+time :func:`register` adds one.
+
 Ties
 ----
 Every information quantity is computed in the entropy form
@@ -37,17 +48,30 @@ values and exact ties go to the lowest index. A sample that is exactly
 independent (conditionally independent) gives exactly 0.0. For SPEC_CMI the
 eigenvector entries are compared after rounding to 12 decimals (the eigensolver
 does not preserve symmetry between identical features to the last bit).
+
+References
+----------
+S. Gao, G. Ver Steeg, A. Galstyan. Variational Information Maximization for Feature
+Selection. NIPS 2016.
+G. Brown, A. Pocock, M.-J. Zhao, M. Lujan. Conditional Likelihood Maximisation: A
+Unifying Framework for Information Theoretic Feature Selection. JMLR 13, 2012.
+F. Fleuret. Fast Binary Feature Selection with Conditional Mutual Information. JMLR 5,
+2004.
+X. V. Nguyen, J. Chan, S. Romano, J. Bailey. Effective Global Approaches for Mutual
+Information Based Feature Selection. KDD 2014.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from .greedy import Selection, StopSelection, restore_steps, top_candidates
+from . import explog
+from .bound import NAIVE, PAIRWISE, SCALE, StepOps, naive_own
+from .criterion import Backend, BaseScorer, Criterion, Scorer
+from .tables import conditional, mutual_information, pair_conditional, safe_log
 
 MIM = "mim"
 MRMR = "mrmr"
@@ -55,26 +79,12 @@ JMI = "jmi"
 CMIM = "cmim"
 CIFE = "cife"
 SPEC_CMI = "spec_cmi"
-CLASSIC_METHODS = (MIM, MRMR, JMI, CMIM, CIFE, SPEC_CMI)
-GREEDY_METHODS = (MIM, MRMR, JMI, CMIM, CIFE)
 
-#: byte budget of one bulk (len(fs), D, A, A, L) int64 pair-count array (SPEC_CMI)
+#: byte budget of one bulk (len(fs), D, A, A, L) int64 pair-count array (SPEC_CMI, and
+#: the running folds of a resumed selection's replayed steps)
 PAIR_BLOCK_BYTES = 256 * 2**20
-#: decimals the SPEC_CMI eigenvector entries are rounded to before ranking
+#: decimals the SPEC_CMI eigenvector entries are rounded to, ranked and reported
 SPEC_RANK_DECIMALS = 12
-
-
-class ClassicBackend(Protocol):
-    """The part of a backend the classic criteria use."""
-
-    def feature_counts(self) -> np.ndarray:
-        """(D, A, L) int64 counts n(x_i = a, y)."""
-
-    def pair_counts(self, f: int) -> np.ndarray:
-        """(D, A, A, L) int64 counts n(x_i = a, x_f = b, y)."""
-
-    def pair_counts_many(self, fs: list[int]) -> np.ndarray:
-        """(len(fs), D, A, A, L) int64 counts n(x_i = a, x_f = b, y) for every f in fs."""
 
 
 # ---------------------------------------------------------------------------
@@ -85,7 +95,8 @@ def _sorted_xlogx_sum(counts: np.ndarray) -> np.ndarray:
     """``sum n log n`` over all axes but the first, summing the terms in sorted order."""
     n = np.asarray(counts, dtype=np.float64).reshape(counts.shape[0], -1)
     logn = np.zeros_like(n)
-    np.log(n, out=logn, where=n > 0)
+    pos = n > 0
+    logn[pos] = explog.log(n[pos])  # the same bits with every numpy (not np.log)
     terms = np.sort(n * logn, axis=1)
     return terms.sum(axis=1)
 
@@ -138,105 +149,8 @@ def label_conditional_mutual_information(pair: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------
-# Selection
+# Pair tables in bulk
 # ---------------------------------------------------------------------------
-
-def _best(values: np.ndarray) -> int:
-    """Index of the largest finite value, ties to the lowest index."""
-    return int(np.argmax(values))  # first maximum
-
-
-def _record(result: Selection, best: int, value: float, t_step: float) -> float:
-    result.selected.append(best)
-    result.scores.append(value)
-    result.gains.append(value)
-    result.blocks.append(0)
-    now = time.perf_counter()
-    result.step_seconds.append(now - t_step)
-    return now
-
-
-def _select_greedy(backend: ClassicBackend, method: str, num_features: int,
-                   report_candidates: int, on_step: Callable[[Selection], None] | None,
-                   resume: Selection | None = None,
-                   min_gain: float | None = None) -> Selection:
-    t_step = time.perf_counter()
-    counts = backend.feature_counts()
-    num_cols = counts.shape[0]
-    n_rows = int(counts[0].sum()) if num_cols else 0
-    relevance = label_mutual_information(counts)
-    result = Selection(method=method, num_rows=n_rows,
-                       mutual_information=[float(v) for v in relevance])
-
-    chosen = np.zeros(num_cols, dtype=bool)
-    acc = np.zeros(num_cols)  # running sum (mRMR, JMI, CIFE)
-    running_min = np.full(num_cols, np.inf)  # CMIM
-    last: int | None = None
-    if resume is not None and resume.selected:
-        restore_steps(result, resume)
-        chosen[result.selected] = True
-        last = result.selected[-1]
-        done = result.selected[:-1]
-        if method != MIM and done:  # replay the running sums, in selection order
-            step = _pair_block_size(num_cols, counts.shape[1], counts.shape[2])
-            pairs = (p for s0 in range(0, len(done), step)
-                     for p in _bulk_pair_counts(backend, done[s0:s0 + step]))
-            for pair in pairs:
-                if method == MRMR:
-                    acc += pair_mutual_information(pair)
-                elif method == JMI:
-                    acc += label_conditional_mutual_information(pair)
-                elif method == CIFE:
-                    acc += pair_mutual_information(pair) - pair_conditional_mutual_information(pair)
-                else:
-                    np.minimum(running_min, label_conditional_mutual_information(pair),
-                               out=running_min)
-
-    while len(result.selected) < num_features:
-        if chosen.all():
-            result.stopped_early = "no features left to select"
-            result.stop_reason = "no_features_left"
-            break
-        if last is None or method == MIM:
-            values = relevance.copy()
-        else:
-            pair = backend.pair_counts(last)  # the only pass over the rows this step
-            k = len(result.selected)  # |S|, including ``last``
-            if method == MRMR:
-                acc += pair_mutual_information(pair)
-                values = relevance - acc / k
-            elif method == JMI:
-                acc += label_conditional_mutual_information(pair)
-                values = acc.copy()
-            elif method == CIFE:
-                acc += pair_mutual_information(pair) - pair_conditional_mutual_information(pair)
-                values = relevance - acc
-            else:  # CMIM
-                np.minimum(running_min, label_conditional_mutual_information(pair),
-                           out=running_min)
-                values = running_min.copy()
-        values[chosen] = -np.inf
-        best = _best(values)
-        if min_gain is not None and values[best] < min_gain:
-            result.stop_reason = "threshold"
-            result.stopped_early = (f"the best candidate's {method} criterion is "
-                                    f"{values[best]:.6g} nats, below the threshold {min_gain:g}")
-            break
-        if report_candidates:
-            result.candidates.append(top_candidates(values, report_candidates))
-        chosen[best] = True
-        last = best
-        t_step = _record(result, best, float(values[best]), t_step)
-        if on_step is not None:
-            try:
-                on_step(result)
-            except StopSelection:
-                result.stop_reason = "callback"
-                break
-    if result.stop_reason is None:
-        result.stop_reason = "num_features"
-    return result
-
 
 def _pair_block_size(num_cols: int, arity: int, num_classes: int) -> int:
     """Features per bulk pair-count request, keeping the int64 array under the budget."""
@@ -244,28 +158,34 @@ def _pair_block_size(num_cols: int, arity: int, num_classes: int) -> int:
     return max(1, min(num_cols, PAIR_BLOCK_BYTES // per_feature))
 
 
-def _bulk_pair_counts(backend: ClassicBackend, fs: list[int]) -> np.ndarray:
-    return np.asarray(backend.pair_counts_many(fs))
+def bulk_pair_counts(backend: Backend, fs: Sequence[int], shape: tuple[int, ...]
+                     ) -> Iterator[tuple[list[int], np.ndarray]]:
+    """The pair tables of the features ``fs`` in bulk requests of at most
+    :data:`PAIR_BLOCK_BYTES`: ``(part, tables)`` in order, ``tables`` the
+    (len(part), D, A, A, L) counts of the features ``part`` (``shape`` is the (D, A, L)
+    shape of the feature counts). Nothing here holds a request's array once it is yielded.
+    """
+    step = _pair_block_size(*shape)
+    for start in range(0, len(fs), step):
+        part = list(fs[start:start + step])
+        yield part, np.asarray(backend.pair_counts_many(part))
 
 
-def spec_cmi_matrix(backend: ClassicBackend, counts: np.ndarray | None = None) -> np.ndarray:
+def spec_cmi_matrix(backend: Backend, counts: np.ndarray | None = None) -> np.ndarray:
     """The SPEC_CMI matrix Q (D x D): Q_ii = I(x_i; y), Q_ij = [I(x_i;y|x_j) + I(x_j;y|x_i)] / 2.
 
     ``counts`` is the backend's (D, A, L) ``feature_counts()`` if already at hand.
-    The pair tables are requested in bulk, ``_pair_block_size`` features at a time.
+    The pair tables are requested in bulk (:func:`bulk_pair_counts`).
     """
     if counts is None:
         counts = backend.feature_counts()
-    num_cols, arity, num_classes = counts.shape
+    num_cols = counts.shape[0]
     relevance = label_mutual_information(counts)
     cond = np.zeros((num_cols, num_cols))  # cond[i, j] = I(x_i; y | x_j)
-    step = _pair_block_size(num_cols, arity, num_classes)
-    for start in range(0, num_cols, step):
-        fs = list(range(start, min(start + step, num_cols)))
-        block = _bulk_pair_counts(backend, fs)
+    for fs, tables in bulk_pair_counts(backend, range(num_cols), counts.shape):
         for k, f in enumerate(fs):
-            cond[:, f] = label_conditional_mutual_information(block[k])
-        del block
+            cond[:, f] = label_conditional_mutual_information(tables[k])
+        del tables  # one bulk array in memory at a time
     q = (cond + cond.T) / 2.0
     q[np.diag_indices(num_cols)] = relevance
     return q
@@ -285,95 +205,319 @@ def dominant_eigenvector(q: np.ndarray) -> np.ndarray:
     return v
 
 
-def _select_spec_cmi(backend: ClassicBackend, num_features: int, report_candidates: int,
-                     on_step: Callable[[Selection], None] | None,
-                     resume: Selection | None = None) -> Selection:
-    t_step = time.perf_counter()
-    counts = backend.feature_counts()
-    num_cols = counts.shape[0]
-    n_rows = int(counts[0].sum()) if num_cols else 0
-    relevance = label_mutual_information(counts)
-    result = Selection(method=SPEC_CMI, num_rows=n_rows,
-                       mutual_information=[float(v) for v in relevance])
-    v = dominant_eigenvector(spec_cmi_matrix(backend, counts))
-    key = np.round(v, SPEC_RANK_DECIMALS)
-    order = np.lexsort((np.arange(num_cols), -key))  # ties to the lowest index
-    if resume is not None:
-        restore_steps(result, resume)
-    for best in order[len(result.selected):max(num_features, 0)]:
-        best = int(best)
-        if report_candidates:
-            rest = np.where(np.isin(np.arange(num_cols), result.selected), -np.inf, key)
-            result.candidates.append([(i, float(v[i]))
-                                      for i, _ in top_candidates(rest, report_candidates)])
-        t_step = _record(result, best, float(v[best]), t_step)
-        if on_step is not None:
-            try:
-                on_step(result)
-            except StopSelection:
-                result.stop_reason = "callback"
-                return result
-    if num_features > num_cols:
-        result.stopped_early = "no features left to select"
-        result.stop_reason = "no_features_left"
-    else:
-        result.stop_reason = "num_features"
-    return result
+# ---------------------------------------------------------------------------
+# The variational bound (vmi_naive, vmi_pairwise)
+# ---------------------------------------------------------------------------
 
+@dataclass(frozen=True, kw_only=True)
+class BoundCriterion(Criterion):
+    """The variational lower bound I_LB(x_S; y) with a Q-distribution.
 
-def select_classic(
-    backend: ClassicBackend,
-    method: str,
-    num_features: int,
-    report_candidates: int = 0,
-    on_step: Callable[[Selection], None] | None = None,
-    resume: Selection | None = None,
-    min_gain: float | None = None,
-) -> Selection:
-    """Select up to ``num_features`` features with a classic mutual-information criterion.
-
-    Parameters
-    ----------
-    backend : Backend
-        Supplies the count tables (``feature_counts``, ``pair_counts``, and for
-        SPEC_CMI ``pair_counts_many``).
-    method : {"mim", "mrmr", "jmi", "cmim", "cife", "spec_cmi"}
-        The criterion (see the module docstring for the definitions).
-    num_features : int
-        How many features to select (K).
-    report_candidates : int
-        Also record the best ``report_candidates`` (feature, criterion) pairs per step.
-    on_step : callable, optional
-        Called with the running :class:`Selection` after every selected feature;
-        raising :class:`StopSelection` ends the selection.
-    resume : Selection, optional
-        A selection saved after a completed step of the same run; the loop continues
-        after its last step (the running sums are replayed from one bulk count pass).
-    min_gain : float, optional
-        Stop when the best candidate's criterion value is below this (nats);
-        ``num_features`` stays an upper bound. Not defined for SPEC_CMI, whose
-        values are eigenvector entries. ``None`` (the default) never stops on it.
-
-    Returns
-    -------
-    Selection
-        ``scores`` (and ``gains``) hold each step's criterion value for the
-        chosen feature (for SPEC_CMI its eigenvector entry); ``blocks`` is all 0.
+    A step scores every candidate i by the bound's increment I_LB(S + i) - I_LB(S) of the
+    current block S, one pass over the rows (:meth:`Backend.run` of a
+    :class:`~.bound.StepOps`, exact fixed-point sums); the first feature of a block by its
+    mutual information with the label (the one-feature bound). The loop clears a block by
+    the restart rule (:func:`vmi_spark.core.greedy.select`).
 
     References
     ----------
-    G. Brown, A. Pocock, M.-J. Zhao, M. Lujan. Conditional Likelihood Maximisation:
-    A Unifying Framework for Information Theoretic Feature Selection. JMLR 13, 2012.
-    F. Fleuret. Fast Binary Feature Selection with Conditional Mutual Information. JMLR 5, 2004.
+    S. Gao, G. Ver Steeg, A. Galstyan. Variational Information Maximization for Feature
+    Selection. NIPS 2016, Eq. 9-12 and Algorithm 1.
+    """
+
+    vmi: bool = True
+
+    def start(self, backend: Backend,
+              conditional_fn: Callable[[np.ndarray], np.ndarray] | None = None) -> Scorer:
+        return BoundScorer(self, backend, conditional_fn)
+
+    def own_terms(self, counts: np.ndarray, cond: np.ndarray) -> np.ndarray:
+        """(D,) int64 the part of every increment that the counts give (added to every pass)."""
+        return np.zeros(counts.shape[0], dtype=np.int64)
+
+    def below_threshold(self, gain: float, min_gain: float, in_block: bool) -> str:
+        what = ("raises the bound by" if in_block
+                else "has a one-feature bound (mutual information) of")
+        tail = " and no new block would start above it" if in_block else ""
+        return (f"the best candidate {what} {gain:.6g} nats, below the threshold "
+                f"{min_gain:g}{tail}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NaiveBound(BoundCriterion):
+    """I_LB with the naive Bayes Q: q(x_S | y) = prod_j p(x_j | y).
+
+    Its first term, sum_k log p(x_i^k | y_k), depends on the counts only
+    (:func:`~.bound.naive_own`); a pass sums the mixture terms.
+    """
+
+    def own_terms(self, counts: np.ndarray, cond: np.ndarray) -> np.ndarray:
+        return naive_own(counts, cond)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairwiseBound(BoundCriterion):
+    """I_LB with the pairwise Q: the geometric mean of p(x_i | x_j, y) over the block's j.
+
+    Each chosen feature's pair tables log p(x_i | x_f, y) go to the passes, and the
+    executors keep per-row running sums (8 bytes a row, feature and class).
+    """
+
+    pair_tables_per_step: bool = True
+
+    def row_state_bytes(self, num_features: int, num_classes: int) -> int:
+        return 8 * num_features * num_classes
+
+
+class BoundScorer(BaseScorer):
+    """A selection's bound: p(y), p(x_i | y), the counts' terms and the block's pair tables."""
+
+    def __init__(self, criterion: BoundCriterion, backend: Backend,
+                 conditional_fn: Callable[[np.ndarray], np.ndarray] | None):
+        counts = backend.feature_counts()
+        self.criterion, self.backend = criterion, backend
+        self.num_rows = int(counts[0].sum())
+        self.prior = counts[0].sum(axis=0) / self.num_rows
+        self.cond = conditional(counts) if conditional_fn is None else conditional_fn(counts)
+        # the naive bound's first term depends only on the counts: added to every pass
+        self.own = criterion.own_terms(counts, self.cond)
+        self.tables: dict[int, np.ndarray] = {}
+        if conditional_fn is None:
+            self.relevance = mutual_information(counts)
+        else:  # the one-feature bound under the given table: I_LB of block {i} for every i
+            self.relevance = self._increments(np.ones(counts.shape[0], dtype=bool), (),
+                                              f"{criterion.name} relevance")
+
+    def _increments(self, candidates: np.ndarray, block: Sequence[int],
+                    label: str) -> np.ndarray:
+        ops = StepOps(method=self.criterion.name, prior=self.prior, cond=self.cond,
+                      candidates=candidates, block=tuple(block), pair_log_tables=self.tables,
+                      label=label)
+        return (self.backend.run(ops) + self.own).astype(np.float64) / SCALE / self.num_rows
+
+    def gains(self, candidates: np.ndarray, block: Sequence[int], label: str) -> np.ndarray:
+        return self._increments(candidates, block, label) if block else self.relevance
+
+    def chose(self, f: int) -> None:
+        if self.criterion.pair_tables_per_step:
+            self.tables[f] = safe_log(pair_conditional(self.backend.pair_counts(f)))
+
+    def restart(self) -> None:
+        self.tables = {}
+
+
+# ---------------------------------------------------------------------------
+# The greedy comparison criteria (mim, mrmr, jmi, cmim, cife)
+# ---------------------------------------------------------------------------
+
+def _relevance(relevance: np.ndarray, running: np.ndarray, size: int) -> np.ndarray:
+    """I(x_i; y)"""
+    return relevance
+
+
+def _mean_redundancy(relevance: np.ndarray, running: np.ndarray, size: int) -> np.ndarray:
+    """I(x_i; y) - (1/|S|) sum_j I(x_i; x_j)"""
+    return relevance - running / size
+
+
+def _running(relevance: np.ndarray, running: np.ndarray, size: int) -> np.ndarray:
+    """the running sum or minimum itself"""
+    return running
+
+
+def _redundancy(relevance: np.ndarray, running: np.ndarray, size: int) -> np.ndarray:
+    """I(x_i; y) - sum_j [I(x_i; x_j) - I(x_i; x_j | y)]"""
+    return relevance - running
+
+
+def _cife_term(pair: np.ndarray) -> np.ndarray:
+    """I(x_i; x_j) - I(x_i; x_j | y)"""
+    return pair_mutual_information(pair) - pair_conditional_mutual_information(pair)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunningCriterion(Criterion):
+    """A criterion of the relevance I(x_i; y) and one running fold over the selected set.
+
+    Each selected feature j adds ``term(pair_j)`` (a (D,) array from its (D, A, A, L)
+    pair table) into a running (D,) array with ``fold`` (``np.add``: a sum, from 0;
+    ``np.minimum``: a minimum, from +inf); a step's values are
+    ``value(relevance, running, |S|)``. Without a term the values are the relevance
+    (MIM) and no pair table is counted. The first feature is always argmax I(x_i; y).
+
+    References
+    ----------
+    G. Brown, A. Pocock, M.-J. Zhao, M. Lujan. Conditional Likelihood Maximisation: A
+    Unifying Framework for Information Theoretic Feature Selection. JMLR 13, 2012.
+    F. Fleuret. Fast Binary Feature Selection with Conditional Mutual Information. JMLR 5,
+    2004 (CMIM).
+    """
+
+    term: Callable[[np.ndarray], np.ndarray] | None = None
+    fold: np.ufunc = np.add
+    initial: float = 0.0
+    value: Callable[[np.ndarray, np.ndarray, int], np.ndarray] = _relevance
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pair_tables_per_step", self.term is not None)
+
+    def start(self, backend: Backend,
+              conditional_fn: Callable[[np.ndarray], np.ndarray] | None = None) -> Scorer:
+        return RunningScorer(self, backend)
+
+
+class RunningScorer(BaseScorer):
+    """The relevance, the running fold, |S| folded, and the chosen feature not folded yet
+    (its pair table is counted when the next step needs it; in a replay, taken from the
+    bulk counts of the saved features)."""
+
+    def __init__(self, criterion: RunningCriterion, backend: Backend):
+        counts = backend.feature_counts()
+        self.criterion, self.backend, self.shape = criterion, backend, counts.shape
+        self.num_rows = int(counts[0].sum()) if counts.shape[0] else 0
+        self.relevance = label_mutual_information(counts)
+        self.running = np.full(counts.shape[0], criterion.initial)
+        self.size = 0
+        self.last: int | None = None
+        self._replayed: Iterator[tuple[int, np.ndarray]] | None = None
+
+    def _fold(self, pair: np.ndarray) -> None:
+        term = self.criterion.term
+        assert term is not None
+        self.criterion.fold(self.running, term(pair), out=self.running)
+        self.size += 1
+
+    def gains(self, candidates: np.ndarray, block: Sequence[int], label: str) -> np.ndarray:
+        if self.last is None or self.criterion.term is None:
+            return self.relevance
+        self._fold(self._pair(self.last))
+        self.last = None
+        return self.criterion.value(self.relevance, self.running, self.size)
+
+    def _pair(self, f: int) -> np.ndarray:
+        """The pair table of ``f``: the next of a replay's bulk counts when it is ``f``'s
+        (the replay checked the choice), else one pass over the rows (the step's only)."""
+        if self._replayed is not None:
+            g, pair = next(self._replayed, (None, None))
+            if g == f and pair is not None:
+                return pair
+            self._replayed = None  # past the saved steps
+        return self.backend.pair_counts(f)
+
+    def chose(self, f: int) -> None:
+        self.last = f
+
+    def replay(self, selected: Sequence[int]) -> None:
+        # the saved features' pair tables but the last's (the next new step counts that
+        # one), in bulk requests made as the replay reaches them
+        if self.criterion.term is not None and len(selected) > 1:
+            self._replayed = _tables(self.backend, list(selected[:-1]), self.shape)
+
+
+def _tables(backend: Backend, fs: list[int], shape: tuple[int, ...]
+            ) -> Iterator[tuple[int, np.ndarray]]:
+    """``(f, table)`` for every feature of ``fs`` in order, from :func:`bulk_pair_counts`."""
+    for part, pairs in bulk_pair_counts(backend, fs, shape):
+        for k, f in enumerate(part):
+            yield f, pairs[k]
+        del pairs  # one bulk array in memory at a time
+
+
+# ---------------------------------------------------------------------------
+# SPEC_CMI
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class SpecCMI(Criterion):
+    """Features ranked by the dominant eigenvector of the SPEC_CMI matrix
+    (:func:`spec_cmi_matrix`); the top K entries are selected. The sign is fixed so that
+    the vector sums positive; ties in the ranking (:data:`SPEC_RANK_DECIMALS` decimals) go
+    to the lowest index. The values are eigenvector entries, not nats.
+
+    References
+    ----------
     X. V. Nguyen, J. Chan, S. Romano, J. Bailey. Effective Global Approaches for Mutual
     Information Based Feature Selection. KDD 2014.
     """
-    if method not in CLASSIC_METHODS:
-        raise ValueError(f"unknown method {method!r}; expected one of {CLASSIC_METHODS}")
-    if method == SPEC_CMI:
-        if min_gain is not None:
-            raise ValueError("a gain threshold is not defined for spec_cmi (its values are "
-                             "eigenvector entries, not nats)")
-        return _select_spec_cmi(backend, num_features, report_candidates, on_step, resume)
-    return _select_greedy(backend, method, num_features, report_candidates, on_step, resume,
-                          min_gain)
+
+    all_pair_tables: bool = True
+    unit: str = "eigenvector entries"
+
+    def start(self, backend: Backend,
+              conditional_fn: Callable[[np.ndarray], np.ndarray] | None = None) -> Scorer:
+        return SpecScorer(backend)
+
+
+class SpecScorer(BaseScorer):
+    """The eigenvector (the values) and its rounded entries (the ranking key)."""
+
+    def __init__(self, backend: Backend):
+        counts = backend.feature_counts()
+        self.num_rows = int(counts[0].sum()) if counts.shape[0] else 0
+        self.relevance = label_mutual_information(counts)
+        self.vector = dominant_eigenvector(spec_cmi_matrix(backend, counts))
+        self.key = np.round(self.vector, SPEC_RANK_DECIMALS)
+
+    def gains(self, candidates: np.ndarray, block: Sequence[int], label: str) -> np.ndarray:
+        return self.key
+
+    def values(self, gains: np.ndarray) -> np.ndarray:
+        # ranked and reported rounded: LAPACK's eigenvector differs in the last bits between
+        # builds (numpy 1.26 and 2.x give other bits), the rounded entries do not
+        return self.key
+
+
+# ---------------------------------------------------------------------------
+# The registry
+# ---------------------------------------------------------------------------
+
+#: every built-in criterion, in the order the front ends list them: the two
+#: Q-distributions of the bound, then the paper's comparison criteria
+CRITERIA: tuple[Criterion, ...] = (
+    NaiveBound(name=NAIVE, description="VMI bound, naive Bayes Q-distribution", kde=True),
+    PairwiseBound(name=PAIRWISE, description="VMI bound, pairwise Q-distribution"),
+    RunningCriterion(name=MIM, description="mutual information maximisation, I(x_i; y)"),
+    RunningCriterion(name=MRMR, description="max-relevance min-redundancy",
+                     term=pair_mutual_information, value=_mean_redundancy),
+    RunningCriterion(name=JMI, description="joint mutual information",
+                     term=label_conditional_mutual_information, value=_running),
+    RunningCriterion(name=CMIM, description="conditional mutual information maximisation",
+                     term=label_conditional_mutual_information, fold=np.minimum,
+                     initial=np.inf, value=_running),
+    RunningCriterion(name=CIFE, description="conditional infomax feature extraction",
+                     term=_cife_term, value=_redundancy),
+    SpecCMI(name=SPEC_CMI, description="spectral relaxation of the CMI objective"),
+)
+#: the comparison criteria's names
+CLASSIC_METHODS = tuple(c.name for c in CRITERIA if not c.vmi)
+#: the comparison criteria chosen greedily, step by step (not all at once)
+GREEDY_METHODS = tuple(c.name for c in CRITERIA if not c.vmi and not c.all_pair_tables)
+
+_REGISTRY: dict[str, Criterion] = {c.name: c for c in CRITERIA}
+
+
+def criterion(name: str) -> Criterion:
+    """The registered criterion ``name`` (``KeyError`` if there is none)."""
+    return _REGISTRY[name]
+
+
+def registered() -> tuple[Criterion, ...]:
+    """Every registered criterion: :data:`CRITERIA`, then those added by :func:`register`."""
+    return tuple(_REGISTRY.values())
+
+
+def register(entry: Criterion) -> Criterion:
+    """Add ``entry`` to the registry under its name (``ValueError`` if the name is taken);
+    returns it. The front ends' method lists (:mod:`vmi_spark.params`) are the built-in
+    :data:`CRITERIA`."""
+    if entry.name in _REGISTRY:
+        raise ValueError(f"a criterion named {entry.name!r} is registered already")
+    _REGISTRY[entry.name] = entry
+    return entry
+
+
+def unregister(name: str) -> None:
+    """Remove a criterion added by :func:`register` (the built-in ones stay)."""
+    if any(c.name == name for c in CRITERIA):
+        raise ValueError(f"{name!r} is a built-in criterion")
+    del _REGISTRY[name]

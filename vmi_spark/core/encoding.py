@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 
 from .binning import STRATEGIES, Binning, assign_codes, fit_binning, label_binning, value_counts
 from .binning import state_labels as binning_state_labels
+from .units import show
 
 #: rows used to place bin edges; exact quantiles up to this many rows
 SAMPLE_ROWS = 200_000
@@ -49,7 +50,10 @@ class ColumnPlan:
     sorted, unique ``splits``), ``"grid"`` (equal-width cells of the KDE estimator,
     coded like bins) or ``"constant"`` (one state). ``missing``: a missing state
     exists (the last code). ``dtype`` is the canonical type, ``"double"`` or
-    ``"string"``.
+    ``"string"``. ``other``: a category column that keeps only its most frequent
+    values (``values``) and codes every other value as one more state, after them
+    (:func:`grouped_plan`). ``unit``: what the numbers of a temporal column mean
+    (:mod:`vmi_spark.core.units`), for its state names.
     """
 
     name: str
@@ -59,12 +63,14 @@ class ColumnPlan:
     missing: bool = False  # a missing state exists (last code)
     dtype: str = "double"  # "double" | "string"
     spikes: list[float] | None = None  # bins: values that are a state of their own
+    other: bool = False  # category: one state for every value not in ``values``
+    unit: str | None = None  # date, timestamp, timestamp_ntz, interval, months
 
     @property
     def num_states(self) -> int:
         """Number of codes of the column (the missing state included)."""
         if self.kind == "category":
-            base = len(self.values or [])
+            base = len(self.values or []) + (1 if self.other else 0)
         elif self.kind in ("bins", "grid"):
             base = len(self.splits or []) + 1
         else:
@@ -74,13 +80,17 @@ class ColumnPlan:
     def state_labels(self) -> list[str]:
         """Human-readable names of the states, in code order."""
         if self.kind == "category":
-            labels = [str(v) for v in self.values or []] or ["(empty)"]
+            labels = [str(v) if self.unit is None else show(float(v), self.unit)
+                      for v in self.values or []]
+            labels = labels + ["(other)"] if self.other else labels or ["(empty)"]
         elif self.kind == "bins":
             edges = tuple(float(e) for e in self.splits or [])
-            labels = binning_state_labels(Binning("quantile", edges, tuple(self.spikes or ())))
+            labels = binning_state_labels(Binning("quantile", edges, tuple(self.spikes or ())),
+                                          self.unit)
         elif self.kind == "grid":
             cells = [-math.inf, *(self.splits or []), math.inf]
-            labels = [f"[{cells[i]:g}, {cells[i + 1]:g})" for i in range(len(cells) - 1)]
+            labels = [f"[{show(cells[i], self.unit)}, {show(cells[i + 1], self.unit)})"
+                      for i in range(len(cells) - 1)]
         else:
             labels = ["(constant)"]
         if self.missing:
@@ -135,13 +145,9 @@ def _json_default(v: Any) -> Any:
     return str(v)
 
 
-class TooManyCategories(ValueError):
-    """A string column has more distinct values than ``maxCategories`` (it cannot be binned)."""
-
-
 def categorical_plan(name: str, dtype: str, distinct: list[Any] | None, missing: bool,
-                     max_categories: int) -> ColumnPlan | None:
-    """The plan of a column coded by its values, or None if it is to be binned.
+                     max_categories: int, unit: str | None = None) -> ColumnPlan | None:
+    """The plan of a column coded by its values, or None if it has too many of them.
 
     Parameters
     ----------
@@ -156,34 +162,80 @@ def categorical_plan(name: str, dtype: str, distinct: list[Any] | None, missing:
         Whether the column has a missing value (null or NaN) in a kept row.
     max_categories : int
         Most distinct values of a categorical column.
+    unit : str, optional
+        What a temporal column's numbers mean (:mod:`vmi_spark.core.units`).
 
     Returns
     -------
     ColumnPlan or None
         ``category`` (sorted values) or ``constant`` (no value at all); None for a
-        numeric column with more than ``max_categories`` values: it gets bins
-        (:func:`binned_plan`).
-
-    Raises
-    ------
-    TooManyCategories
-        A string column with more than ``max_categories`` values.
+        column with more than ``max_categories`` values: a numeric one gets bins
+        (:func:`binned_plan`), a string one keeps its most frequent values
+        (:func:`grouped_plan`).
     """
     if distinct is not None and len(distinct) <= max_categories:
         vals = sorted(distinct)
         return ColumnPlan(name, "category" if vals else "constant", values=vals,
-                          missing=missing, dtype=dtype)
-    if dtype == "string":
-        raise TooManyCategories(name)
+                          missing=missing, dtype=dtype, unit=unit)
     return None
 
 
+@dataclass(frozen=True)
+class TopValues:
+    """The most frequent values of one column over the kept rows.
+
+    ``values`` are at most the ``most`` asked for, by count (descending), ties by value
+    (ascending), with their ``counts``; ``distinct`` is the number of distinct values
+    and ``rows`` the number of non-missing values in all.
+    """
+
+    values: tuple[Any, ...]
+    counts: tuple[int, ...]
+    distinct: int
+    rows: int
+
+
+def top_values(values: list[Any], counts: list[int], most: int) -> TopValues:
+    """:class:`TopValues` of a column from all its ``values`` and their ``counts``
+    (distinct values, any order): the ``most`` most frequent, ties to the smaller value."""
+    order = sorted(range(len(values)), key=lambda i: (-counts[i], values[i]))[:max(most, 0)]
+    return TopValues(tuple(values[i] for i in order), tuple(int(counts[i]) for i in order),
+                     len(values), int(sum(counts)))
+
+
+#: a value of a grouped column needs at least this many rows to be a state of its own
+MIN_STATE_ROWS = 10
+
+
+def grouped_plan(name: str, dtype: str, top: TopValues, missing: bool,
+                 max_categories: int, min_rows: int = MIN_STATE_ROWS) -> ColumnPlan:
+    """A category column with more than ``max_categories`` values: its most frequent
+    values (``top``, ties to the smaller value) are states of their own, in sorted order,
+    at most ``max_categories - 1`` of them and each with at least ``min_rows`` rows, and
+    every other value is one more state, ``(other)``, as scikit-learn's
+    ``OneHotEncoder(max_categories=..., min_frequency=...)`` groups its infrequent
+    categories (``max_categories`` counts that state). A value seen in a handful of rows
+    tells the label by chance (an identifier would look informative: each of its values
+    predicts its own rows' class); :data:`MIN_STATE_ROWS` is the rows a value the
+    label rule asks of a class (:data:`vmi_spark.core.planning.AUTO_ROWS_PER_VALUE`).
+
+    References
+    ----------
+    scikit-learn, ``sklearn.preprocessing.OneHotEncoder``, parameters ``max_categories``
+    and ``min_frequency`` (infrequent categories), version 1.1 and later.
+    """
+    kept = sorted(v for v, n in zip(top.values[:max(max_categories - 1, 0)], top.counts)
+                  if n >= min_rows)
+    return ColumnPlan(name, "category" if kept or top.distinct else "constant", values=kept,
+                      missing=missing, dtype=dtype, other=top.distinct > len(kept))
+
+
 def binned_plan(name: str, splits: list[float], missing: bool,
-                spikes: list[float] | None = None) -> ColumnPlan:
+                spikes: list[float] | None = None, unit: str | None = None) -> ColumnPlan:
     """The plan of a numeric column coded by bins with the given split points (and the
     values among them that are a state of their own, :func:`column_binning`)."""
     return ColumnPlan(name, "bins", splits=list(splits), missing=missing,
-                      spikes=list(spikes) if spikes else None)
+                      spikes=list(spikes) if spikes else None, unit=unit)
 
 
 #: how numeric columns with many values are cut: spike-aware equal-frequency or equal width
@@ -365,9 +417,13 @@ def _as_doubles(raw: np.ndarray) -> np.ndarray:
     return raw if raw.dtype == np.float64 else raw.astype(np.float64)
 
 
-def _category_codes(arr: pa.Array, values: list[Any], fill: int) -> np.ndarray:
-    """uint8 positions of a numeric column's values among the sorted ``values``; a value
-    not among them (missing, NaN) gets ``fill``. Values compare as doubles (-0.0 == 0.0)."""
+def _category_codes(arr: pa.Array, values: list[Any], fill: int,
+                    dtype: str = "double") -> np.ndarray:
+    """uint8 positions of a column's values among the sorted ``values``; a value not
+    among them (missing, NaN) gets ``fill``. Numbers compare as doubles (-0.0 == 0.0)."""
+    if dtype == "string":
+        idx = pc.index_in(arr, value_set=pa.array(values, type=pa.string()))
+        return idx.fill_null(fill).to_numpy(zero_copy_only=False).astype(np.uint8)
     n = len(arr)
     if not values:
         return np.full(n, fill, dtype=np.uint8)
@@ -421,11 +477,13 @@ def encode_column(arr: pa.Array, col: ColumnPlan) -> np.ndarray:
             return np.where(pc.is_null(arr, nan_is_null=True).to_numpy(zero_copy_only=False),
                             miss_code, 0).astype(np.uint8)
         return np.zeros(len(arr), dtype=np.uint8)
-    if col.dtype == "string":
-        idx = pc.index_in(arr, value_set=pa.array(col.values, type=pa.string()))
-        return idx.fill_null(fill).to_numpy(zero_copy_only=False).astype(np.uint8)
+    if col.other:  # a value not among the kept ones is the state after them
+        out = _category_codes(arr, col.values or [], len(col.values or []), col.dtype)
+        if col.missing:
+            out[pc.is_null(arr, nan_is_null=True).to_numpy(zero_copy_only=False)] = miss_code
+        return out
     if col.kind == "category":
-        return _category_codes(arr, col.values or [], fill)
+        return _category_codes(arr, col.values or [], fill, col.dtype)
     v = _as_doubles(arr.to_numpy(zero_copy_only=False))  # nulls -> nan
     codes = _count_at_least(v, np.asarray(col.splits, dtype=np.float64))
     if col.missing:
@@ -444,7 +502,7 @@ def coding_key(col: ColumnPlan) -> tuple:
     are when coded."""
     def items(seq):
         return None if seq is None else tuple(seq)
-    return (col.kind, col.dtype, items(col.values), items(col.splits), col.missing)
+    return (col.kind, col.dtype, items(col.values), items(col.splits), col.missing, col.other)
 
 
 def byte_table(col: ColumnPlan) -> np.ndarray:

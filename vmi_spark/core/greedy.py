@@ -1,8 +1,16 @@
-"""Greedy forward selection with the restart rule (the paper's Algorithm 1).
+"""The greedy loop: forward selection over any criterion, with the restart rule.
 
-The loop runs on the driver and is independent of where the rows live: a
-*backend* supplies the count tables and runs one pass of :class:`StepOps` over
-all rows, returning the exact (fixed-point) per-feature sums.
+One loop (:func:`select`) runs every method. It is independent of where the rows live
+and of what a method scores: a *backend* (:class:`Backend`) supplies the count tables
+and runs passes over the rows, and a *criterion* (:class:`~.criterion.Criterion`, from
+the registry in :mod:`.criteria`) turns them into every candidate's gain at each step.
+The loop takes the best candidate (ties to the lowest index), records the step, and
+decides when to stop; for the variational bound it also keeps the current block and
+clears it by the paper's restart rule (Algorithm 1).
+
+A resumed selection (a checkpoint's steps) is not trusted: the loop runs its steps again
+through the same scorer and requires each to come out the same, bit for bit
+(:class:`ResumeMismatch` otherwise), before it goes on.
 """
 
 from __future__ import annotations
@@ -11,40 +19,15 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
-from .bound import NAIVE, PAIRWISE, SCALE, StepOps, naive_own
-from .tables import conditional, mutual_information, pair_conditional, safe_log
+from . import criteria
+from .criterion import Backend, Criterion
 
-
-class Backend(Protocol):
-    """Where the rows live: in memory, or cached on a Spark cluster.
-
-    Implemented by :class:`vmi_spark.core.inmemory.InMemoryBackend`,
-    :class:`vmi_spark.spark.backend.SparkBackend` and
-    :class:`vmi_spark.spark.resident.ResidentBackend`.
-    """
-
-    def feature_counts(self) -> np.ndarray:
-        """(D, A, L) int64 counts n(x_i = a, y)."""
-
-    def pair_counts(self, f: int) -> np.ndarray:
-        """(D, A, A, L) int64 counts n(x_i = a, x_f = b, y)."""
-
-    def pair_counts_many(self, fs: list[int]) -> np.ndarray:
-        """(len(fs), D, A, A, L) int64 counts n(x_i = a, x_f = b, y) for every f in ``fs``."""
-
-    def close(self) -> None:
-        """Release what the backend holds (it is not used afterwards)."""
-
-    def run(self, ops: StepOps) -> np.ndarray:
-        """Apply ``ops`` to every block; return the summed (D,) int64 partials.
-
-        For ``vmi_naive`` these are the mixture terms only (:func:`.bound.naive_partials`);
-        the loop adds :func:`.bound.naive_own`.
-        """
+__all__ = ["Backend", "STOP_REASONS", "StopSelection", "ResumeMismatch", "Selection",
+           "report_fields", "restore_steps", "top_candidates", "select", "select_vmi",
+           "select_classic"]
 
 
 #: why a selection ended: K features selected; the best candidate gained less than the
@@ -55,6 +38,10 @@ STOP_REASONS = ("num_features", "threshold", "no_features_left", "no_information
 
 class StopSelection(Exception):
     """Raised by an ``on_step`` callback to end the selection after the current step."""
+
+
+class ResumeMismatch(ValueError):
+    """A saved selection (a checkpoint) that replaying its steps does not reproduce."""
 
 
 @dataclass
@@ -105,25 +92,6 @@ def restore_steps(result: Selection, saved: Selection) -> None:
     result.restarts = saved.restarts
 
 
-def _pair_tables(backend: Backend, block: list[int]) -> dict[int, np.ndarray]:
-    """log p(x_i | x_f, y) tables of every feature f of ``block`` (one count pass each)."""
-    counts = backend.pair_counts_many(block)
-    return {f: safe_log(pair_conditional(c)) for f, c in zip(block, counts)}
-
-
-def _new_block_reaches(mi: np.ndarray, candidates: np.ndarray, min_gain: float) -> bool:
-    """Whether a new block would start with a gain of at least ``min_gain``."""
-    return bool(candidates.any() and np.max(mi[candidates]) >= min_gain)
-
-
-def _below_threshold(gain: float, min_gain: float | None, in_block: bool) -> str:
-    """The report's sentence for a selection that stopped on the gain threshold."""
-    what = ("raises the bound by" if in_block
-            else "has a one-feature bound (mutual information) of")
-    tail = " and no new block would start above it" if in_block else ""
-    return f"the best candidate {what} {gain:.6g} nats, below the threshold {min_gain:g}{tail}"
-
-
 def top_candidates(values: np.ndarray, n: int) -> list[tuple[int, float]]:
     """The ``n`` best (index, value) pairs, best first, ties to the lowest index."""
     if n <= 0:
@@ -133,10 +101,160 @@ def top_candidates(values: np.ndarray, n: int) -> list[tuple[int, float]]:
     return [(int(i), float(values[i])) for i in order[:n]]
 
 
-def select_vmi(
+@dataclass
+class _Block:
+    """The current block of a criterion with blocks (:attr:`Criterion.vmi`): its features
+    in selection order, its bound and its index (0, +1 at each restart). A criterion
+    without blocks leaves it empty: its score is the gain."""
+
+    features: list[int] = field(default_factory=list)
+    bound: float = 0.0
+    index: int = 0
+
+
+def _criterion(criterion: Criterion | str,
+               conditional_fn: Callable[[np.ndarray], np.ndarray] | None,
+               min_gain: float | None) -> Criterion:
+    """The criterion (a registered name, or an object), checked against the arguments."""
+    if isinstance(criterion, str):
+        try:
+            criterion = criteria.criterion(criterion)
+        except KeyError:
+            names = tuple(c.name for c in criteria.registered())
+            raise ValueError(f"unknown method {criterion!r}; expected one of {names}") from None
+    if min_gain is not None and not criterion.nats:
+        raise ValueError(f"a gain threshold is not defined for {criterion.name} (its values "
+                         f"are {criterion.unit}, not nats)")
+    if conditional_fn is not None and not criterion.kde:
+        kde = ", ".join(c.name for c in criteria.registered() if c.kde)
+        raise ValueError(f"conditional_fn is supported for {kde} only")
+    return criterion
+
+
+class _Replay:
+    """The saved steps of a resumed selection (none without one), checked one by one as
+    the loop runs them again (:func:`select`)."""
+
+    def __init__(self, saved: Selection | None, num_cols: int):
+        saved = saved if saved is not None else Selection(method="")
+        n = len(saved.selected)
+        if any(len(getattr(saved, name)) != n for name in ("scores", "gains", "blocks")):
+            raise ResumeMismatch(f"it has {n} selected features but "
+                                 f"{len(saved.scores)} scores, {len(saved.gains)} gains and "
+                                 f"{len(saved.blocks)} blocks")
+        for t, f in enumerate(saved.selected):
+            if not isinstance(f, (int, np.integer)) or isinstance(f, bool) \
+                    or not 0 <= f < num_cols or f in saved.selected[:t]:
+                raise ResumeMismatch(f"step {t + 1} selects {f!r}, not one of the {num_cols} "
+                                     "features not selected before it")
+        self.saved, self.steps = saved, n
+
+    def check(self, t: int, feature: int, score: float, gain: float, block: int,
+              candidates: list[tuple[int, float]] | None) -> None:
+        """Raise :class:`ResumeMismatch` unless step ``t`` (0-based) as replayed (its
+        feature, score, gain and block, and the candidates when both have them) is the
+        saved one."""
+        saved = self.saved
+        want = (saved.selected[t], saved.scores[t], saved.gains[t], saved.blocks[t])
+        if (feature, score, gain, block) != want:
+            raise ResumeMismatch(
+                f"step {t + 1} selects feature {feature} (score {score!r}, gain {gain!r}, "
+                f"block {block}); the checkpoint says feature {want[0]} (score {want[1]!r}, "
+                f"gain {want[2]!r}, block {want[3]})")
+        if candidates is not None and t < len(saved.candidates) and \
+                [tuple(c) for c in saved.candidates[t]] != list(candidates):
+            raise ResumeMismatch(f"step {t + 1}'s candidates are not the checkpoint's")
+
+    def stopped(self, t: int, why: str) -> ResumeMismatch:
+        """The error for a replay that ends after ``t`` steps, before the saved ones do."""
+        return ResumeMismatch(f"it has {self.steps} steps; the selection stops after {t} "
+                              f"({why})")
+
+    def done(self, result: Selection) -> None:
+        """After the last saved step: the restarts counted are the saved ones."""
+        if result.restarts != self.saved.restarts:
+            raise ResumeMismatch(f"its {self.steps} steps make {result.restarts} restarts; "
+                                 f"the checkpoint says {self.saved.restarts}")
+
+
+def _new_block_reaches(mi: np.ndarray, candidates: np.ndarray, min_gain: float) -> bool:
+    """Whether a new block would start with a gain of at least ``min_gain``."""
+    return bool(candidates.any() and np.max(mi[candidates]) >= min_gain)
+
+
+def _stop(result: Selection, reason: str, why: str | None = None) -> None:
+    result.stop_reason = reason
+    result.stopped_early = why
+
+
+def _restarts(block: _Block, gain: float, candidates: np.ndarray, relevance: np.ndarray,
+              restart_tolerance: float, min_gain: float | None) -> bool:
+    """The restart rule: a block whose best gain is no more than ``restart_tolerance``, or
+    below ``min_gain`` when a new block would start at ``min_gain`` or more, is cleared."""
+    if not block.features:
+        return False
+    if not gain > restart_tolerance:
+        return True
+    return min_gain is not None and gain < min_gain \
+        and _new_block_reaches(relevance, candidates, min_gain)
+
+
+def _stops(result: Selection, crit: Criterion, block: _Block, gain: float,
+           min_gain: float | None, num_features: int, warn: bool = True) -> bool:
+    """Whether the selection ends before taking the best candidate (its gain ``gain``):
+    a new block of the bound that would start without information, or a gain below
+    ``min_gain``. Records why in ``result`` (and warns of the first, with ``warn``)."""
+    if crit.vmi and not block.features and not gain > 0.0:
+        _stop(result, "no_information", "no remaining feature has positive mutual "
+              f"information with the label (selected {len(result.selected)} of "
+              f"{num_features})")
+        if warn:
+            warnings.warn(f"VMI selection stopped early: {result.stopped_early}",
+                          RuntimeWarning, stacklevel=3)  # select's caller
+        return True
+    if min_gain is not None and gain < min_gain:
+        _stop(result, "threshold", crit.below_threshold(gain, min_gain, bool(block.features)))
+        return True
+    return False
+
+
+def _candidates(gains: np.ndarray, values: np.ndarray, block: _Block,
+                n: int) -> list[tuple[int, float]]:
+    """The best ``n`` candidates, best first: the bound of the block each would give, or
+    the criterion's value."""
+    ranked = block.bound + gains if block.features else gains
+    shown = block.bound + values if block.features else values
+    return [(i, float(shown[i])) for i, _ in top_candidates(ranked, n)]
+
+
+def _score(block: _Block, gain: float) -> float:
+    """The score of a step that adds ``gain`` to ``block`` (the gain itself in a new or no
+    block)."""
+    return block.bound + gain if block.features else gain
+
+
+def _record(result: Selection, block: _Block, best: int, gain: float, blocks: bool,
+            t_step: float) -> float:
+    """Add ``best`` to the selection (and, with blocks, to the block) with its ``gain``
+    and the seconds since ``t_step``; returns the time now."""
+    score = _score(block, gain)
+    if blocks:
+        block.features.append(best)
+        block.bound = score
+    result.selected.append(best)
+    result.scores.append(score)
+    result.gains.append(gain)
+    result.blocks.append(block.index)
+    now = time.perf_counter()
+    result.step_seconds.append(now - t_step)
+    return now
+
+
+def select(
     backend: Backend,
-    method: str,
+    criterion: Criterion | str,
     num_features: int,
+    *,
     restart_tolerance: float = 0.0,
     report_candidates: int = 0,
     on_step: Callable[[Selection], None] | None = None,
@@ -144,144 +262,170 @@ def select_vmi(
     conditional_fn: Callable[[np.ndarray], np.ndarray] | None = None,
     min_gain: float | None = None,
 ) -> Selection:
-    """Select up to ``num_features`` features by maximising the variational bound.
+    """Select up to ``num_features`` features greedily by ``criterion``.
+
+    At each step the criterion gives every candidate's gain and the best is selected
+    (ties to the lowest index). For the variational bound (a criterion with
+    :attr:`~.criterion.Criterion.vmi`) the features are chosen in blocks: a step's gain
+    is what the candidate adds to the block's bound, a block starts with the feature of
+    most mutual information with the label, and a block whose best gain is no more than
+    ``restart_tolerance`` is cleared (a restart), as in the paper's Algorithm 1.
 
     Parameters
     ----------
     backend : Backend
         Supplies count tables and runs passes over the rows.
-    method : {"vmi_naive", "vmi_pairwise"}
-        The Q-distribution.
+    criterion : Criterion or str
+        The method: a registered name (``vmi_naive``, ``vmi_pairwise``, ``mim``,
+        ``mrmr``, ``jmi``, ``cmim``, ``cife``, ``spec_cmi``; :mod:`.criteria`) or a
+        criterion object.
     num_features : int
         How many features to select (K).
     restart_tolerance : float
         A block is cleared when the best candidate raises its bound by no more
         than this (0.0 in the paper's Algorithm 1; the authors' program uses 1e-2).
+        Criteria with blocks only.
     report_candidates : int
-        Also record the best ``report_candidates`` (feature, bound) pairs per step.
+        Also record the best ``report_candidates`` (feature, score) pairs per step.
     on_step : callable, optional
-        Called with the running :class:`Selection` after every selected feature.
+        Called with the running :class:`Selection` after every selected feature;
+        raising :class:`StopSelection` ends the selection.
     resume : Selection, optional
         A selection saved after a completed step of the same run (same data and
-        parameters); the loop continues after its last step and ends with the same
-        result as an uninterrupted run.
+        parameters). Its steps are not trusted: the loop runs them again through the
+        criterion (every candidate scored, the restart rule applied; the comparison
+        criteria fold the saved features' pair tables from bulk count passes) and each
+        must come out the same, bit for bit (feature, score, gain, block, the candidates
+        when both have them, and the restarts), else :class:`ResumeMismatch`, raised
+        before any new step. The loop then continues after the last saved step
+        (``on_step`` only for the new steps; the saved step times kept) and ends with the
+        same result as an uninterrupted run. The replay costs what those steps cost.
     conditional_fn : callable, optional
         Maps the (D, A, L) counts to the table p(x_i = a | y) used by the naive Q
         (for example :func:`vmi_spark.core.kde.kde_conditional`); the default is
         the plug-in estimate. With it, the first feature of a block is chosen by
         the bound of a one-feature block under that table (one pass over the rows)
-        instead of the plug-in mutual information. ``vmi_naive`` only.
+        instead of the plug-in mutual information. Criteria with
+        :attr:`~.criterion.Criterion.kde` only (``vmi_naive``).
     min_gain : float, optional
-        Stop when the best candidate raises the current block's bound by less than
-        this (nats) and no restart would help: a block whose best gain falls below
-        ``min_gain`` is restarted if some remaining feature's one-feature bound
-        (its mutual information with the label) reaches ``min_gain``; otherwise the
-        selection ends with ``stop_reason = "threshold"``. ``num_features`` stays
-        an upper bound. ``None`` (the default) never stops on the gain.
+        Stop when the best candidate's gain is less than this (nats); ``num_features``
+        stays an upper bound. For the bound, a block whose best gain falls below
+        ``min_gain`` is restarted if some remaining feature's one-feature bound (its
+        mutual information with the label) reaches ``min_gain``; otherwise the
+        selection ends with ``stop_reason = "threshold"``. Not defined for a criterion
+        whose values are not in nats (SPEC_CMI: eigenvector entries). ``None`` (the
+        default) never stops on the gain.
 
     Returns
     -------
     Selection
+        Per step the feature, its score (the block's bound; for a comparison
+        criterion its value, for SPEC_CMI its eigenvector entry), its gain and its
+        block (all 0 without blocks); why the selection ended (:data:`STOP_REASONS`).
+
+    Raises
+    ------
+    ValueError
+        An unknown method, or an argument the criterion does not take.
+    ResumeMismatch
+        ``resume`` is not what this selection's first steps are.
 
     References
     ----------
     S. Gao, G. Ver Steeg, A. Galstyan. Variational Information Maximization for
     Feature Selection. NIPS 2016, Algorithm 1.
+    G. Brown, A. Pocock, M.-J. Zhao, M. Lujan. Conditional Likelihood Maximisation:
+    A Unifying Framework for Information Theoretic Feature Selection. JMLR 13, 2012.
     """
-    if method not in (NAIVE, PAIRWISE):
-        raise ValueError(f"unknown method {method!r}")
-    counts = backend.feature_counts()
-    num_cols = counts.shape[0]
-    n_rows = int(counts[0].sum())
-    prior = counts[0].sum(axis=0) / n_rows
-    if conditional_fn is not None and method != NAIVE:
-        raise ValueError("conditional_fn is supported for vmi_naive only")
-    cond = conditional(counts) if conditional_fn is None else conditional_fn(counts)
-    # the naive bound's first term depends only on the counts: added to every naive pass
-    own = naive_own(counts, cond) if method == NAIVE else np.zeros(num_cols, dtype=np.int64)
-    if conditional_fn is None:
-        mi = mutual_information(counts)
-    else:  # the one-feature bound under the given table: I_LB of block {i} for every i
-        ops = StepOps(method=method, prior=prior, cond=cond,
-                      candidates=np.ones(num_cols, dtype=bool), label=f"{method} relevance")
-        mi = (backend.run(ops) + own).astype(np.float64) / SCALE / n_rows
-    result = Selection(method=method, num_rows=n_rows, mutual_information=[float(v) for v in mi])
-
-    chosen = np.zeros(num_cols, dtype=bool)
-    block: list[int] = []
-    tables: dict[int, np.ndarray] = {}
-    bound = 0.0
-    block_index = 0
-    if resume is not None:
-        restore_steps(result, resume)
-        chosen[result.selected] = True
-        if result.selected:
-            block_index = result.blocks[-1]
-            block = [f for f, b in zip(result.selected, result.blocks) if b == block_index]
-            bound = result.scores[-1]
-            if method == PAIRWISE:
-                tables = _pair_tables(backend, block)
+    crit = _criterion(criterion, conditional_fn, min_gain)
     t_step = time.perf_counter()
-
+    scorer = crit.start(backend, conditional_fn)
+    result = Selection(method=crit.name, num_rows=scorer.num_rows,
+                       mutual_information=[float(v) for v in scorer.relevance])
+    chosen = np.zeros(len(scorer.relevance), dtype=bool)
+    block = _Block()
+    replay = _Replay(resume, len(chosen))
+    if replay.steps:
+        scorer.replay(list(replay.saved.selected))
     while len(result.selected) < num_features:
+        t = len(result.selected)
+        replaying = t < replay.steps
         candidates = ~chosen
         if not candidates.any():
-            result.stopped_early = "no features left to select"
-            result.stop_reason = "no_features_left"
+            if replaying:
+                raise replay.stopped(t, "no features left")
+            _stop(result, "no_features_left", "no features left to select")
             break
-        if not block:
-            gains = np.where(candidates, mi, -np.inf)
-        else:
-            ops = StepOps(method=method, prior=prior, cond=cond, candidates=candidates,
-                          block=tuple(block), pair_log_tables=tables,
-                          label=f"{method} step {len(result.selected) + 1}/{num_features}")
-            sums = (backend.run(ops) + own).astype(np.float64) / SCALE
-            gains = np.where(candidates, sums / n_rows, -np.inf)
+        label = f"{crit.name} step {t + 1}/{num_features}" + (" (replay)" if replaying else "")
+        gains = np.where(candidates, scorer.gains(candidates, block.features, label), -np.inf)
         best = int(np.argmax(gains))  # first maximum: ties go to the lowest index
         gain = float(gains[best])
-        below = min_gain is not None and gain < min_gain
-        if block and (not gain > restart_tolerance
-                      or min_gain is not None and below
-                      and _new_block_reaches(mi, candidates, min_gain)):
-            block = []
-            tables = {}
-            bound = 0.0
-            block_index += 1
+        if _restarts(block, gain, candidates, scorer.relevance, restart_tolerance, min_gain):
+            block = _Block(index=block.index + 1)
+            scorer.restart()
             result.restarts += 1
             continue
-        if not block and not gain > 0.0:
-            result.stop_reason = "no_information"
-            result.stopped_early = (
-                "no remaining feature has positive mutual information with the label "
-                f"(selected {len(result.selected)} of {num_features})")
-            warnings.warn(f"VMI selection stopped early: {result.stopped_early}", RuntimeWarning,
-                          stacklevel=2)
+        if _stops(result, crit, block, gain, min_gain, num_features, warn=not replaying):
+            if replaying:
+                raise replay.stopped(t, result.stop_reason or "")
             break
-        if below:
-            result.stop_reason = "threshold"
-            result.stopped_early = _below_threshold(gain, min_gain, bool(block))
-            break
+        values = scorer.values(gains)
         if report_candidates:
-            result.candidates.append(top_candidates(bound + gains if block else gains,
-                                                    report_candidates))
-        bound = gain if not block else bound + gain
-        block.append(best)
+            result.candidates.append(_candidates(gains, values, block, report_candidates))
+        if replaying:  # checked before the scorer is told, so before it counts anything
+            replay.check(t, best, _score(block, float(values[best])), float(values[best]),
+                         block.index, result.candidates[t] if report_candidates else None)
         chosen[best] = True
-        if method == PAIRWISE:
-            tables[best] = safe_log(pair_conditional(backend.pair_counts(best)))
-        result.selected.append(best)
-        result.scores.append(bound)
-        result.gains.append(gain)
-        result.blocks.append(block_index)
-        now = time.perf_counter()
-        result.step_seconds.append(now - t_step)
-        t_step = now
+        scorer.chose(best)
+        t_step = _record(result, block, best, float(values[best]), crit.vmi, t_step)
+        if replaying:  # the saved step, as it was (its time included)
+            if t < len(replay.saved.step_seconds):
+                result.step_seconds[t] = replay.saved.step_seconds[t]
+            if t + 1 == replay.steps:
+                replay.done(result)
+            continue
         if on_step is not None:
             try:
                 on_step(result)
             except StopSelection:
                 result.stop_reason = "callback"
                 break
+    if len(result.selected) < replay.steps:
+        raise replay.stopped(len(result.selected), f"{num_features} features asked for")
     if result.stop_reason is None:
         result.stop_reason = "num_features"
     return result
+
+
+def _names(vmi: bool) -> tuple[str, ...]:
+    """The registered criteria with blocks (``vmi``), or without."""
+    return tuple(c.name for c in criteria.registered() if c.vmi == vmi)
+
+
+def select_vmi(backend: Backend, method: str, num_features: int,
+               restart_tolerance: float = 0.0, report_candidates: int = 0,
+               on_step: Callable[[Selection], None] | None = None,
+               resume: Selection | None = None,
+               conditional_fn: Callable[[np.ndarray], np.ndarray] | None = None,
+               min_gain: float | None = None) -> Selection:
+    """:func:`select` by a Q-distribution of the bound (``method``: ``vmi_naive`` or
+    ``vmi_pairwise``; ``ValueError`` for another), the arguments by position too."""
+    if method not in _names(vmi=True):
+        raise ValueError(f"unknown method {method!r}")
+    return select(backend, method, num_features, restart_tolerance=restart_tolerance,
+                  report_candidates=report_candidates, on_step=on_step, resume=resume,
+                  conditional_fn=conditional_fn, min_gain=min_gain)
+
+
+def select_classic(backend: Backend, method: str, num_features: int,
+                   report_candidates: int = 0,
+                   on_step: Callable[[Selection], None] | None = None,
+                   resume: Selection | None = None,
+                   min_gain: float | None = None) -> Selection:
+    """:func:`select` by a comparison criterion (``method``: ``mim``, ``mrmr``, ``jmi``,
+    ``cmim``, ``cife`` or ``spec_cmi``; ``ValueError`` for another), the arguments by
+    position too."""
+    if method not in _names(vmi=False):
+        raise ValueError(f"unknown method {method!r}; expected one of {_names(vmi=False)}")
+    return select(backend, method, num_features, report_candidates=report_candidates,
+                  on_step=on_step, resume=resume, min_gain=min_gain)

@@ -13,7 +13,6 @@ import numpy as np
 
 from .bound import (
     MAX_BLOCK_ROWS,
-    PAIRWISE,
     BlockState,
     NaiveState,
     StepOps,
@@ -37,7 +36,7 @@ class InMemoryBackend:
     blocks' sums are exact integers, so the order they are computed in does not matter.
     """
 
-    def __init__(self, codes: np.ndarray, y: np.ndarray, method: str,
+    def __init__(self, codes: np.ndarray, y: np.ndarray,
                  arity: int | None = None, num_classes: int | None = None,
                  block_rows: int = MAX_BLOCK_ROWS,
                  map: Callable[[Callable[[Any], np.ndarray], Iterable[Any]],
@@ -46,7 +45,6 @@ class InMemoryBackend:
         y = np.ascontiguousarray(y, dtype=np.int64)
         self.arity = int(arity if arity is not None else int(codes.max(initial=0)) + 1)
         self.num_classes = int(num_classes if num_classes is not None else int(y.max()) + 1)
-        self.method = method
         self.num_features = codes.shape[0]
         starts = range(0, codes.shape[1], block_rows)
         self.blocks = [(np.ascontiguousarray(codes[:, s:s + block_rows]), y[s:s + block_rows])
@@ -76,11 +74,11 @@ class InMemoryBackend:
         return self._summed(lambda c, y: pair_counts(c, y, f, self.arity, self.num_classes))
 
     def run(self, ops: StepOps) -> np.ndarray:
-        if ops.method == PAIRWISE and self.states is None:
+        if ops.pairwise and self.states is None:
             self.states = [BlockState.initial(ops.prior, c.shape[1], c.shape[0])
                            for c, _ in self.blocks]
         states: list[BlockState] | list[NaiveState] = (
-            list(self.states or []) if ops.method == PAIRWISE else self.naive_states)
+            list(self.states or []) if ops.pairwise else self.naive_states)
         total = np.zeros(self.blocks[0][0].shape[0], dtype=np.int64)
         for part in self._map(lambda b: run_block(b[0][0], b[0][1], b[1], ops),
                               zip(self.blocks, states)):

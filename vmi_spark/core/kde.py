@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import explog
+
 #: grid cells of a continuous feature under the KDE estimator (codes are one byte)
 KDE_GRID = 250
 #: narrowest bandwidth, in grid cells
@@ -48,7 +50,7 @@ def smooth(hist: np.ndarray, bandwidth: float) -> np.ndarray:
         return np.zeros(n)
     reach = min(n - 1, int(np.ceil(5 * bandwidth)))
     offsets = np.arange(-reach, reach + 1, dtype=np.float64)
-    kernel = np.exp(-0.5 * (offsets / bandwidth) ** 2)
+    kernel = explog.exp(-0.5 * (offsets / bandwidth) ** 2)  # numpy-independent bits
     dens = np.convolve(hist.astype(np.float64), kernel, mode="full")[reach:reach + n]
     return dens / dens.sum()
 

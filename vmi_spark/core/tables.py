@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import explog
+
 
 def conditional(counts: np.ndarray) -> np.ndarray:
     """Normalise a count table along all axes but the last two into p(a | b..., y).
@@ -34,10 +36,13 @@ def pair_conditional(counts3: np.ndarray) -> np.ndarray:
 
 
 def safe_log(p: np.ndarray) -> np.ndarray:
-    """Natural log with log(0) = -inf and no warning."""
+    """Natural log with log(0) = -inf and no warning: :func:`.explog.log`, the same bits
+    with every numpy and on every CPU (``np.log`` differs in the last bit between numpy
+    1.x and 2.x, and between SIMD paths)."""
     p = np.asarray(p, dtype=np.float64)
     out = np.full(p.shape, -np.inf)
-    np.log(p, out=out, where=p > 0)
+    pos = p > 0
+    out[pos] = explog.log(p[pos])
     return out
 
 
@@ -57,7 +62,7 @@ def mutual_information(counts: np.ndarray) -> np.ndarray:
     den = (n_a * n_y).astype(np.float64)
     ratio = np.ones_like(num)
     np.divide(num, den, out=ratio, where=nz)
-    terms = np.where(nz, counts * np.log(ratio), 0.0)
+    terms = np.where(nz, counts * explog.log(ratio), 0.0)  # numpy-independent bits
     mi = _ordered_sum(terms) / np.maximum(n_total, 1)
     independent = np.all(counts * n_total[:, None, None] == n_a * n_y, axis=(1, 2))
     mi[independent] = 0.0
@@ -91,4 +96,4 @@ def entropy(counts: np.ndarray) -> float:
     counts = np.asarray(counts, dtype=np.float64)
     total = counts.sum()
     p = counts[counts > 0] / total
-    return float(-(p * np.log(p)).sum())
+    return float(-(p * explog.log(p)).sum())

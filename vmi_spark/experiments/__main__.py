@@ -38,7 +38,7 @@ def _log(msg: str) -> None:
     print(msg, flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m vmi_spark.experiments", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", default=D.DEFAULT_DATA_DIR)
@@ -69,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated --json files of earlier runs (one protocol): merge them into one "
                          "report (rows in paper order, each marked with its selector) and exit")
     ap.add_argument("--out", default="docs/reproduction.md")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if args.report_from:
         return merge_reports(args.report_from.split(","), args.out, args.methods.split(","),
                              args.figures_dir, args.fig_datasets.split(","))
@@ -90,91 +94,116 @@ def main(argv: list[str] | None = None) -> int:
     figdir = args.figures_dir if args.figures_dir is not None else (None if args.quick else "docs/figures")
     if figdir:
         os.makedirs(figdir, exist_ok=True)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    names = [n.strip() for n in args.datasets.split(",")] if args.datasets else (
-        QUICK_DATASETS if args.quick else D.NAMES)
-    ks = QUICK_KS if args.quick else None
-    n_folds = args.folds or (QUICK_FOLDS if args.quick else None)
     syn_text = ""
     # the synthetic experiment first (short; its report section goes after the CV tables)
     if not args.no_synthetic:
-        ts = time.perf_counter()
-        seeds = tuple(range(args.seeds or (1 if args.quick else 5)))
-        _log(f"[{ts - t0:7.1f}s] synthetic tree model, seeds {list(seeds)} (Spark run_selection)")
-        rows = synthetic.run_selection_seeds(seeds, spark=spark(), log=_log)
-        table = synthetic.mi_table(20_000 if args.quick else 100_000, spark=spark())
-        conts = [synthetic.continuation(0, estimator=e, spark=spark())
-                 for e in (("histogram",) if args.quick else ("histogram", "kde"))]
-        fig = None
-        if figdir:
-            fig = os.path.join(figdir, "synthetic_bound.png")
-            synthetic.plot_bound(conts, fig)
-            _log(f"wrote {fig}")
-        syn_text = "\n" + synthetic.report_markdown(
-            rows, table=table, conts=conts,
-            figure=os.path.relpath(fig, os.path.dirname(args.out) or ".") if fig else None)
-        if args.quick:
-            syn_text += "\n(QUICK: the I(x_i; y) estimates above use N = 20,000, not 100,000.)\n"
-        if args.json:  # keep the synthetic section even if the CV part is interrupted
-            with open(args.json + ".synthetic.md", "w") as fh:
-                fh.write(syn_text)
-        _log(f"[{time.perf_counter() - t0:7.1f}s] synthetic done in {time.perf_counter() - ts:.1f}s")
+        syn_text = _synthetic_section(args, spark, figdir, t0)
     text = ""
     if not args.no_cv:
-        missing = [n for n in names if n not in D.available(args.data_dir)]
-        for n in missing:
-            _log(f"note: {n} not available under {args.data_dir}, skipped")
-        saved: list[dict] = []
-
-        def save(r):
-            if args.json:
-                saved.append(r.to_json())
-                with open(args.json, "w") as fh:
-                    json.dump({"argv": argv if argv is not None else sys.argv[1:],
-                               "selector": getattr(selector, "name", selector_kind),
-                               "protocol": args.protocol, "results": saved}, fh)
-
-        results = cv.run(names, args.data_dir, methods, ks, args.k_step, selector, args.protocol, n_folds,
-                         log=_log, on_result=save, encoding=args.encoding)
-        meta = {
-            "mode": "QUICK (structure check only; few K, few folds - not comparable to the paper)"
-                    if args.quick else "full",
-            "protocol": ("(a) selection inside each training fold" if args.protocol == "inside"
-                         else "(b) selection once on all rows, then CV of the classifier only"),
-            "selector": getattr(selector, "name", selector_kind),
-            "K grid": "QUICK " + str(QUICK_KS) if args.quick else f"10..100 step {args.k_step}, capped at d",
-            "folds": (f"{n_folds}-fold stratified" if n_folds
-                      else "10-fold stratified (N >= 100), LOO (N < 100)"),
-            "classifier": "LinearSVC (C=1) on the discretized codes; 3-NN for madelon/gisette",
-            "discretization": ("equal-frequency 5 bins for columns with > 5 distinct values, others kept"
-                               if args.encoding == "paper" else
-                               "the job's default: 10 spike-aware equal-frequency bins for "
-                               "columns with > 32 distinct values, others kept"),
-            "skipped (missing data)": ", ".join(missing) or "none",
-        }
-        kinds = getattr(selector, "plan_kinds", None)
-        if kinds:
-            meta["Spark plan column kinds seen"] = ", ".join(sorted(kinds))
-        text = cv.report_markdown(results, methods, "VMI feature selection: reproduction of Table 5", meta)
-        if figdir:
-            figs = []
-            for r in results:
-                if r.name in args.fig_datasets.split(","):
-                    path = os.path.join(figdir, f"error_vs_k_{r.name}_{args.protocol}.png")
-                    cv.plot_error_vs_k(r, path, methods)
-                    figs.append(path)
-                    _log(f"wrote {path}")
-            if figs:
-                text += "\n## Error versus number of selected features (Fig. 4 style)\n\n"
-                text += "\n".join(f"![{os.path.basename(p)}]({os.path.relpath(p, os.path.dirname(args.out) or '.')})"
-                                  for p in figs) + "\n"
-
+        text = _cv_section(args, argv, selector, selector_kind, figdir)
     text += syn_text
     text += f"\nTotal wall time: {time.perf_counter() - t0:.1f} s\n"
     with open(args.out, "w") as fh:
         fh.write(text)
     _log(f"wrote {args.out} in {time.perf_counter() - t0:.1f} s")
     return 0
+
+
+def _synthetic_section(args: argparse.Namespace, spark, figdir: str | None, t0: float) -> str:
+    """The synthetic experiment (on Spark) and its report section."""
+    ts = time.perf_counter()
+    seeds = tuple(range(args.seeds or (1 if args.quick else 5)))
+    _log(f"[{ts - t0:7.1f}s] synthetic tree model, seeds {list(seeds)} (Spark run_selection)")
+    rows = synthetic.run_selection_seeds(seeds, spark=spark(), log=_log)
+    table = synthetic.mi_table(20_000 if args.quick else 100_000, spark=spark())
+    conts = [synthetic.continuation(0, estimator=e, spark=spark())
+             for e in (("histogram",) if args.quick else ("histogram", "kde"))]
+    fig = None
+    if figdir:
+        fig = os.path.join(figdir, "synthetic_bound.png")
+        synthetic.plot_bound(conts, fig)
+        _log(f"wrote {fig}")
+    syn_text = "\n" + synthetic.report_markdown(
+        rows, table=table, conts=conts,
+        figure=os.path.relpath(fig, os.path.dirname(args.out) or ".") if fig else None)
+    if args.quick:
+        syn_text += "\n(QUICK: the I(x_i; y) estimates above use N = 20,000, not 100,000.)\n"
+    if args.json:  # keep the synthetic section even if the CV part is interrupted
+        with open(args.json + ".synthetic.md", "w") as fh:
+            fh.write(syn_text)
+    _log(f"[{time.perf_counter() - t0:7.1f}s] synthetic done in {time.perf_counter() - ts:.1f}s")
+    return syn_text
+
+
+def _cv_section(args: argparse.Namespace, argv: list[str] | None, selector, selector_kind: str,
+                figdir: str | None) -> str:
+    """The cross-validated comparison of the methods and its report (tables, figures)."""
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    names = [n.strip() for n in args.datasets.split(",")] if args.datasets else (
+        QUICK_DATASETS if args.quick else D.NAMES)
+    ks = QUICK_KS if args.quick else None
+    n_folds = args.folds or (QUICK_FOLDS if args.quick else None)
+    missing = [n for n in names if n not in D.available(args.data_dir)]
+    for n in missing:
+        _log(f"note: {n} not available under {args.data_dir}, skipped")
+    saved: list[dict] = []
+
+    def save(r):
+        if args.json:
+            saved.append(r.to_json())
+            with open(args.json, "w") as fh:
+                json.dump({"argv": argv if argv is not None else sys.argv[1:],
+                           "selector": getattr(selector, "name", selector_kind),
+                           "protocol": args.protocol, "results": saved}, fh)
+
+    results = cv.run(names, args.data_dir, methods, ks, args.k_step, selector, args.protocol, n_folds,
+                     log=_log, on_result=save, encoding=args.encoding)
+    meta = _cv_meta(args, selector, selector_kind, n_folds, missing)
+    text = cv.report_markdown(results, methods, "VMI feature selection: reproduction of Table 5", meta)
+    if figdir:
+        text += _cv_figures(args, results, methods, figdir)
+    return text
+
+
+def _cv_meta(args: argparse.Namespace, selector, selector_kind: str, n_folds: int | None,
+             missing: list[str]) -> dict[str, str]:
+    """How the comparison ran, for the report's header."""
+    meta = {
+        "mode": "QUICK (structure check only; few K, few folds - not comparable to the paper)"
+                if args.quick else "full",
+        "protocol": ("(a) selection inside each training fold" if args.protocol == "inside"
+                     else "(b) selection once on all rows, then CV of the classifier only"),
+        "selector": getattr(selector, "name", selector_kind),
+        "K grid": "QUICK " + str(QUICK_KS) if args.quick else f"10..100 step {args.k_step}, capped at d",
+        "folds": (f"{n_folds}-fold stratified" if n_folds
+                  else "10-fold stratified (N >= 100), LOO (N < 100)"),
+        "classifier": "LinearSVC (C=1) on the discretized codes; 3-NN for madelon/gisette",
+        "discretization": ("equal-frequency 5 bins for columns with > 5 distinct values, others kept"
+                           if args.encoding == "paper" else
+                           "the job's default: 10 spike-aware equal-frequency bins for "
+                           "columns with > 32 distinct values, others kept"),
+        "skipped (missing data)": ", ".join(missing) or "none",
+    }
+    kinds = getattr(selector, "plan_kinds", None)
+    if kinds:
+        meta["Spark plan column kinds seen"] = ", ".join(sorted(kinds))
+    return meta
+
+
+def _cv_figures(args: argparse.Namespace, results, methods: list[str], figdir: str) -> str:
+    """Fig. 4 style plots (error vs K) of the chosen datasets, and their report section."""
+    figs = []
+    for r in results:
+        if r.name in args.fig_datasets.split(","):
+            path = os.path.join(figdir, f"error_vs_k_{r.name}_{args.protocol}.png")
+            cv.plot_error_vs_k(r, path, methods)
+            figs.append(path)
+            _log(f"wrote {path}")
+    if not figs:
+        return ""
+    return ("\n## Error versus number of selected features (Fig. 4 style)\n\n"
+            + "\n".join(f"![{os.path.basename(p)}]({os.path.relpath(p, os.path.dirname(args.out) or '.')})"
+                        for p in figs) + "\n")
 
 
 def merge_reports(paths: list[str], out: str, methods, figdir: str | None = None,

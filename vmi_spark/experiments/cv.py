@@ -33,7 +33,7 @@ import numpy as np
 
 from . import datasets as D
 from . import paper
-from .selectors import ALL_METHODS, Selector, core_selector
+from .selectors import ALL_METHODS, VMI_METHODS, Selector, core_selector
 
 KNN_DATASETS = {"madelon", "gisette"}
 
@@ -286,8 +286,8 @@ def report_markdown(results: list[DatasetResult], methods=ALL_METHODS, title: st
         note = f" ({row_notes[r.name]})" if r.name in row_notes else ""
         lines.append(f"| {paper.DATASET_LABELS.get(r.name, r.name)}{note} | {r.shape[0]} x {r.shape[1]} x {r.shape[2]} "
                      f"| {r.num_folds} | {kdesc} | " + " | ".join(cells) + " |")
-    baselines = [m for m in methods if m not in ("vmi_naive", "vmi_pairwise")]
-    for vmi in ("vmi_naive", "vmi_pairwise"):
+    baselines = [m for m in methods if m not in VMI_METHODS]
+    for vmi in VMI_METHODS:
         if vmi not in methods:
             continue
         cells = []
@@ -305,7 +305,7 @@ def report_markdown(results: list[DatasetResult], methods=ALL_METHODS, title: st
         row = paper.TABLE5.get(r.name, {})
         lines.append(f"| {paper.DATASET_LABELS.get(r.name, r.name)} | "
                      + " | ".join(_fmt(*row[m]) if m in row else "" for m in methods) + " |")
-    for vmi in ("vmi_naive", "vmi_pairwise"):
+    for vmi in VMI_METHODS:
         if vmi in methods:
             lines.append(f"| W/T/L {paper.METHOD_LABELS[vmi]} (all 17 rows) | "
                          + " | ".join("/".join(map(str, paper.WTL[vmi][m])) if m in paper.WTL[vmi] else ""

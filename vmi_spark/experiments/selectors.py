@@ -7,9 +7,8 @@ A selector is ``select(codes, y, method, k) -> list[int]``: ``codes`` is an
 ``k`` selected features in selection order. All methods are greedy (SPEC_CMI
 ranks), so the first K' <= k of a run with k are the run with K'.
 
-* :func:`core_selector` - ``vmi_spark.core.greedy.select_vmi`` /
-  ``vmi_spark.core.criteria.select_classic`` on an ``InMemoryBackend`` (the same
-  numpy block kernels the Spark executors run).
+* :func:`core_selector` - ``vmi_spark.core.greedy.select`` on an ``InMemoryBackend``
+  (the same numpy block kernels the Spark executors run).
 * :func:`make_spark_selector` - ``vmi_spark.spark.select.run_selection`` on one
   local SparkSession (reused across calls) for all eight methods; the integer
   codes are passed with ``max_categories`` large enough that Spark uses them as
@@ -24,8 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..core.criteria import CLASSIC_METHODS, select_classic
-from ..core.greedy import select_vmi
+from ..core.greedy import select
 from ..core.inmemory import InMemoryBackend
 from ..params import VMI_METHODS as REGISTRY_VMI_METHODS
 from ..params import cap_num_features
@@ -41,15 +39,8 @@ Selector = Callable[[np.ndarray, np.ndarray, str, int], list]
 def core_selector(codes: np.ndarray, y: np.ndarray, method: str, k: int) -> list[int]:
     """Select with the numpy core on an InMemoryBackend."""
     k = cap_num_features(k, codes.shape[1])[0]
-    backend_method = method if method in VMI_METHODS else "vmi_naive"
-    backend = InMemoryBackend(np.ascontiguousarray(codes.T), y, backend_method)
-    if method in VMI_METHODS:
-        sel = select_vmi(backend, method, k)
-    elif method in CLASSIC_METHODS:
-        sel = select_classic(backend, method, k)
-    else:
-        raise ValueError(f"unknown method {method!r}")
-    return list(sel.selected)
+    backend = InMemoryBackend(np.ascontiguousarray(codes.T), y)
+    return list(select(backend, method, k).selected)
 
 
 core_selector.name = "core (InMemoryBackend)"  # type: ignore[attr-defined]

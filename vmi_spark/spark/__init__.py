@@ -4,7 +4,7 @@
 source (``plan.RowSource``: ``spark_source.SparkSource`` or
 ``arrow_source.ParquetReader``, sharing ``rows``), computes the plan of
 ``vmi_spark.core.encoding`` (``plan.build_plan``), writes blocks in the format of
-``blocks`` and runs the steps with an execution (``select.Execution``:
+``blocks`` and runs the steps with an execution (``routes.Execution``:
 ``backend.SparkBackend``, one Spark job a pass, or ``resident.ResidentBackend``).
 ``session`` holds the session probes.
 """

@@ -36,10 +36,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from ..core import encoding
-from ..core.encoding import EncodingPlan, LabelRule, doubles, fit_sample, label_keys
-from . import plan
-from .blocks import BLOCK_SCHEMA, block_encoder
-from .rows import (
+from ..core.encoding import (
+    EncodingPlan,
+    LabelRule,
+    TopValues,
+    doubles,
+    fit_sample,
+    label_keys,
+)
+from ..core.rows import (
     ByteColumns,
     ColumnStats,
     byte_columns,
@@ -49,6 +54,9 @@ from .rows import (
     merge_stats,
     typed_array,
 )
+from . import plan
+from .blocks import BLOCK_SCHEMA, block_encoder
+from .compat import arrow_reader_note
 from .sparkhash import SEED, hash_column, in_sample
 
 log = logging.getLogger("vmi_spark")
@@ -194,6 +202,8 @@ def parquet_source(df: DataFrame, columns: list[str]) -> ParquetSource | None:
     """
     if not plain_parquet_scan(df):
         log.debug("Parquet fast path off: not a plain scan of Parquet files")
+        return None
+    if arrow_reader_note() is not None:  # too old a pyarrow: run_selection's note says so
         return None
     fields = {f.name: f.dataType for f in df.schema.fields}
     try:
@@ -372,6 +382,8 @@ class BatchReader:
 
     kinds: dict[str, str]
     slots: int  # task slots of the session
+    #: what reads the rows: the Python workers' pyarrow (Parquet files) or Spark's JVM
+    read_by = "spark"
 
     def frame(self, partitions: int | None = None) -> DataFrame:
         raise NotImplementedError
@@ -395,9 +407,22 @@ class BatchReader:
     presample: tuple[int, str] | None = None
     _presampled: tuple[tuple, dict] | None = None
 
+    #: the DataFrame of the rows, for the exact counts of :meth:`top_values`
+    df: DataFrame | None = None
+
     def known_rows(self) -> int | None:
         """The rows of the input if known without a pass (else None)."""
         return None
+
+    def top_values(self, label: str, cols: list[str], most: int,
+                   skip_cols: list[str]) -> dict[str, TopValues]:
+        """The most frequent values of string columns: counted by Spark over :attr:`df`
+        (an aggregation with a shuffle, which these readers' passes do not have)."""
+        from .spark_source import SparkSource
+
+        if self.df is None:
+            raise NotImplementedError("no DataFrame to count the values of")
+        return SparkSource(self.df).top_values(label, cols, most, skip_cols)
 
     def few_values(self, columns: list[str], most: int) -> set[str]:
         """Those of ``columns`` a first batch cannot hold more than ``most`` values of,
@@ -592,14 +617,17 @@ class RowGroups:
 class ParquetReader(RowGroups, BatchReader):
     """The passes over the files of a :class:`ParquetSource`, read by pyarrow in the workers."""
 
+    read_by = "pyarrow"
+
     #: cells of a column chunk of :meth:`read_chunks`
     chunk_cells: int = READ_CELLS
 
     def __init__(self, spark, source: ParquetSource, slots: int,
-                 presample: tuple[int, str] | None = None):
+                 presample: tuple[int, str] | None = None, df: DataFrame | None = None):
         self.spark, self.source, self.slots = spark, source, slots
         self.kinds = source.kinds
         self.presample = presample
+        self.df = df
 
     def read(self, columns: list[str]):
         return read_fn(self.source, columns)

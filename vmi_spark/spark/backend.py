@@ -34,7 +34,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..core.bound import (
-    PAIRWISE,
     BlockState,
     StepOps,
     feature_counts,
@@ -302,19 +301,18 @@ class SparkBackend:
     """Greedy-loop backend over a cached DataFrame of encoded blocks (one Spark job a pass).
 
     Implements :class:`vmi_spark.core.greedy.Backend` and
-    :class:`vmi_spark.spark.select.Execution`.
+    :class:`vmi_spark.spark.routes.Execution`.
     """
 
     #: the execution's name in the report
     execution = "passes"
 
     def __init__(self, blocks: DataFrame, num_features: int, arity: int, num_classes: int,
-                 method: str, describe=None):
+                 describe=None):
         self.blocks = blocks
         self.num_features = num_features
         self.arity = arity
         self.num_classes = num_classes
-        self.method = method
         self.state_block: tuple[int, ...] = ()  # the block the workers' states were left at
         self._feature_counts: np.ndarray | None = None
         # identifies this run's blocks in the Python workers' caches
@@ -365,7 +363,7 @@ class SparkBackend:
     def run(self, ops: StepOps) -> np.ndarray:
         self.describe(ops.label)
         try:
-            if ops.method == PAIRWISE:
+            if ops.pairwise:
                 return self._run_pairwise(ops)
             return self._run_naive(ops)
         finally:

@@ -24,7 +24,7 @@ from ..core.encoding import (
     encode_column,
     encode_label,
 )
-from .rows import ByteColumns
+from ..core.rows import ByteColumns
 
 BLOCK_SCHEMA = "block_id long, n int, codes binary, y binary"
 #: bytes of pairwise state one Python worker process keeps between passes

@@ -7,10 +7,11 @@ session), while the arithmetic takes milliseconds. So when a table has at most
 the rows come to the driver once and everything else happens there, with the same
 functions the executors run:
 
-* the rows are typed by :func:`vmi_spark.spark.rows.typed_array` and the plan is built
-  by :func:`vmi_spark.spark.plan.build_plan` from :func:`~.rows.column_stats_fn` and
-  :func:`vmi_spark.core.encoding.fit_sample` over all rows (a small table has at most
-  :data:`~vmi_spark.core.encoding.SAMPLE_ROWS` rows, so no sample is drawn);
+* the rows are typed by :func:`vmi_spark.core.rows.typed_array` and the plan is built
+  by :func:`vmi_spark.core.planning.build_plan` over the rows in memory
+  (:class:`vmi_spark.core.planning.TableRows`, the scikit-learn selector's rows too: a
+  small table has at most :data:`~vmi_spark.core.encoding.SAMPLE_ROWS` rows, so no
+  sample is drawn);
 * the codes come from :func:`vmi_spark.core.encoding.encode_column` and
   :func:`~vmi_spark.core.encoding.encode_label`, and the steps run on
   :class:`vmi_spark.core.inmemory.InMemoryBackend` over the driver's cores.
@@ -27,32 +28,22 @@ fewer come back, those are all of them.
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql import types as T
 
 from ..core import encoding
 from ..core.bound import MAX_BLOCK_ROWS, whole_strides
-from ..core.encoding import (
-    EncodingPlan,
-    LabelRule,
-    doubles,
-    encode_column,
-    encode_label,
-    fit_sample,
-    label_keys,
-)
+from ..core.encoding import EncodingPlan
 from ..core.inmemory import InMemoryBackend
+from ..core.planning import FLOATING, TableRows
+from ..core.rows import typed_array
 from .blocks import BLOCK_SCHEMA
-from .plan import quote
-from .rows import column_stats_fn, kept_rows, merge_stats, typed_array
+from .compat import to_arrow
+from .plan import SparkRows, value_sql, value_type
 
 #: largest table (rows x (features + 1)) selected in the driver when its rows are counted
 #: without Spark (a Parquet input pyarrow reads from the driver)
@@ -66,53 +57,19 @@ DRIVER_PAIR_BYTES = 512 << 20
 MAX_THREADS = 8
 
 
-class DriverRows:
-    """All rows of a small table, typed, in the driver: a
-    :class:`vmi_spark.spark.plan.RowSource` that also gives the codes.
+class DriverRows(SparkRows, TableRows):
+    """All rows of a small table, typed, in the driver: the in-memory rows of the core
+    (:class:`vmi_spark.core.planning.TableRows`, which plans and codes them) that can also
+    hand the codes to the executors (:meth:`encode_blocks`).
 
     ``batches()`` yields typed record batches (label first, then ``features``) each time
     it is called; ``num_rows`` is the table's row count.
     """
 
-    def __init__(self, spark, batches, features: list[str], num_rows: int):
-        self.spark = spark
-        self._batches, self.features, self.num_rows = batches, list(features), num_rows
-
-    def batches(self) -> Iterator[pa.RecordBatch]:
-        """The typed batches (label, then the features), read again at each call."""
-        return self._batches()
-
-    def column_stats(self, label: str, features: list[str], max_categories: int,
-                     max_classes: int, skip: bool) -> dict[str, Any]:
-        """:func:`~.rows.column_stats_fn` over all rows, merged as the tasks' would be."""
-        fn = column_stats_fn(len(features), max_categories, max_classes, skip)
-        parts = [json.loads(v) for rb in fn(self.batches()) for v in rb.column(0).to_pylist()]
-        return merge_stats(parts, len(features), max_categories, max_classes)
-
-    def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
-                        skip_cols: list[str], binning: str = "quantile",
-                        rule: LabelRule | None = None, hash_extra: list[str] | None = None
-                        ) -> dict[str, tuple[list[float], list[float]]]:
-        """:func:`vmi_spark.core.encoding.fit_sample` over all kept rows (no sample: a
-        table selected in the driver has at most ``SAMPLE_ROWS`` rows)."""
-        if rows > encoding.SAMPLE_ROWS:  # never chosen so (see driver_rows)
-            raise AssertionError("the driver execution takes tables of at most SAMPLE_ROWS rows")
-        pos = {c: 1 + j for j, c in enumerate(self.features)}
-        values: list[list[np.ndarray]] = [[] for _ in cols]
-        keys: list[np.ndarray] = []
-        for rb in self.batches():
-            rb = kept_rows(rb, bool(skip_cols))
-            for i, c in enumerate(cols):
-                values[i].append(doubles(rb.column(pos[c])))
-            if rule is not None:
-                keys.append(label_keys(rb.column(0), rule))
-        cat = [np.concatenate(v) if v else np.empty(0) for v in values]
-        label_split, fitted = fit_sample(cat, num_bins, binning,
-                                         np.concatenate(keys) if rule is not None else None, rule)
-        out = dict(zip(cols, fitted))
-        if label_split is not None:
-            out[label] = label_split
-        return out
+    def __init__(self, spark, batches, features: list[str], num_rows: int,
+                 read_by: str = "spark"):
+        TableRows.__init__(self, batches, features, num_rows)
+        self.spark, self.read_by = spark, read_by
 
     def encode_blocks(self, plan: EncodingPlan, block_rows: int,
                       skip_cols: list[str]) -> DataFrame:
@@ -129,23 +86,6 @@ class DriverRows:
                           pa.binary())})
         return self.spark.createDataFrame(table.to_pandas(), schema=BLOCK_SCHEMA)
 
-    def codes(self, plan: EncodingPlan, skip_cols: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(D, N) uint8 codes and (N,) class codes of the kept rows, in row order."""
-        parts, ys = [], []
-        for rb in self.batches():
-            rb = kept_rows(rb, bool(skip_cols))
-            if rb.num_rows == 0:
-                continue
-            block = np.empty((len(plan.columns), rb.num_rows), dtype=np.uint8)
-            for j, col in enumerate(plan.columns):
-                block[j] = encode_column(rb.column(j + 1), col)
-            parts.append(block)
-            ys.append(encode_label(rb.column(0), plan))
-        codes = (np.concatenate(parts, axis=1) if parts
-                 else np.empty((len(plan.columns), 0), dtype=np.uint8))
-        y = np.concatenate(ys).astype(np.int64) if ys else np.empty(0, dtype=np.int64)
-        return codes, y
-
 
 def parquet_rows(spark, source, label: str, features: list[str]) -> DriverRows | None:
     """The rows of a :class:`~.arrow_source.ParquetSource`, read by pyarrow in the driver,
@@ -157,7 +97,7 @@ def parquet_rows(spark, source, label: str, features: list[str]) -> DriverRows |
         return None
     read = read_fn(source, [label, *features])
     units = pa.RecordBatch.from_pydict({"unit": pa.array(range(len(source.units)), pa.int64())})
-    return DriverRows(spark, lambda: read(iter([units])), features, n)
+    return DriverRows(spark, lambda: read(iter([units])), features, n, read_by="pyarrow")
 
 
 def probed_rows(df: DataFrame, label: str, features: list[str],
@@ -170,20 +110,20 @@ def probed_rows(df: DataFrame, label: str, features: list[str],
         return None
     cols = [label, *features]
     if vector is not None:
-        table = vector.frame().limit(limit + 1).toArrow()
+        table = to_arrow(vector.frame().limit(limit + 1))
         if table.num_rows > limit:
             return None
         typed = list(vector.read(cols)(iter(table.to_batches())))
         return DriverRows(df.sparkSession, lambda: iter(typed), features, table.num_rows)
     types = {f.name: f.dataType for f in df.schema.fields}
-    # the columns as the Spark reader packs them (decimals cast to double in Spark, the
-    # rest typed in Python by typed_array), so the values are the same
-    exprs = [f"CAST({quote(c)} AS DOUBLE) AS _c{i}" if isinstance(types[c], T.DecimalType)
-             else f"{quote(c)} AS _c{i}" for i, c in enumerate(cols)]
-    table = df.selectExpr(*exprs).limit(limit + 1).toArrow()
+    # the columns as the Spark reader packs them (decimals, dates, timestamps and
+    # intervals converted in Spark, the rest typed in Python by typed_array), so the
+    # values are the same
+    exprs = [f"{value_sql(c, types[c])} AS _c{i}" for i, c in enumerate(cols)]
+    table = to_arrow(df.selectExpr(*exprs).limit(limit + 1))
     if table.num_rows > limit:
         return None
-    kinds = ["string" if isinstance(types[c], T.StringType) else "double" for c in cols]
+    kinds = [(value_type(types[c]) or FLOATING).kind for c in cols]
     names = [f"_c{i}" for i in range(len(cols))]
     batch = pa.RecordBatch.from_arrays(
         [typed_array(table.column(i).combine_chunks(), k) for i, k in enumerate(kinds)],
@@ -195,18 +135,18 @@ def probed_rows(df: DataFrame, label: str, features: list[str],
 class DriverBackend(InMemoryBackend):
     """:class:`~vmi_spark.core.inmemory.InMemoryBackend` whose blocks run on threads (the
     kernels release the GIL; integer sums, so the order does not matter), with the
-    execution interface of :class:`vmi_spark.spark.select.Execution`."""
+    execution interface of :class:`vmi_spark.spark.routes.Execution`."""
 
     execution = "driver"
 
-    def __init__(self, codes: np.ndarray, y: np.ndarray, method: str, arity: int,
-                 num_classes: int, threads: int | None = None):
+    def __init__(self, codes: np.ndarray, y: np.ndarray, arity: int, num_classes: int,
+                 threads: int | None = None):
         threads = threads or min(MAX_THREADS, os.cpu_count() or 1)
         n = codes.shape[1]
         # about two blocks per thread, so that every thread has work in every pass
         block_rows = max(4096, whole_strides(-(-n // (2 * threads)), up=True)) if n else 4096
         pool = ThreadPoolExecutor(threads) if threads > 1 and n > 4096 else None
-        super().__init__(codes, y, method, arity=arity, num_classes=num_classes,
+        super().__init__(codes, y, arity=arity, num_classes=num_classes,
                          block_rows=min(block_rows, MAX_BLOCK_ROWS),
                          map=pool.map if pool is not None else None)
         self._pool = pool

@@ -15,11 +15,14 @@ from pyspark.sql import functions as F
 from ..core.encoding import EncodingPlan
 from ..core.kde import KDE_GRID
 from .plan import quote
-from .spark_source import prepare_frame
+from .spark_source import SparkSource, prepare_frame
 
 
-def grid_plan(df: DataFrame, plan: EncodingPlan, cells: int = KDE_GRID) -> EncodingPlan:
-    """``plan`` with its quantile-binned columns recoded on an equal-width grid."""
+def grid_plan(df: DataFrame, plan: EncodingPlan, cells: int = KDE_GRID,
+              skip_cols: list[str] | None = None) -> EncodingPlan:
+    """``plan`` with its quantile-binned columns recoded on an equal-width grid over the
+    rows the plan keeps (a label, and no missing value in ``skip_cols``)."""
+    df = SparkSource(df).kept(plan.label, skip_cols or [])
     cols = [c for c in plan.columns if c.kind == "bins"]
     if not cols:
         return plan

@@ -1,65 +1,78 @@
-"""Decide how every input column becomes small integer codes (the encoding plan).
+"""The Spark side of the encoding plan: column types, row sources, and the planner's passes.
 
-The rules are those of :mod:`vmi_spark.core.encoding`; this module computes what
-they need from the rows with a few passes of a :class:`RowSource` (the Spark reader,
+The rules are those of :mod:`vmi_spark.core.planning` (one planner for Spark and for
+memory); this module says how Spark's column types are read (:func:`value_type`,
+:func:`value_sql`), which columns are features (:func:`resolve_columns`), and runs
+:func:`~vmi_spark.core.planning.build_plan` over a :class:`RowSource` (the Spark reader,
 :class:`.spark_source.SparkSource`, or the pyarrow reader,
-:class:`.arrow_source.ParquetReader`). The plan is a pure function of the data, not
-of its partitioning nor of the reader.
+:class:`.arrow_source.ParquetReader`). The plan is a pure function of the data, not of
+its partitioning nor of the reader.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from ..core.binning import DEFAULT_LABEL_BINS, Binning, resolve_label_type
-from ..core.binning import state_labels as binning_state_labels
-from ..core.encoding import (
-    ColumnPlan,
-    EncodingPlan,
-    LabelRule,
-    TooManyCategories,
-    binned_plan,
-    categorical_plan,
-)
+from ..core import planning
+from ..core.encoding import EncodingPlan, LabelRule, TopValues
+from ..core.planning import BOOLEAN, FLOATING, INTEGER, STRING, Planned, ValueType
+from ..core.planning import suggest_name as suggest
 from ..errors import InputError
 
 #: columns fetched to the driver at once when placing bin edges
 SPLIT_CHUNK = 64
 
+_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _FLOATING = (T.FloatType, T.DoubleType, T.DecimalType)
-_NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType,
-            T.DoubleType, T.DecimalType)
+_NUMERIC = _INTEGRAL + _FLOATING
+#: the temporal types read as numbers, and the unit of each
+_UNITS: tuple[tuple[str, str], ...] = (("DateType", "date"), ("TimestampType", "timestamp"),
+                                       ("TimestampNTZType", "timestamp_ntz"),
+                                       ("DayTimeIntervalType", "interval"),
+                                       ("YearMonthIntervalType", "months"))
 
 
-class RowSource(Protocol):
-    """Where the passes over the rows read them (see the module docstring).
-
-    Every method sees the rows the plan keeps: rows with a label and, when
-    ``skip_cols`` are given (``handleInvalid`` skip), no missing value in those columns.
+class RowSource(planning.PlanSource, Protocol):
+    """Where the passes over the rows read them: the planner's passes
+    (:class:`vmi_spark.core.planning.PlanSource`), the encoding pass, and what the run
+    needs to know of the source (:mod:`vmi_spark.spark.routes` asks it, never its class).
     """
 
-    def column_stats(self, label: str, features: list[str], max_categories: int,
-                     max_classes: int, skip: bool) -> dict[str, Any]:
-        """One pass: :func:`vmi_spark.spark.rows.column_stats_fn` merged over all rows."""
-        ...
-
-    def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
-                        skip_cols: list[str], binning: str = "quantile",
-                        rule: LabelRule | None = None, hash_extra: list[str] | None = None
-                        ) -> dict[str, tuple[list[float], list[float]]]:
-        """:func:`vmi_spark.core.encoding.fit_sample` of the columns ``cols`` over the
-        kept rows (a sample of them above ``SAMPLE_ROWS``, chosen by a hash of the label,
-        ``cols`` and ``hash_extra``); the label maps to its own when ``rule`` makes it
-        continuous. ``rule`` gives the sampled rows' classes (``mdlp``, continuous labels)."""
-        ...
+    #: ``"pyarrow"`` or ``"spark"``: what reads the rows (the report's ``reader``)
+    read_by: str
 
     def encode_blocks(self, plan: EncodingPlan, block_rows: int,
                       skip_cols: list[str]) -> DataFrame:
         """The kept rows as block rows of codes (:mod:`vmi_spark.spark.blocks`)."""
         ...
+
+    def reading(self) -> AbstractContextManager[None]:
+        """The session settings the jobs that read the rows run under."""
+        ...
+
+    def evened(self, parts: int) -> Any:
+        """The same rows cut into ``parts`` even runs, encoded straight into
+        ``parts`` partitions (``encode_blocks(..., partitions=parts)``), or None where
+        the source cannot (the blocks are then spread by a range shuffle)."""
+        ...
+
+
+class SparkRows:
+    """What a row source read by Spark has (the defaults of :class:`RowSource`): no
+    session settings of its own, no even cut."""
+
+    read_by = "spark"
+
+    def reading(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def evened(self, parts: int) -> Any:
+        return None
 
 
 def is_numeric(dt: T.DataType) -> bool:
@@ -67,133 +80,132 @@ def is_numeric(dt: T.DataType) -> bool:
     return isinstance(dt, _NUMERIC)
 
 
+def value_type(dt: T.DataType) -> ValueType | None:
+    """How the values of a column of Spark type ``dt`` are read, or None if they cannot
+    be (binary, arrays, maps, structs, vectors, ...)."""
+    if isinstance(dt, _INTEGRAL):
+        return INTEGER
+    if isinstance(dt, _FLOATING):
+        return FLOATING
+    if isinstance(dt, T.BooleanType):
+        return BOOLEAN
+    if isinstance(dt, (T.StringType, T.CharType, T.VarcharType)):
+        return STRING
+    unit = dict(_UNITS).get(type(dt).__name__)
+    return ValueType("double", unit=unit) if unit is not None else None
+
+
+#: a TIMESTAMP_NTZ as microseconds of its wall clock since 1970-01-01 00:00, whatever the
+#: session time zone (Spark's timestampdiff moves across a daylight-saving gap)
+_NTZ_MICROS = ("CAST(unix_date(CAST({c} AS DATE)) AS BIGINT) * 86400000000"
+               " + CAST(hour({c}) AS BIGINT) * 3600000000"
+               " + CAST(minute({c}) AS BIGINT) * 60000000"
+               " + CAST(date_part('SECOND', {c}) * 1000000 AS BIGINT)")
+_SQL = {"date": "unix_date({c})", "timestamp": "unix_micros({c})",
+        "timestamp_ntz": _NTZ_MICROS,
+        "interval": "unix_micros(TIMESTAMP'1970-01-01 00:00:00 UTC' + {c})",
+        "months": "CAST({c} AS INT)"}
+
+
+def value_sql(name: str, dt: T.DataType) -> str:
+    """The SQL expression of column ``name`` (type ``dt``) whose values the Python
+    workers type (:func:`vmi_spark.core.rows.typed_array`): decimals as doubles (Spark's
+    rounding), dates as days and timestamps and day-time intervals as microseconds
+    (:mod:`vmi_spark.core.units`), year-month intervals as months, anything else as is."""
+    q = quote(name)
+    if isinstance(dt, T.DecimalType):
+        return f"CAST({q} AS DOUBLE)"
+    vt = value_type(dt)
+    if vt is not None and vt.unit is not None:
+        return _SQL[vt.unit].format(c=q)
+    return q
+
+
 def quote(name: str) -> str:
     """Backtick-quote a column name so dots and odd characters are taken literally."""
     return "`" + name.replace("`", "``") + "`"
 
 
-def resolve_columns(df: DataFrame, label: str, features: list[str] | None) -> list[str]:
-    """Check the label and feature columns exist and have usable types."""
-    fields = {f.name: f.dataType for f in df.schema.fields}
-    if label not in fields:
-        raise InputError(f"label column '{label}' not found in the input (columns: "
-                         f"{', '.join(list(fields)[:10])}{'...' if len(fields) > 10 else ''})")
-    if features is None:
-        features = [c for c in fields if c != label]
-    else:
-        missing = [c for c in features if c not in fields]
-        if missing:
-            raise InputError(f"feature column '{missing[0]}' not found in the input")
-        if label in features:
-            raise InputError(f"label column '{label}' is also listed as a feature")
-        if len(set(features)) != len(features):
-            dup = next(c for c in features if features.count(c) > 1)
-            raise InputError(f"feature column '{dup}' is listed twice")
-    if not features:
-        raise InputError("no feature columns: the input has only the label column")
-    for c in features:
-        dt = fields[c]
-        if not (is_numeric(dt) or isinstance(dt, (T.StringType, T.BooleanType))):
-            raise InputError(f"feature column '{c}' has unsupported type {dt.simpleString()} "
-                             "(use numeric, string or boolean columns, or a vector column)")
-    ldt = fields[label]
-    if not (is_numeric(ldt) or isinstance(ldt, (T.StringType, T.BooleanType))):
-        raise InputError(f"label column '{label}' has unsupported type {ldt.simpleString()}")
-    return features
+def _listed(fields: Mapping[str, Any]) -> str:
+    names = list(fields)
+    return f"{', '.join(names[:10])}{'...' if len(names) > 10 else ''}"
 
 
-def _binned(name: str, split: tuple[list[float], list[float]], missing: bool) -> ColumnPlan:
-    """The plan of a binned column from its (split points, spikes)."""
-    return binned_plan(name, split[0], missing, split[1])
+def resolve_columns(df: DataFrame | T.StructType, label: str, features: list[str] | None,
+                    exclude: list[str] | None = None) -> tuple[list[str], list[str]]:
+    """The feature columns and the notes about columns left out.
 
+    Without ``features``, every column but the label and ``exclude`` whose type can be
+    read (:func:`value_type`) is a feature; a column of another type (binary, array,
+    map, struct) is left out with a note. A column named in ``features`` or
+    ``exclude`` must exist, and one named in ``features`` must have a usable type.
 
-def build_plan(df: DataFrame | T.StructType, label: str, features: list[str], num_bins: int,
-               max_categories: int, max_classes: int, handle_invalid: str,
-               source: RowSource, binning: str = "quantile", label_type: str = "auto",
-               label_bins: int = DEFAULT_LABEL_BINS) -> tuple[EncodingPlan, list[str]]:
-    """Compute the encoding plan with the passes of ``source`` over the rows.
-
-    ``df`` (a DataFrame or its schema) gives the types of the label and feature columns.
-    Returns the plan and the columns whose missing values drop a row (``skip_cols``,
-    non-empty only with ``handleInvalid`` skip), which ``source.encode_blocks`` needs.
-    The parameters were checked by :func:`vmi_spark.params.validate`.
+    Raises
+    ------
+    InputError
+        A missing column (with the closest name), the label listed as a feature, a
+        feature listed twice or of an unusable type, no feature left.
     """
     schema = df if isinstance(df, T.StructType) else df.schema
-    types = {f.name: f.dataType for f in schema.fields}
-    ldt = types[label]
-    stats = source.column_stats(label, features, max_categories, max_classes,
-                                handle_invalid == "skip")
-    total, null_labels = stats["rows"], stats["null_labels"]
-    if total == 0:
-        raise InputError("the input has no rows")
-    if null_labels == total:
-        raise InputError(f"no labelled rows: every value of label column '{label}' is null")
-    missing = dict(zip(features, stats["missing"]))
-    skipped = 0
-    skip_cols: list[str] = []  # rows with a missing value in one of these are dropped
-    if handle_invalid == "error":
-        bad = next((c for c in features if missing[c] > 0), None)
-        if bad is not None:
-            raise InputError(f"feature column '{bad}' has {missing[bad]} missing values "
-                             "(null or NaN) and handleInvalid is 'error'")
-    elif handle_invalid == "skip" and stats["skipped"]:
-        skip_cols = [c for c in features if missing[c]]
-        skipped = stats["skipped"]
-        missing = {c: 0 for c in features}
-    rows = total - null_labels - skipped
-    if rows == 0:
-        raise InputError("no rows left after dropping rows with missing feature values "
-                         "(handleInvalid is 'skip')")
-    string_label = isinstance(ldt, T.StringType)
-    try:
-        kind = resolve_label_type(label_type, stats["classes"], numeric=is_numeric(ldt),
-                                  floating=isinstance(ldt, _FLOATING))
-    except ValueError as e:
-        raise InputError(f"{e} (label column '{label}')") from None
-    continuous = kind == "continuous"
-    classes: list[Any] = []
-    if not continuous:
-        if stats["classes"] is None:
-            hint = "" if string_label else "use --label-type continuous to bin it into classes, or "
-            raise InputError(f"label column '{label}' has more than {max_classes} distinct "
-                             f"values (maxClasses); {hint}raise --max-classes")
-        classes = sorted(stats["classes"])
-        if len(classes) < 2:
-            raise InputError(f"label column '{label}' has a single class ({classes[0]!r}); "
-                             "feature selection needs at least two")
+    fields = {f.name: f.dataType for f in schema.fields}
+    if label not in fields:
+        raise InputError(f"label column '{label}' not found in the input{suggest(label, list(fields))} "
+                         f"(columns: {_listed(fields)})")
+    if value_type(fields[label]) is None:
+        raise InputError(f"label column '{label}' has unsupported type "
+                         f"{fields[label].simpleString()}")
+    for c in exclude or []:
+        if c not in fields:
+            raise InputError(f"excluded column '{c}' not found in the input"
+                             f"{suggest(c, list(fields))}")
+    notes: list[str] = []
+    if features is None:
+        skipped = [c for c in fields if c != label and c not in (exclude or [])
+                   and value_type(fields[c]) is None]
+        features = [c for c in fields if c != label and c not in (exclude or [])
+                    and c not in skipped]
+        if skipped:
+            notes.append(f"left out {len(skipped)} column(s) whose type cannot be a feature: "
+                         + ", ".join(f"'{c}' ({fields[c].simpleString()})" for c in skipped[:10])
+                         + ("..." if len(skipped) > 10 else ""))
+    else:
+        _check_named(features, fields, label, exclude or [])
+        features = [c for c in features if c not in (exclude or [])]
+    if not features:
+        raise InputError("no feature columns: the input has only the label column"
+                         + (" and excluded or unusable columns" if exclude or notes else ""))
+    return features, notes
 
-    plans: list[ColumnPlan | None] = []  # None: binned, split points placed below
-    for c, distinct in zip(features, stats["values"]):
-        dtype = "string" if isinstance(types[c], T.StringType) else "double"
-        try:
-            plans.append(categorical_plan(c, dtype, distinct, missing[c] > 0, max_categories))
-        except TooManyCategories:
-            raise InputError(f"string column '{c}' has more than {max_categories} distinct values "
-                             "(maxCategories); raise --max-categories or leave it out with --features"
-                             ) from None
-    to_bin = [c for c, p in zip(features, plans) if p is None]
-    rule = None
-    if continuous or (binning == "mdlp" and to_bin):
-        rule = LabelRule(continuous=continuous, classes=tuple(classes), label_bins=label_bins,
-                         string=string_label)
-    splits = {}
-    if to_bin or continuous:
-        # a label alone is sampled by the hash of whole rows, not of the label's value
-        splits = source.quantile_splits(label, to_bin, num_bins, rows, skip_cols, binning,
-                                        rule=rule, hash_extra=[] if to_bin else features)
-    label_edges = label_spikes = None
-    if continuous:
-        label_edges, label_spikes = (list(x) for x in splits.get(label, ([], [])))
-        names = binning_state_labels(Binning("quantile", tuple(label_edges), tuple(label_spikes)))
-        if len(names) < 2:
-            raise InputError(f"label column '{label}' is continuous but has a single value; "
-                             "feature selection needs at least two classes")
-        classes = names
-    columns = [p if p is not None else _binned(c, splits.get(c, ([], [])), missing[c] > 0)
-               for c, p in zip(features, plans)]
-    plan = EncodingPlan(label=label, classes=classes,
-                        label_dtype="string" if string_label else "double",
-                        columns=columns, num_rows=rows, rows_dropped=null_labels,
-                        rows_skipped=skipped, label_type=kind, label_edges=label_edges,
-                        label_spikes=label_spikes or None)
-    return plan, skip_cols
+
+def _check_named(features: list[str], fields: Mapping[str, T.DataType], label: str,
+                 exclude: list[str]) -> None:
+    """Refuse a named feature that is missing, the label, listed twice or unusable."""
+    missing = [c for c in features if c not in fields]
+    if missing:
+        raise InputError(f"feature column '{missing[0]}' not found in the input"
+                         f"{suggest(missing[0], list(fields))}")
+    if label in features:
+        raise InputError(f"label column '{label}' is also listed as a feature")
+    if len(set(features)) != len(features):
+        dup = next(c for c in features if features.count(c) > 1)
+        raise InputError(f"feature column '{dup}' is listed twice")
+    for c in features:
+        if value_type(fields[c]) is None:
+            raise InputError(f"feature column '{c}' has unsupported type "
+                             f"{fields[c].simpleString()} (use numeric, string, boolean, date, "
+                             "timestamp or interval columns, or a vector column)")
+
+
+def build_plan(df: DataFrame | T.StructType, label: str, features: list[str],
+               params: Mapping[str, Any], source: planning.PlanSource) -> Planned:
+    """The encoding plan of ``df``'s ``features`` (:func:`vmi_spark.core.planning.
+    build_plan`) with the passes of ``source``; ``df`` (or its schema) gives the types."""
+    schema = df if isinstance(df, T.StructType) else df.schema
+    types = {f.name: f.dataType for f in schema.fields}
+    vtypes = {c: value_type(types[c]) or FLOATING for c in features}
+    return planning.build_plan(label, value_type(types[label]) or STRING, features, vtypes,
+                               params, source)
+
+
+__all__ = ["RowSource", "SparkRows", "SPLIT_CHUNK", "TopValues", "LabelRule", "build_plan", "is_numeric",
+           "quote", "resolve_columns", "suggest", "value_sql", "value_type"]

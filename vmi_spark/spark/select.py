@@ -2,76 +2,49 @@
 
 from __future__ import annotations
 
-import math
+import logging
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from ..checkpoint import Checkpoint, fingerprint
-from ..core.binning import json_float
-from ..core.binning import looks_continuous as core_looks_continuous
-from ..core.bound import MAX_BLOCK_ROWS, PAIRWISE, whole_strides
-from ..core.criteria import select_classic
-from ..core.encoding import SAMPLE_ROWS, ColumnPlan, EncodingPlan
-from ..core.greedy import Backend, Selection, report_fields, select_vmi
+from ..core.encoding import EncodingPlan
+from ..core.greedy import ResumeMismatch, Selection, select
 from ..core.kde import kde_conditional
-from ..errors import InputError
-from ..params import (
-    METHOD_NAMES,
-    cap_num_features,
-    is_vmi,
-    parameter,
-    selection_size,
-    validate,
+from ..core.planning import AUTO_ROWS_PER_VALUE, Planned, thin_classes
+from ..core.summary import selection_report
+from ..errors import InputError, literal, phrase, phrased
+from ..params import METHOD_NAMES, ParameterWarning, Settings, parameter, plan_size
+from .arrow_source import (
+    ParquetSource,
+    plain_parquet_scan,
 )
-from .arrow_source import BatchReader, ParquetReader, ParquetSource, parquet_source
-from .backend import SparkBackend
-from .driver import (
-    DRIVER_CELLS,
-    DRIVER_PAIR_BYTES,
-    PROBE_CELLS,
-    DriverBackend,
-    DriverRows,
-    parquet_rows,
-    probed_rows,
-)
+from .compat import arrow_reader_note
 from .grid import grid_plan
-from .plan import RowSource, build_plan, is_numeric, quote, resolve_columns
-from .resident import ResidentBackend, ResidentUnavailable
-from .session import is_local, parallelism, storage_memory, task_slots, unavailable_reason
-from .spark_source import SparkSource
-from .storage import Kept, batch_rows, cache_batch_rows, keep
-from .vector_source import (
-    LENGTH_MARK,
-    ParquetVectorReader,
-    VectorReader,
-    vector_array,
-    vector_batches,
+from .plan import RowSource, build_plan
+from .routes import (
+    Execution,
+    RowRoute,
+    check_execution,
+    choose_execution,
+    choose_rows,
+    start_execution,
 )
+from .storage import check_checkpoint_dir, check_staging
+from .vector_source import vector_lengths_checked
+
+log = logging.getLogger("vmi_spark")
 
 #: every selection method (the registry's names, kept here for existing imports)
 ALL_METHODS = METHOD_NAMES
 #: how p(x_i | y) of continuous features is estimated: quantile bins, or a binned KDE
 ESTIMATORS = parameter("estimator").choices
-#: smallest block (rows) when the rows are spread over the task slots
-MIN_BLOCK_ROWS = 4096
-#: most of a block manager's cache memory the encoded rows may take before they go to disk
-CACHE_SHARE = 0.5
-#: most bytes of one encoded block (its codes and classes)
-BLOCK_BYTES = 8 << 20
-#: a numeric label with more classes than this is warned about (it may be a regression target)
-MANY_NUMERIC_CLASSES = 100
-#: bytes of per-row pairwise state a block may hold
-_PAIR_BLOCK_BYTES = 32 << 20
 #: how the greedy steps run: resident tasks if the session allows, else one Spark job a pass
 EXECUTIONS = parameter("execution").choices
 
@@ -92,7 +65,8 @@ class Phases(dict):
 
 
 class _TimedSource:
-    """A :class:`RowSource` whose passes are laps of ``phases`` (planning's breakdown)."""
+    """The planner's passes of a :class:`RowSource`, each a lap of ``phases`` (planning's
+    breakdown)."""
 
     def __init__(self, source: RowSource, phases: Phases):
         self._source, self._phases = source, phases
@@ -109,8 +83,11 @@ class _TimedSource:
         self._phases.lap("bin_edges")
         return out
 
-    def encode_blocks(self, *a: Any, **k: Any) -> DataFrame:
-        return self._source.encode_blocks(*a, **k)
+    def top_values(self, *a: Any, **k: Any) -> dict[str, Any]:
+        self._phases.lap("plan")
+        out = self._source.top_values(*a, **k)
+        self._phases.lap("categories")
+        return out
 
 
 @dataclass
@@ -127,267 +104,20 @@ class SelectionRun:
     storage: str = "cache"
     phases: dict[str, float] = field(default_factory=dict)
     reader: str = "spark"
+    label_reason: str = ""
 
     def report(self) -> dict[str, Any]:
-        return {
-            **report_fields(self.selection, self.plan.features),
-            "label": self.plan.label,
-            "num_rows": self.plan.num_rows,
-            "rows_dropped": self.plan.rows_dropped,
-            "rows_skipped": self.plan.rows_skipped,
-            "num_classes": len(self.plan.classes),
-            "classes": [str(c) for c in self.plan.classes],
-            "label_type": self.plan.label_type,
-            **({"label_binning": label_report(self.plan)}
-               if self.plan.label_type == "continuous" else {}),
-            "execution": self.execution,
-            "storage": self.storage,
-            "reader": self.reader,
-            "prepare_seconds": self.prepare_seconds,
-            "phase_seconds": dict(self.phases),
-            "total_seconds": self.total_seconds,
-            # JSON has no infinities: a non-finite parameter (restartTolerance -inf) is a string
-            "parameters": {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v)
-                           for k, v in self.params.items()},
-            "warnings": list(self.warnings),
-            "columns": [column_report(c, self.params.get("binning", "quantile"))
-                        for c in self.plan.columns],
-        }
-
-
-def label_report(plan: EncodingPlan) -> dict[str, Any]:
-    """How a continuous label was cut into classes: strategy, edges, spikes, class names."""
-    return {"binning": "quantile", "edges": [json_float(e) for e in plan.label_edges or []],
-            "spikes": [json_float(s) for s in plan.label_spikes or []],
-            "state_names": [str(c) for c in plan.classes]}
-
-
-def looks_continuous(plan: EncodingPlan, dtype: T.DataType) -> bool:
-    """Whether a categorical numeric label deserves the warning that it looks continuous:
-    more classes than half its rows (:func:`vmi_spark.core.binning.looks_continuous`), or
-    more than :data:`MANY_NUMERIC_CLASSES` numeric classes."""
-    if plan.label_type != "categorical" or plan.label_dtype == "string" or \
-            isinstance(dtype, T.BooleanType):
-        return False
-    k = len(plan.classes)
-    return core_looks_continuous(k, plan.num_rows) or k > MANY_NUMERIC_CLASSES
-
-
-def column_report(c: ColumnPlan, binning: str) -> dict[str, Any]:
-    """How column ``c`` was coded, for the report: its kind and states, and for a binned
-    column the strategy, the split points (``edges``), the values that are a state of
-    their own (``spikes``) and the states' names."""
-    out: dict[str, Any] = {"name": c.name, "kind": c.kind, "states": c.num_states,
-                           "missing_state": c.missing}
-    if c.kind == "bins":
-        edges = list(c.splits or [])
-        # JSON has no infinities: an infinite edge or spike (a column holding inf) is a string
-        out.update(binning=binning, edges=[json_float(e) for e in edges],
-                   spikes=[json_float(s) for s in c.spikes or []], state_names=c.state_labels())
-    return out
-
-
-def vector_names(df: DataFrame, features_col: str, label: str, *,
-                 check: bool = True) -> list[str]:
-    """The element names of vector column ``features_col`` (from ML metadata, else
-    ``features[i]``), after checking it is a vector column whose vectors all have that
-    many elements (one aggregate over the vectors; a null vector is missing values) and
-    that the label exists with a usable type and is not one of the names.
-
-    With ``check`` False and names in the ML metadata (what ``VectorAssembler`` writes)
-    the aggregate is left out: the passes check the lengths as they read the rows
-    (:class:`.vector_source.VectorLengthError`, :func:`vector_lengths_checked`). It cost
-    a read of every vector, 3 s of a 20k x 2,000 selection's 9 s.
-    """
-    fields = {f.name: f for f in df.schema.fields}
-    if features_col not in fields:
-        raise InputError(f"features column '{features_col}' not found in the input")
-    if label not in fields:
-        raise InputError(f"label column '{label}' not found in the input")
-    dtype = fields[features_col].dataType
-    if type(dtype).__name__ != "VectorUDT":
-        raise InputError(f"featuresCol '{features_col}' must be a vector column "
-                         f"(pyspark.ml.linalg.Vector), not {dtype.simpleString()}")
-    ldt = fields[label].dataType
-    if not (is_numeric(ldt) or isinstance(ldt, (T.StringType, T.BooleanType))):
-        raise InputError(f"label column '{label}' has unsupported type {ldt.simpleString()}")
-    names = vector_attribute_names(fields[features_col].metadata)
-    if names is None:
-        shortest, longest, rows = _vector_lengths(df, features_col, None)
-        if not rows:
-            raise InputError("the input has no rows")
-        names = [f"{features_col}[{i}]" for i in range(int(longest or 0))]
-    elif check:
-        shortest, longest, _ = _vector_lengths(df, features_col, len(names))
-    else:
-        shortest = None  # the passes check the lengths
-    if shortest is not None and not shortest == longest == len(names):
-        raise InputError(f"featuresCol '{features_col}' holds vectors of {shortest} to {longest} "
-                         f"elements; every row must have the same length ({len(names)})")
-    if label in names:
-        raise InputError(f"label column '{label}' is also an element of featuresCol")
-    if not names:
-        raise InputError(f"featuresCol '{features_col}' holds empty vectors")
-    return names
-
-
-def _vector_lengths(df: DataFrame, features_col: str,
-                    width: int | None) -> tuple[int | None, int | None, int]:
-    """The shortest and longest vectors of ``features_col`` (None without a non-null
-    vector) and the rows: one aggregate, in batches sized for ``width`` elements."""
-    arr = vector_array(features_col)
-    size = F.when(arr.isNotNull(), F.size(arr))
-    with vector_batches(df.sparkSession, width):
-        row = df.select(F.min(size), F.max(size), F.count(F.lit(1))).first()
-    return (row[0], row[1], row[2]) if row is not None else (None, None, 0)
-
-
-@contextmanager
-def vector_lengths_checked(df: DataFrame, features_col: str | None,
-                           label: str) -> Iterator[None]:
-    """Run the block; a vector of another length met by it (:class:`.vector_source.
-    VectorLengthError`, raised in the driver or in a Python worker and carried in the
-    failed job's text) becomes the one-line :class:`InputError` of :func:`vector_names`'s
-    full check, which names the shortest and longest vectors."""
-    try:
-        yield
-    except Exception as exc:
-        if features_col is None or LENGTH_MARK not in str(exc):
-            raise
-        vector_names(df, features_col, label)  # raises the InputError
-        raise
-
-
-def expand_vector(df: DataFrame, features_col: str, label: str) -> tuple[DataFrame, list[str]]:
-    """Replace a vector column by one double column per element (names from ML metadata),
-    in one projection (:func:`vector_names` checks it first)."""
-    names = vector_names(df, features_col, label)
-    arr = df.select(F.col(quote(label)).alias("_vmi_label"),
-                    vector_array(features_col).alias("_vmi_v"))
-    out = arr.selectExpr(f"_vmi_label AS {quote(label)}",
-                         *[f"_vmi_v[{i}] AS {quote(n)}" for i, n in enumerate(names)])
-    return out, names
-
-
-def vector_schema(df: DataFrame, label: str, names: list[str]) -> T.StructType:
-    """The schema of :func:`expand_vector`'s frame, without building it."""
-    label_field = next(f for f in df.schema.fields if f.name == label)
-    return T.StructType([label_field, *[T.StructField(n, T.DoubleType()) for n in names]])
-
-
-def vector_attribute_names(meta: dict | None) -> list[str] | None:
-    """Element names of a vector column from its ML metadata; None unless complete and unique."""
-    attrs = (meta or {}).get("ml_attr", {})
-    if "attrs" not in attrs or "num_attrs" not in attrs:
-        return None
-    names: list[str | None] = [None] * int(attrs["num_attrs"])
-    for group in attrs["attrs"].values():
-        for a in group:
-            names[a["idx"]] = a.get("name")
-    found = [n for n in names if n is not None]
-    if len(found) != len(names) or len(set(found)) != len(found):
-        return None
-    return found
-
-
-class Execution(Backend, Protocol):
-    """How the greedy steps run over the cached blocks: a
-    :class:`~vmi_spark.core.greedy.Backend` that also says which execution it is and what
-    the run should report (:class:`.backend.SparkBackend`, one Spark job a pass;
-    :class:`.resident.ResidentBackend`, long-running tasks)."""
-
-    #: the execution's name in the report ("passes", "resident")
-    execution: str
-
-    def notes(self) -> list[str]:
-        """What happened that the run's warnings should say (lost tasks, a fallback)."""
-        ...
-
-
-class StartExecution(Protocol):
-    """Makes an :class:`Execution` over the cached blocks (the class itself, usually)."""
-
-    def __call__(self, blocks: DataFrame, num_features: int, arity: int, num_classes: int,
-                 method: str) -> Execution:
-        ...
-
-
-def _backend(blocks: DataFrame, d: int, arity: int, num_classes: int, method: str,
-             execution: str, why_not: str | None, notes: list[str]) -> Execution:
-    """The resident backend where it can run (see ``execution``), else the pass backend."""
-    passes: StartExecution = SparkBackend
-    if why_not is None:
-        try:
-            return ResidentBackend(blocks, d, arity, num_classes, method, fallback=partial(
-                passes, blocks, d, arity, num_classes, method))
-        except ResidentUnavailable as exc:
-            if execution == "resident":
-                raise InputError(f"resident execution failed to start: {exc}") from None
-            notes.append(f"resident tasks could not start ({exc}); running one Spark job "
-                         "per pass instead")
-            warnings.warn(notes[-1], UserWarning, stacklevel=4)  # run_selection's caller
-    return passes(blocks, d, arity, num_classes, method)
+        """The run's ``selection.json`` (:func:`vmi_spark.core.summary.selection_report`
+        and how the selection ran)."""
+        out = selection_report(self.plan, self.selection, self.params, self.label_reason)
+        out.update(execution=self.execution, storage=self.storage, reader=self.reader,
+                   prepare_seconds=self.prepare_seconds, phase_seconds=dict(self.phases),
+                   total_seconds=self.total_seconds, warnings=list(self.warnings))
+        return out
 
 
 _STORAGE_WORDS = {"staging": "a Parquet copy in the staging directory",
                   "recompute": "recomputing them from the input in every pass"}
-
-
-def _keep_blocks(encoded: DataFrame, parts: int, storage_level: StorageLevel, mode: str,
-                 staging_dir: str | None) -> Kept:
-    """The encoded blocks, spread over ``parts`` partitions and kept for the passes.
-
-    Cached (the default), the rows are encoded once: the encoded blocks are kept for
-    the range partitioner's sampling job and the shuffle. Staged or recomputed, the
-    blocks are used in the partitioning they come in (every execution accepts any).
-    """
-    first = keep(encoded, storage_level, mode, staging_dir, materialize=False)
-    if first.how != "cache":
-        return first
-    try:
-        return keep(first.df.repartitionByRange(parts, "block_id"), storage_level, "cache")
-    finally:
-        first.release()
-
-
-def _driver_rows(df: DataFrame, label: str, features: list[str],
-                 source: ParquetSource | None, execution: str, estimator: str,
-                 vector: VectorReader | None = None) -> DriverRows | None:
-    """The rows in the driver when the selection runs there (:mod:`.driver`): asked for
-    (``execution="driver"``) or, with ``auto``, for a small table; else None."""
-    if execution not in ("auto", "driver"):
-        return None
-    if estimator != "histogram":
-        if execution == "driver":
-            raise InputError("execution 'driver' needs estimator 'histogram'")
-        return None
-    if source is not None:
-        rows = parquet_rows(df.sparkSession, source, label, features)
-    else:
-        rows = probed_rows(df, label, features, vector)
-    if rows is None and execution == "driver":
-        raise InputError(f"execution 'driver' takes tables of at most {SAMPLE_ROWS:,} rows and "
-                         f"{DRIVER_CELLS if source is not None else PROBE_CELLS:,} cells "
-                         "(rows x columns); use auto, resident or passes")
-    return rows
-
-
-def _storage_level(spark, level: StorageLevel, encoded_bytes: int, parts: int,
-                   notes: list[str]) -> StorageLevel:
-    """``level``, or disk only when the encoded rows would fill more than half of a block
-    manager's cache memory (:data:`CACHE_SHARE`): the memory store builds each cached
-    batch in the heap before it can spill, so a cache near its limit ends in "Java heap
-    space" instead of spilling (a 5M x 100 table under the default 1g driver). Resident
-    tasks keep their blocks in the Python workers; the disk copy is read once."""
-    if level != StorageLevel.MEMORY_AND_DISK:
-        return level
-    memory = storage_memory(spark)
-    share = encoded_bytes / max(1, parts) * (parts if is_local(spark) else 1)
-    if memory is None or share <= CACHE_SHARE * memory:
-        return level
-    notes.append(f"the encoded rows ({encoded_bytes >> 20} MiB) are cached on disk: more than "
-                 f"half of the {memory >> 20} MiB a block manager may cache")
-    return StorageLevel.DISK_ONLY
 
 
 def _saving(ckpt: Checkpoint, on_step: Callable[[Selection], None] | None):
@@ -399,60 +129,12 @@ def _saving(ckpt: Checkpoint, on_step: Callable[[Selection], None] | None):
     return save_then_call
 
 
-def _row_source(df: DataFrame, label: str, features: list[str], vector: VectorReader | None,
-                source: ParquetSource | None, slots: int, presample: tuple[int, str] | None,
-                auto: bool, histogram: bool) -> RowSource:
-    """What the passes on the executors read the rows with: the vectors' Parquet struct
-    read by pyarrow (with ``auto``, if ``df`` is a plain Parquet scan) or by Spark
-    (``vector``); the Parquet ``source``'s columns read by pyarrow (the statistics pass
-    samples the rows for the bin edges too, where it can: ``presample``); or Spark's rows
-    of ``df``."""
-    if vector is not None:
-        files = parquet_source(df, [label, vector.features_col]) if auto else None
-        if files is None:
-            return vector
-        return ParquetVectorReader(df, label, vector.features_col, features, slots, files,
-                                   presample=presample)
-    if source is not None and histogram:
-        return ParquetReader(df.sparkSession, source, slots, presample=presample)
-    return SparkSource(df)
-
-
-def block_rows_for(num_rows: int, parts: int, num_features: int, method: str,
-                   num_classes: int) -> int:
-    """Rows of an encoded block on the executors.
-
-    About four blocks per task slot (``parts``), so that every core has work in every
-    pass; at most :data:`BLOCK_BYTES` a block, because the JVM copies each block whole
-    (Arrow, cache) and large byte arrays crowd a small heap (a 5M x 100 table under the
-    default 1g driver); for ``vmi_pairwise`` at most :data:`_PAIR_BLOCK_BYTES` of per-row
-    state; a multiple of :data:`~vmi_spark.core.bound.BLOCK_ROW_STEP` (at least 256).
-    """
-    rows = min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, whole_strides(-(-num_rows // (4 * parts)),
-                                                                 up=True)))
-    most = BLOCK_BYTES // (num_features + 2)
-    if method == PAIRWISE:
-        most = min(most, _PAIR_BLOCK_BYTES // (8 * num_features * num_classes))
-    return max(256, min(rows, whole_strides(most)))
-
-
-def run_selection(df: DataFrame, label: str, *, features: list[str] | None = None,
-                  features_col: str | None = None, method: str = "vmi_naive",
-                  num_features: int = 50, restart_tolerance: float = 0.0, num_bins: int = 10,
-                  max_categories: int = 32, max_classes: int = 1000,
-                  handle_invalid: str = "keep", report_candidates: int = 0,
-                  binning: str = "quantile", label_type: str = "auto", label_bins: int = 10,
+def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *,
+                  features: list[str] | None = None, exclude: list[str] | None = None,
+                  features_col: str | None = None,
                   on_step: Callable[[Selection], None] | None = None,
                   storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
-                  checkpoint_dir: str | None = None,
-                  estimator: str = "histogram",
-                  source: ParquetSource | None = None,
-                  reader: str = "auto",
-                  execution: str = "auto",
-                  block_storage: str = "auto",
-                  staging_dir: str | None = None,
-                  selection_mode: str = "numTopFeatures",
-                  selection_threshold: float | None = None) -> SelectionRun:
+                  source: ParquetSource | None = None, **values: Any) -> SelectionRun:
     """Select features of ``df`` for ``label`` on Spark (see :class:`vmi_spark.VMISelector`).
 
     With ``checkpoint_dir`` the state of the selection is saved there after every
@@ -493,36 +175,39 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     """
     t0 = time.perf_counter()
     phases = Phases()
-    params: dict[str, Any] = {
-        "method": method, "num_features": num_features, "restart_tolerance": restart_tolerance,
-        "num_bins": num_bins, "binning": binning, "max_categories": max_categories,
-        "max_classes": max_classes, "label_type": label_type, "label_bins": label_bins,
-        "handle_invalid": handle_invalid, "estimator": estimator,
-        "selection_mode": selection_mode, "selection_threshold": selection_threshold}
-    checked = validate({**params, "execution": execution, "reader": reader,
-                        "report_candidates": report_candidates,
-                        "block_storage": block_storage, "staging_dir": staging_dir})
-    for key in ("num_features", "restart_tolerance", "selection_threshold"):
-        params[key] = checked[key]
-    inp = _plan_rows(df, label, features, features_col, source, params, reader, execution,
-                     phases)
-    plan, d = inp.plan, len(inp.features)
-    notes = _plan_notes(plan, inp.df.schema[label].dataType)
-    k, min_gain = selection_size(selection_mode, params["selection_threshold"],
-                                 params["num_features"], d)
-    k, capped = cap_num_features(k, d)
+    settings = _settings(settings, values)
+    # a vector of another length, met by any read of the rows, is the one-line InputError
+    # of vector_names' full check
+    vectors = features_col if settings.estimator != "kde" else None
+    with phrased(settings.style), vector_lengths_checked(df, vectors, label):
+        if settings.staging_dir is not None:  # before anything is read, as the job checks
+            check_staging(df, settings.staging_dir)
+        if settings.checkpoint_dir is not None:
+            check_checkpoint_dir(df, settings.checkpoint_dir)
+        check_execution(df.sparkSession, settings)
+        route = choose_rows(df, label, features, exclude, features_col, source, settings)
+        planned = _plan(route, label, settings, phases)
+    plan, d = planned.plan, len(route.features)
+    notes = route.notes + planned.notes + _plan_notes(plan, settings.style)
+    log.info("label '%s': %s (%s)", label, plan.label_type, planned.label.reason)
+    old_pyarrow = (arrow_reader_note() if settings.reader == "auto" and route.read_by == "spark"
+                   else None)
+    if old_pyarrow is not None and plain_parquet_scan(route.df):
+        notes.append(old_pyarrow)  # the pyarrow reader would have read this input
+    k, min_gain, capped = plan_size(settings, d)
     for n in notes:
         warnings.warn(n, UserWarning, stacklevel=2)
-    if capped is not None:
+    if capped is not None:  # in the names of the front end that asked
+        capped = ParameterWarning(capped.key, capped.template, settings.style)
         notes.append(str(capped))
         warnings.warn(capped, stacklevel=2)
-    backend, kept = _start(inp, method, execution, storage_level, block_storage, staging_dir,
-                           notes, phases)
+    execution = choose_execution(plan, route, settings)
+    backend, kept = start_execution(execution, route, plan, planned.skip_cols, settings,
+                                    storage_level, notes, phases.lap)
     phases.lap("start_execution")
     t_prep = time.perf_counter() - t0
     try:
-        selection = _select(backend, inp, params, k, min_gain, report_candidates, on_step,
-                            checkpoint_dir, notes)
+        selection = _select(backend, plan, settings, k, min_gain, on_step, notes)
         phases.lap("steps")
     finally:
         backend.close()
@@ -536,170 +221,61 @@ def run_selection(df: DataFrame, label: str, *, features: list[str] | None = Non
     if how not in ("cache", "driver"):
         notes.append(f"the encoded rows were kept by {_STORAGE_WORDS[how]} (the session "
                      "cannot cache DataFrames)")
-    return SelectionRun(plan, selection, params, time.perf_counter() - t0, t_prep, notes,
-                        backend.execution, how, dict(phases), inp.read_by)
+    return SelectionRun(plan, selection, settings.result(), time.perf_counter() - t0, t_prep,
+                        notes, backend.execution, how, dict(phases), route.read_by,
+                        planned.label.reason)
 
 
-@dataclass
-class _Rows:
-    """The input of a run as planned (:func:`_plan_rows`).
-
-    ``df`` is the input (with the ``kde`` estimator, its vector expanded into columns);
-    ``rows`` what the passes read the rows with, or ``driver`` the rows held in the driver
-    (then ``rows`` is ``driver``); ``why_not`` why resident tasks cannot run (None if they
-    can); ``parts`` the partitions the encoded blocks are spread over; ``slots`` the
-    session's parallelism; ``reading`` the session settings of the jobs that read the rows;
-    ``read_by`` ``"pyarrow"`` or ``"spark"`` (the report's ``reader``).
-    """
-
-    df: DataFrame
-    features: list[str]
-    plan: EncodingPlan
-    skip_cols: list[str]
-    rows: RowSource
-    driver: DriverRows | None
-    why_not: str | None
-    parts: int
-    slots: int
-    read_by: str
-    reading: Callable[[], AbstractContextManager[Any]]
+def _settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
+    """``settings`` with the keyword ``values`` applied (spec keys), checked once."""
+    if settings is None:
+        return Settings.of(values, "python")
+    return settings.replace(**values) if values else settings
 
 
-def _plan_rows(df: DataFrame, label: str, features: list[str] | None,
-               features_col: str | None, source: ParquetSource | None, params: dict[str, Any],
-               reader: str, execution: str, phases: Phases) -> _Rows:
-    """Resolve the columns, choose what reads the rows (the driver for a small table,
-    pyarrow for Parquet files, else Spark) and compute the encoding plan with its passes."""
-    estimator = params["estimator"]
-    slots = parallelism(df.sparkSession)
-    vector: VectorReader | None = None
-    schema: DataFrame | T.StructType = df
-    if features_col is not None:
-        if estimator == "kde":  # the KDE grid is computed over the expanded columns
-            df, features = expand_vector(df, features_col, label)
-        else:  # the workers cut the vectors (vector_source): no projection of D columns
-            features = vector_names(df, features_col, label, check=False)
-            vector = VectorReader(df, label, features_col, features, slots)
-            schema = vector_schema(df, label, features)
-    names: list[str] = (resolve_columns(df, label, features) if vector is None
-                        else list(features or []))
-    auto = reader == "auto" and estimator == "histogram"
-    if source is None and auto and features_col is None:
-        source = parquet_source(df, [label, *names])
-    vector_col = features_col if vector is not None else None
-    # a vector of another length, met by any read of the rows, is the one-line InputError
-    with vector_lengths_checked(df, vector_col, label):
-        driver = _driver_rows(df, label, names, source if features_col is None else None,
-                              execution, estimator, vector)
-        # resident tasks all run at once: at most one partition per task slot
-        why_not = ("not asked for" if execution == "passes" or driver is not None
-                   else unavailable_reason(df.sparkSession))
-        if execution == "resident" and why_not is not None:
-            raise InputError(f"resident execution is not available: {why_not}")
-        parts = slots if why_not is not None else task_slots(df.sparkSession)
-        label_type = params["label_type"]
-        rows: RowSource = driver if driver is not None else _row_source(
-            df, label, names, vector, source, slots,
-            presample=None if label_type == "continuous" else (params["num_bins"],
-                                                               params["binning"]),
-            auto=auto, histogram=estimator == "histogram")
-        # the driver reads a Parquet source with pyarrow too (parquet_rows), a vector with Spark
-        read_by = ("pyarrow" if isinstance(rows, (ParquetReader, ParquetVectorReader))
-                   or (driver is not None and source is not None and features_col is None)
-                   else "spark")
-        # the passes over the rows type the values in the Python workers (spark_source.packed)
-        reading = rows.reading if isinstance(rows, BatchReader) else nullcontext
-        with reading():
-            plan, skip_cols = build_plan(schema, label, names, params["num_bins"],
-                                         params["max_categories"], params["max_classes"],
-                                         params["handle_invalid"], _TimedSource(rows, phases),
-                                         params["binning"], label_type, params["label_bins"])
-    if estimator == "kde":
-        plan = grid_plan(SparkSource(df).kept(label, skip_cols), plan)
-    return _Rows(df, names, plan, skip_cols, rows, driver, why_not, parts, slots, read_by,
-                 reading)
+def _plan(route: RowRoute, label: str, settings: Settings, phases: Phases) -> Planned:
+    """The encoding plan of the rows of ``route`` (:func:`.plan.build_plan`, its passes
+    timed as phases; with the ``kde`` estimator its grid columns)."""
+    with route.source.reading():
+        planned = build_plan(route.schema, label, route.features, settings,
+                             _TimedSource(route.source, phases))
+    if settings.estimator == "kde":
+        planned.plan = grid_plan(route.df, planned.plan, skip_cols=planned.skip_cols)
+    return planned
 
 
-def _plan_notes(plan: EncodingPlan, label_type: T.DataType) -> list[str]:
-    """What the run's warnings say about the rows: dropped and skipped rows, a label that
-    looks continuous."""
+def _plan_notes(plan: EncodingPlan, style: str) -> list[str]:
+    """What the run's warnings say about the rows: dropped and skipped rows, classes too
+    thin to estimate (a label asked to be categorical)."""
     notes: list[str] = []
     if plan.rows_dropped:
         notes.append(f"dropped {plan.rows_dropped} rows with a null label")
     if plan.rows_skipped:
         notes.append(f"skipped {plan.rows_skipped} rows with missing feature values")
-    if looks_continuous(plan, label_type):
-        notes.append(f"label '{plan.label}' has {len(plan.classes)} classes in "
-                     f"{plan.num_rows} rows and looks continuous; set labelType to continuous "
-                     "to bin it")
+    if plan.label_type == "categorical" and plan.label_dtype != "string" and \
+            thin_classes(len(plan.classes), plan.num_rows):
+        notes.append(phrase(f"label '{literal(plan.label)}' has {len(plan.classes)} classes "
+                            f"in {plan.num_rows} rows, fewer than {AUTO_ROWS_PER_VALUE} rows a "
+                            "class: it looks like a regression target; set {label_type} to "
+                            "continuous or auto to bin it", style))
     return notes
 
 
-def _start(inp: _Rows, method: str, execution: str, storage_level: StorageLevel,
-           block_storage: str, staging_dir: str | None, notes: list[str],
-           phases: Phases) -> tuple[Execution, Kept | None]:
-    """Encode the rows and start the execution of the steps over them: in the driver
-    (:class:`.driver.DriverBackend`), or the blocks kept on the executors (``Kept``) and
-    resident tasks or one Spark job a pass over them (:func:`_backend`)."""
-    plan, d, num_classes = inp.plan, len(inp.features), len(inp.plan.classes)
-    spark = inp.df.sparkSession
-    driver, why_not, parts = inp.driver, inp.why_not, inp.parts
-    if driver is not None and method == PAIRWISE and \
-            8 * plan.num_rows * d * num_classes > DRIVER_PAIR_BYTES:
-        if execution == "driver":
-            raise InputError("execution 'driver': the pairwise state of this table "
-                             f"({8 * plan.num_rows * d * num_classes >> 20} MiB) is more than "
-                             f"the driver keeps ({DRIVER_PAIR_BYTES >> 20} MiB); use auto")
-        driver = None  # planned in the driver, selected on the executors
-        why_not = unavailable_reason(spark)
-        parts = inp.slots if why_not is not None else task_slots(spark)
-    if driver is not None:
-        codes, y = driver.codes(plan, inp.skip_cols)
-        phases.lap("encode")
-        return DriverBackend(codes, y, method, plan.arity, num_classes), None
-    block_rows = block_rows_for(plan.num_rows, parts, d, method, num_classes)
-    rows = inp.rows
-    level = _storage_level(spark, storage_level, plan.num_rows * (d + 2), parts, notes)
-    # one shuffle of the one-byte blocks spreads them evenly over the slots (by range of
-    # block id, so a partition's blocks stay together), whatever the input's partitioning.
-    # The range partitioner samples its input in a job of its own: the encoded blocks are
-    # kept for the shuffle to read, so that every row is read and encoded once, not twice.
-    # A cached batch holds a few blocks, not a whole partition (see cache_batch_rows).
-    with batch_rows(spark, cache_batch_rows(block_rows * (d + 2))), inp.reading():
-        even = rows.evened(parts) if isinstance(rows, BatchReader) else None
-        if even is not None:
-            # row groups (and pieces of them) split evenly over the task slots: encoded
-            # straight into the cache, no range shuffle (one job instead of three)
-            encoded = even.encode_blocks(plan, block_rows, inp.skip_cols, partitions=parts)
-            phases.lap("plan")
-            kept = keep(encoded, level, block_storage, staging_dir)
-        else:
-            encoded = rows.encode_blocks(plan, block_rows, inp.skip_cols)  # (driver: codes)
-            phases.lap("plan")
-            kept = _keep_blocks(encoded, parts, level, block_storage, staging_dir)
-    phases.lap("encode")
-    try:
-        return _backend(kept.df, d, plan.arity, num_classes, method, execution, why_not,
-                        notes), kept
-    except BaseException:
-        kept.release()
-        raise
-
-
-def _select(backend: Execution, inp: _Rows, params: dict[str, Any], k: int,
-            min_gain: float | None, report_candidates: int,
-            on_step: Callable[[Selection], None] | None, checkpoint_dir: str | None,
+def _select(backend: Execution, plan: EncodingPlan, settings: Settings, k: int,
+            min_gain: float | None, on_step: Callable[[Selection], None] | None,
             notes: list[str]) -> Selection:
     """The greedy selection of ``k`` features over ``backend``, continued from the
-    checkpoint in ``checkpoint_dir`` (if it has one of this input and these parameters)
-    and saved there after every step."""
-    plan, method = inp.plan, params["method"]
+    checkpoint in ``settings.checkpoint_dir`` (if it has one of this input and these
+    parameters) and saved there after every step."""
+    method = settings.method
+    checkpoint_dir, report_candidates = settings.checkpoint_dir, settings.report_candidates
     resume = None
     if checkpoint_dir is not None:
         ckpt = Checkpoint(checkpoint_dir, fingerprint(
             plan.to_json(), backend.feature_counts(),
-            {**params, "report_candidates": report_candidates}), num_features=len(inp.features),
-            method=method, report_candidates=report_candidates)
+            {**settings.result(), "report_candidates": report_candidates}),
+            num_features=len(plan.columns), method=method,
+            report_candidates=report_candidates)
         resume = ckpt.load()
         if resume is not None:
             if len(resume.selected) > k:
@@ -707,16 +283,18 @@ def _select(backend: Execution, inp: _Rows, params: dict[str, Any], k: int,
                                  "this run selects")
             notes.append(f"resumed from the checkpoint after step {len(resume.selected)}")
         on_step = _saving(ckpt, on_step)
-    if not is_vmi(method):
-        return select_classic(backend, method, k, report_candidates=report_candidates,
-                              on_step=on_step, resume=resume, min_gain=min_gain)
     smoothing = None
-    if params["estimator"] == "kde":
+    if settings.estimator == "kde":
         grid = [j for j, c in enumerate(plan.columns) if c.kind == "grid"]
         cells = [len(c.splits or []) + 1 for c in plan.columns]
         missing = [c.missing for c in plan.columns]
         smoothing = partial(kde_conditional, grid_columns=grid, grid_cells=cells,
                             missing=missing)
-    return select_vmi(backend, method, k, params["restart_tolerance"],
+    try:
+        return select(backend, method, k, restart_tolerance=settings.restart_tolerance,
                       report_candidates=report_candidates, on_step=on_step, resume=resume,
                       conditional_fn=smoothing, min_gain=min_gain)
+    except ResumeMismatch as exc:  # an edited checkpoint: refused, never trusted
+        raise InputError(f"the checkpoint in {checkpoint_dir} does not replay: {exc}; it was "
+                         "edited, or written by another version: remove it to start over"
+                         ) from None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 __all__ = ["is_connect", "is_local_remote", "remote_address", "check_reachable", "remote_session",
@@ -169,6 +170,72 @@ def _local_context():
         return SparkContext._active_spark_context
     except Exception:  # pragma: no cover - pyspark without the classic core
         return None
+
+
+#: the console logging the job starts Spark with (Spark's defaults, the root at WARN)
+CONSOLE_LOG4J = Path(__file__).with_name("log4j2-console.properties")
+
+
+def preset_log_level(level: str) -> bool:
+    """Set Spark's console log level before the SparkContext starts; returns whether it
+    could.
+
+    A SparkContext logs a few dozen INFO lines while it starts. ``spark.log.level``
+    applies only after the first of them, and Spark's logging, finding log4j 2 with its
+    default configuration when the context starts, loads its own profile at INFO. So
+    the driver's JVM (spark-submit's, or the one the gateway starts now) is given
+    :data:`CONSOLE_LOG4J` first, the same profile at ``level``, unless the user
+    configured log4j 2 (a configuration file of their own), which is left as it is
+    (only its root level is set).
+    """
+    try:
+        from pyspark import SparkContext
+
+        if SparkContext._active_spark_context is not None:
+            return False  # started already: setLogLevel does it
+        SparkContext._ensure_initialized()  # the gateway JVM, without a context
+        jvm: Any = SparkContext._jvm
+        log4j = jvm.org.apache.logging.log4j
+        logging, module = _spark_logging(jvm)
+        default = bool(_call(logging, module, "islog4j2DefaultConfigured") or _call(
+            logging, module, "org$apache$spark$internal$Logging$$defaultSparkLog4jConfig"))
+        if default:  # Spark's profile or none: the user configured nothing
+            ctx = log4j.LogManager.getContext(False)
+            ctx.setConfigLocation(jvm.java.net.URI(CONSOLE_LOG4J.as_uri()))
+            _keep_console_profile(SparkContext._gateway, jvm, logging, module)
+        log4j.core.config.Configurator.setRootLevel(log4j.Level.toLevel(level))
+        return True
+    except Exception:  # noqa: BLE001 - no log4j 2, no gateway: Spark logs as it will
+        return False
+
+
+def _spark_logging(jvm: Any) -> tuple[Any, Any]:
+    """Spark's ``org.apache.spark.internal.Logging`` object: its class and instance."""
+    cls = jvm.java.lang.Class.forName("org.apache.spark.internal.Logging$")
+    return cls, cls.getField("MODULE$").get(None)
+
+
+def _call(cls: Any, module: Any, name: str) -> Any:
+    """Call the no-argument method ``name`` of Spark's ``Logging`` object."""
+    return cls.getMethod(name, None).invoke(module, None)
+
+
+def _keep_console_profile(gateway: Any, jvm: Any, cls: Any, module: Any) -> None:
+    """Tell Spark's logging that its default profile is no longer in use, so that the
+    SparkContext keeps :data:`CONSOLE_LOG4J` instead of loading that profile again.
+
+    spark-submit loads Spark's default profile and marks it so (``Logging``'s
+    ``defaultSparkLog4jConfig``); a context that starts later reloads the profile, at
+    INFO, while that mark is set. The mark is an internal field of Spark 3.3 to 4.x,
+    cleared by reflection; where it is not there, :func:`preset_log_level` fails and
+    Spark's start-up INFO lines are printed (``spark.log.level`` applies after them).
+    """
+    types = gateway.new_array(jvm.java.lang.Class, 1)
+    types[0] = jvm.java.lang.Boolean.TYPE
+    args = gateway.new_array(jvm.java.lang.Object, 1)
+    args[0] = jvm.java.lang.Boolean.FALSE
+    cls.getMethod("org$apache$spark$internal$Logging$$defaultSparkLog4jConfig_$eq",
+                  types).invoke(module, args)
 
 
 def set_log_level(spark: Any, level: str) -> bool:

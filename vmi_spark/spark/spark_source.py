@@ -20,11 +20,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..core import encoding
-from ..core.encoding import EncodingPlan, LabelRule, fit_sample, label_keys
+from ..core.encoding import EncodingPlan, LabelRule, TopValues, fit_sample, label_keys
+from ..core.planning import FLOATING
+from ..core.rows import column_stats_fn, feature_array, merge_stats, typed_array
 from . import plan
 from .blocks import BLOCK_SCHEMA, block_encoder
-from .plan import is_numeric, quote
-from .rows import column_stats_fn, feature_array, merge_stats, typed_array
+from .compat import to_arrow
+from .plan import SparkRows, quote, value_sql, value_type
 from .storage import keep
 
 #: the struct column of a packed frame (see :func:`packed`)
@@ -53,7 +55,7 @@ def positional(df: DataFrame, names: list[str], prefix: str = "_c") -> DataFrame
 def column_kinds(df: DataFrame, names: list[str]) -> list[str]:
     """The kind :func:`prepare_frame` gives each column: "string" or "double"."""
     types = {f.name: f.dataType for f in df.schema.fields}
-    return ["string" if isinstance(types[c], T.StringType) else "double" for c in names]
+    return [(value_type(types[c]) or FLOATING).kind for c in names]
 
 
 def packed(df: DataFrame, names: list[str]) -> DataFrame:
@@ -68,14 +70,11 @@ def packed(df: DataFrame, names: list[str]) -> DataFrame:
       call, and names with dots, backticks or ``*`` need no quoting there;
     * the values are typed in the Python workers, not by a projection with a cast per
       column, which Spark runs at seconds per pass at 7,000 columns, however few the
-      rows. Only decimals are cast in Spark (to double, Spark's rounding).
+      rows. Only decimals (to double, Spark's rounding), dates, timestamps and intervals
+      (to numbers, :func:`.plan.value_sql`) are converted in Spark.
     """
     types = {f.name: f.dataType for f in df.schema.fields}
-
-    def value(c: str) -> str:
-        return f"CAST({quote(c)} AS DOUBLE)" if isinstance(types[c], T.DecimalType) else quote(c)
-
-    fields = ", ".join(f"'_c{i}', {value(c)}" for i, c in enumerate(names))
+    fields = ", ".join(f"'_c{i}', {value_sql(c, types[c])}" for i, c in enumerate(names))
     return df.selectExpr(f"named_struct({fields}) AS {PACKED}")
 
 
@@ -107,17 +106,49 @@ def prepare_frame(df: DataFrame, label: str, features: list[str]) -> DataFrame:
     cols = []
     for c in [label, *features]:
         dt, q = fields[c], quote(c)
-        if is_numeric(dt):
-            v = f"CAST({q} AS DOUBLE)"
-            cols.append(f"CASE WHEN {v} = 0.0D THEN 0.0D ELSE {v} END AS {q}")
-        elif isinstance(dt, T.BooleanType):
+        vt = value_type(dt) or FLOATING
+        if vt.kind == "string":
+            cols.append(f"CAST({q} AS STRING) AS {q}")
+        elif not vt.numeric:
             cols.append(f"CAST(CAST({q} AS INT) AS DOUBLE) AS {q}")
         else:
-            cols.append(f"CAST({q} AS STRING) AS {q}")
+            v = f"CAST({value_sql(c, dt)} AS DOUBLE)"
+            cols.append(f"CASE WHEN {v} = 0.0D THEN 0.0D ELSE {v} END AS {q}")
     return df.selectExpr(*cols)  # one JVM call (see positional)
 
 
-class SparkSource:
+def top_values_of(df: DataFrame, cols: list[str], most: int) -> dict[str, TopValues]:
+    """:class:`~vmi_spark.core.encoding.TopValues` of the string columns ``cols`` of
+    ``df``: their ``most`` most frequent values (ties to the smaller value), the number
+    of distinct values and of non-null values. One Spark job."""
+    from pyspark.sql import Window
+
+    pairs = F.explode(F.array(*[F.struct(F.lit(i).alias("i"), F.col(quote(c)).cast("string")
+                                         .alias("v")) for i, c in enumerate(cols)]))
+    counts = (df.select(pairs.alias("p")).select("p.i", "p.v").where(F.col("v").isNotNull())
+              .groupBy("i", "v").count())
+    by_col = Window.partitionBy("i")
+    ranked = counts.select(
+        "i", "v", "count",
+        F.row_number().over(by_col.orderBy(F.desc("count"), F.asc("v"))).alias("rank"),
+        F.count(F.lit(1)).over(by_col).alias("distinct"),
+        F.sum("count").over(by_col).alias("rows"))
+    got: dict[int, list] = {i: [] for i in range(len(cols))}
+    totals: dict[int, tuple[int, int]] = {}
+    for r in ranked.where(F.col("rank") <= max(most, 1)).collect():
+        totals[r["i"]] = (int(r["distinct"]), int(r["rows"]))
+        if r["rank"] <= most:
+            got[r["i"]].append((r["rank"], r["v"], int(r["count"])))
+    out = {}
+    for i, c in enumerate(cols):
+        top = sorted(got[i])
+        distinct, rows = totals.get(i, (0, 0))
+        out[c] = TopValues(tuple(v for _, v, _ in top), tuple(n for _, _, n in top),
+                           distinct, rows)
+    return out
+
+
+class SparkSource(SparkRows):
     """The rows of a DataFrame as a :class:`vmi_spark.spark.plan.RowSource`.
 
     ``df`` holds the label and feature columns with any supported types.
@@ -178,7 +209,7 @@ class SparkSource:
                 names = frame.columns[1 + start:1 + start + chunk]
                 if not names and not lead:
                     break
-                table = frame.select(*lead, *names).toArrow()
+                table = to_arrow(frame.select(*lead, *names))
                 values = [table.column(len(lead) + i).to_numpy(zero_copy_only=False)
                           .astype(np.float64) for i in range(len(names))]
                 keys = (label_keys(table.column(0).combine_chunks(), rule)
@@ -192,6 +223,14 @@ class SparkSource:
             if kept is not None:
                 kept.release()
         return out
+
+    def top_values(self, label: str, cols: list[str], most: int,
+                   skip_cols: list[str]) -> dict[str, TopValues]:
+        """The ``most`` most frequent values of each string column of ``cols`` over the
+        kept rows, exactly (one aggregation job over the rows: counts of every
+        (column, value), ranked by count and then value, Spark's binary string order
+        being Python's code-point order)."""
+        return top_values_of(self.kept(label, skip_cols), cols, most)
 
     def encode_blocks(self, plan: EncodingPlan, block_rows: int,
                       skip_cols: list[str]) -> DataFrame:

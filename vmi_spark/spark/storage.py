@@ -11,25 +11,48 @@ pass; without a staging location every pass recomputes them from the source (rea
 encode, shuffle), which gives the same answer at the cost of a full read per pass.
 The choice is made by trying ``persist`` once (``mode="auto"``) or asked for
 explicitly, and the report says which was used.
+
+A staging copy is a directory ``vmi-blocks-<16 hex digits>`` holding the job's marker
+(:data:`BLOCKS_MARKER`, written first) and Spark's Parquet files (``data``). On the
+driver's file system (a local path, or ``/Volumes/...`` on Databricks) the run holds an
+exclusive lock on that directory until it removes it; the lock dies with the process, so a
+copy a killed run left is recognised by the next run that uses the same staging directory
+(its marker, and a lock nobody holds) and removed, and nothing else there ever is. The
+staging location must not be, contain or lie inside the input (:func:`check_staging`).
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import json
 import os
+import posixpath
+import re
 import shutil
 import uuid
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from .. import outputs
 from ..errors import InputError
+from ..params import ParameterError, ParameterWarning
 
 __all__ = ["STORAGES", "Kept", "caching_refused", "keep"]
 
 #: how the blocks are kept: try the cache first (``auto``), or one way only
 STORAGES = ("auto", "cache", "staging", "recompute")
+
+#: name prefix of a staging copy under the staging directory
+BLOCKS_PREFIX = "vmi-blocks-"
+#: the marker file a run writes first into its staging copy
+BLOCKS_MARKER = "_VMI_SPARK_BLOCKS"
+#: the Parquet files of a staging copy, inside its directory
+BLOCKS_DATA = "data"
+_BLOCKS_NAME = re.compile(r"^vmi-blocks-[0-9a-f]{16}$")
 
 #: text of the errors with which a session refuses to cache (Databricks serverless)
 _REFUSALS = ("NOT_SUPPORTED_WITH_SERVERLESS", "PERSIST TABLE is not supported")
@@ -102,18 +125,34 @@ class Kept:
     path : str or None
         The staging copy's directory (created by :func:`keep`, removed by
         :meth:`release`).
+    local : str or None
+        That directory on the driver's file system, when it is there.
+    lock : int or None
+        The descriptor of ``local`` holding the run's lock on it.
+    made : list of str
+        Directories :func:`keep` created above the copy (removed again if empty).
     """
 
     df: Any
     how: str
     path: str | None = None
+    local: str | None = None
+    lock: int | None = None
+    made: list[str] = field(default_factory=list)
 
     def release(self) -> None:
         """Drop the cached copy, or remove the staging directory this run created."""
         if self.how == "cache":
             self.df.unpersist()
         elif self.how == "staging" and self.path is not None:
-            _remove_dir(self.df.sparkSession, self.path)
+            if self.lock is not None:
+                _remove_locked(self.local or "", self.lock)
+                self.lock = None
+            else:
+                _remove_dir(self.df.sparkSession, self.path)
+            for d in reversed(self.made):
+                outputs.LocalFS().remove_empty_dir(d)
+            self.path = None
 
 
 def keep(df, storage_level, mode: str = "auto", staging_dir: str | None = None,
@@ -161,15 +200,254 @@ def keep(df, storage_level, mode: str = "auto", staging_dir: str | None = None,
             return Kept(kept, "cache")
         mode = "staging" if staging_dir else "recompute"
         if mode == "recompute" and warn:
-            warnings.warn("this session cannot cache DataFrames (Databricks serverless?): "
-                          "every pass re-reads and re-encodes the input; name a staging "
-                          "directory (stagingDir / --staging-dir) to read it once",
-                          UserWarning, stacklevel=2)
+            warnings.warn(ParameterWarning(
+                "staging_dir", "this session cannot cache DataFrames (Databricks serverless?): "
+                               "every pass re-reads and re-encodes the input; name a staging "
+                               "directory ({staging_dir}) to read it once"), stacklevel=2)
     if mode == "recompute" or staging_dir is None:
         return Kept(df, "recompute")
-    path = staging_dir.rstrip("/") + f"/vmi-blocks-{uuid.uuid4().hex[:16]}"
-    df.write.mode("error").parquet(path)
-    return Kept(df.sparkSession.read.parquet(path), "staging", path)
+    kept = _staging_copy(df, staging_dir)
+    try:
+        data = kept.path + "/" + BLOCKS_DATA  # type: ignore[operator]
+        df.write.mode("error").parquet(data)
+        kept.df = df.sparkSession.read.parquet(data)
+    except BaseException:
+        kept.release()
+        raise
+    return kept
+
+
+def _local_dir(spark, path: str) -> str | None:
+    """Spark path ``path`` on the driver's file system, or None if it is elsewhere."""
+    try:
+        jvm = spark.sparkContext._jvm
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+    except Exception:  # noqa: BLE001 - Spark Connect: the server's paths; local if here too
+        jvm = None
+    if jvm is not None:
+        p = jvm.org.apache.hadoop.fs.Path(path)
+        path = str(p.getFileSystem(conf).makeQualified(p))
+    if outputs.scheme_of(path) not in outputs.LOCAL_SCHEMES:
+        return None
+    local = os.path.realpath(outputs.local_path(path))
+    if jvm is None and not os.path.isdir(local):
+        return None
+    return local
+
+
+def _staging_copy(df, staging_dir: str) -> Kept:
+    """A new, empty staging copy's directory under ``staging_dir`` (for ``df``): its marker
+    written first and, on the driver's file system, the run's lock held on it (copies
+    killed runs left there are removed first)."""
+    spark = df.sparkSession
+    name = BLOCKS_PREFIX + uuid.uuid4().hex[:16]
+    path = staging_dir.rstrip("/") + "/" + name
+    marker = json.dumps({"writer": "vmi_spark", "kind": "blocks", "name": name,
+                         "pid": os.getpid()}) + "\n"
+    local = _local_dir(spark, staging_dir)
+    if local is None:  # another file system (HDFS, S3, ...): the marker, no lock
+        fs = outputs.hadoop_fs(spark)
+        if fs is not None:
+            fs.write_text(fs.join(path, BLOCKS_MARKER), marker)
+        return Kept(df, "staging", path)
+    made = outputs.LocalFS().makedirs(local)
+    for gone in sweep(local):
+        warnings.warn(f"removed the staging copy {posixpath.join(local, gone)} that an "
+                      "interrupted run left (its marker, no live lock)", UserWarning,
+                      stacklevel=3)
+    mine = os.path.join(local, name)
+    os.mkdir(mine)
+    fd = os.open(mine, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    kept = Kept(df, "staging", path, mine, fd, made)
+    try:
+        try:
+            outputs.lock_soon(fd)
+        except OSError as exc:  # a file system without locks: proceed, unprovable later
+            if isinstance(exc, BlockingIOError) or exc.errno not in (
+                    errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL):
+                raise
+        outputs.create_at(fd, BLOCKS_MARKER, marker)
+    except BaseException:
+        kept.release()
+        raise
+    return kept
+
+
+def sweep(directory: str) -> list[str]:
+    """Remove the staging copies killed runs left in local ``directory``; returns their names.
+
+    A copy is removed only if it is a directory (not a link) named ``vmi-blocks-<16 hex
+    digits>`` whose lock nobody holds (its run is gone) and which holds the run's marker
+    naming it and nothing but the marker and ``data``; it is emptied through directory
+    descriptors (no link is followed). Anything else is left alone.
+    """
+    removed: list[str] = []
+    try:
+        root = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return removed
+    try:
+        for name in sorted(os.listdir(root)):
+            if not _BLOCKS_NAME.match(name):
+                continue
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=root)
+            except OSError:  # a link, a file, gone: not a copy this run can prove is one
+                continue
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:  # a live run holds it (or no locks here: unprovable)
+                    continue
+                mark = outputs.marker_of(fd, BLOCKS_MARKER, "blocks")
+                if mark is None or mark.get("name") != name or \
+                        set(os.listdir(fd)) - {BLOCKS_MARKER, BLOCKS_DATA}:
+                    continue
+                if outputs.same_file(os.lstat(name, dir_fd=root), os.fstat(fd)):
+                    outputs.empty_at(fd)
+                    os.rmdir(name, dir_fd=root)
+                    removed.append(name)
+            finally:
+                os.close(fd)
+    finally:
+        os.close(root)
+    return removed
+
+
+def _remove_locked(local: str, fd: int) -> None:
+    """Remove the run's own locked staging copy ``local`` (through its descriptor ``fd``),
+    then drop the lock."""
+    try:
+        outputs.empty_at(fd)
+        try:
+            if outputs.same_file(os.lstat(local), os.fstat(fd)):
+                os.rmdir(local)
+        except FileNotFoundError:
+            pass
+    finally:
+        os.close(fd)
+
+
+#: stands for the staging directory's name in a message (phrased by the front end)
+_FLAG = "\x00staging_dir\x00"
+
+
+def check_staging(df, staging_dir: str) -> None:
+    """Refuse a staging directory a run could not write its copy in, or whose copy
+    (``vmi-blocks-*``) would be, contain or lie inside the input of ``df``; before anything
+    is read, with the job's rules (:func:`vmi_spark.outputs.check_staging_dir`,
+    :func:`vmi_spark.outputs.check_overlaps`).
+
+    The input is where ``df`` reads its files: the root paths of its file relations and
+    the locations of its catalog tables (classic sessions; under Spark Connect the paths
+    of the data sources in the client's plan), and the directory (above Hive-style
+    ``k=v`` directories) of any input file outside those (a catalog table under Connect).
+
+    Raises
+    ------
+    ParameterError
+        One line naming the staging directory as the front end names it.
+    """
+    spark = df.sparkSession
+    try:
+        qualified = outputs.check_staging_dir(outputs.hadoop_fs(spark), staging_dir, _FLAG)
+        copy = outputs.resolve(qualified, _FLAG)
+        copy = outputs.Location(_FLAG, staging_dir, copy.root, copy.parts + (BLOCKS_PREFIX + "*",))
+        outputs.check_overlaps([copy], [outputs.Location("input", root, loc.root, loc.parts)
+                                        for root in input_roots(df)
+                                        for loc in [outputs.resolve(root, "the input")]])
+    except InputError as exc:
+        text = str(exc).replace("{", "{{").replace("}", "}}")
+        raise ParameterError("staging_dir", text.replace(_FLAG, "{staging_dir}")) from None
+
+
+def check_checkpoint_dir(df, checkpoint_dir: str) -> None:
+    """Refuse a checkpoint directory that is, contains or lies inside the input of ``df``
+    (see :func:`check_staging`): the job's rule for ``--checkpoint-dir``, for
+    :func:`~vmi_spark.spark.select.run_selection` too.
+
+    Raises
+    ------
+    ParameterError
+        One line naming the checkpoint directory as the front end names it.
+    """
+    try:
+        where = outputs.resolve(checkpoint_dir, _CHECKPOINT, local_only=True)
+        outputs.check_overlaps([where], [outputs.Location("input", root, loc.root, loc.parts)
+                                         for root in input_roots(df)
+                                         for loc in [outputs.resolve(root, "input")]])
+    except InputError as exc:
+        text = str(exc).replace("{", "{{").replace("}", "}}")
+        raise ParameterError("checkpoint_dir",
+                             text.replace(_CHECKPOINT, "{checkpoint_dir}")) from None
+
+
+#: stands for the checkpoint directory's name in a message
+_CHECKPOINT = "\x00checkpoint_dir\x00"
+
+
+def input_roots(df) -> list[str]:
+    """Where ``df`` reads its files (see :func:`check_staging`), as URIs or paths."""
+    roots: list[str] = []
+    jdf = getattr(df, "_jdf", None)
+    try:
+        if jdf is not None:
+            leaves = jdf.queryExecution().analyzed().collectLeaves().iterator()
+            while leaves.hasNext():
+                roots += _leaf_roots(leaves.next())
+        else:  # Spark Connect: the paths the client's plan reads
+            roots += _read_paths(df._plan.plan(df.sparkSession.client))
+    except Exception:  # noqa: BLE001, S110 - a plan of another shape: the files below
+        pass
+    try:
+        files = list(df.inputFiles())
+    except Exception:  # noqa: BLE001 - no files (a local relation, a computed frame)
+        files = []
+    under = [outputs.resolve(r, "") for r in roots]
+    for f in files:
+        loc = outputs.resolve(f, "")
+        if any(outputs.relation(loc, r) for r in under):
+            continue
+        parts = list(loc.parts[:-1])
+        while parts and re.match(r"^[^=]+=", parts[-1]):
+            parts.pop()
+        roots.append(loc.root + "/" + "/".join(parts))
+        under.append(outputs.resolve(roots[-1], ""))
+    return roots
+
+
+def _read_paths(message) -> list[str]:
+    """The paths of every data source a Spark Connect plan (protobuf) reads."""
+    out: list[str] = []
+    for fd, value in message.ListFields():
+        if fd.message_type is None:
+            continue
+        for item in ([value] if hasattr(value, "ListFields") else list(value)):
+            if not hasattr(item, "ListFields"):  # a map's entries
+                continue
+            if item.DESCRIPTOR.full_name == "spark.connect.Read.DataSource":
+                out += [str(p) for p in item.paths]
+            else:
+                out += _read_paths(item)
+    return out
+
+
+def _leaf_roots(leaf) -> list[str]:
+    """Root paths of one leaf of an analyzed plan (a file relation, a catalog table)."""
+    out: list[str] = []
+    name = leaf.getClass().getName()
+    if name.endswith(".LogicalRelation"):
+        rel = leaf.relation()
+        if rel.getClass().getName().endswith(".HadoopFsRelation"):
+            paths = rel.location().rootPaths().iterator()
+            while paths.hasNext():
+                out.append(str(paths.next()))
+        table = leaf.catalogTable()
+        if table.isDefined():
+            out.append(str(table.get().location()))
+    elif name.endswith(".HiveTableRelation"):
+        out.append(str(leaf.tableMeta().location()))
+    return out
 
 
 def _remove_dir(spark, path: str) -> None:

@@ -1,0 +1,478 @@
+"""The encoding plan of a table: one planner for Spark and for memory.
+
+:func:`build_plan` decides how the label and every feature become small integer codes
+(:mod:`vmi_spark.core.encoding`) from what a *row source* tells it: one pass of column
+statistics, the split points of the binned columns (of a content-hashed sample above
+:data:`~vmi_spark.core.encoding.SAMPLE_ROWS` rows), and the most frequent values of the
+category columns with too many values. The Spark layer's row sources
+(:mod:`vmi_spark.spark.plan`) answer with Spark jobs; :class:`TableRows` answers from
+typed record batches in memory (a small table in the driver, the scikit-learn
+selector). The rules are here only, so that every front end codes a table the same
+way:
+
+* the label is a class label or a continuous target (:func:`decide_label`);
+* a feature with at most ``maxCategories`` distinct values is a category; a numeric
+  one with more is binned (``numBins``, ``binning``); a string one with more keeps its
+  ``maxCategories - 1`` most frequent values and groups the rest into one state
+  (:func:`~vmi_spark.core.encoding.grouped_plan`);
+* a missing value is a state of its own, or drops the row (``handleInvalid``).
+
+References
+----------
+S. Gao, G. Ver Steeg, A. Galstyan. Variational Information Maximization for Feature
+Selection. NIPS 2016.
+W. G. Cochran. Some Methods for Strengthening the Common chi^2 Tests. Biometrics 10(4),
+1954 (expected counts of at least 5 to 10 per cell).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import InputError, ParameterError, literal, phrase
+from .binning import Binning
+from .binning import state_labels as binning_state_labels
+from .encoding import (
+    MIN_STATE_ROWS,
+    SAMPLE_ROWS,
+    ColumnPlan,
+    EncodingPlan,
+    LabelRule,
+    TopValues,
+    binned_plan,
+    categorical_plan,
+    doubles,
+    encode_column,
+    encode_label,
+    fit_sample,
+    grouped_plan,
+    label_keys,
+    top_values,
+)
+from .rows import column_stats_fn, kept_rows, merge_stats, missing_mask
+
+#: ``labelType="auto"``: a numeric label with more distinct values than this ...
+AUTO_MIN_VALUES = 20
+#: ... and fewer rows per distinct value than this, on average, is continuous (the rows a
+#: value of a grouped category column needs, too)
+AUTO_ROWS_PER_VALUE = MIN_STATE_ROWS
+#: a string column with at least this share of distinct values among its values is an ID
+ID_SHARE = 0.9
+
+
+# ---------------------------------------------------------------------------
+# Types
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ValueType:
+    """How a column's values are read: ``kind`` ``"double"`` or ``"string"``.
+
+    ``numeric``: a number (a label may be continuous), not a boolean nor a string;
+    ``floating``: a floating-point or decimal number; ``unit``: what the numbers of a
+    date, timestamp or interval column count (:mod:`vmi_spark.core.units`).
+    """
+
+    kind: str
+    numeric: bool = True
+    floating: bool = False
+    unit: str | None = None
+
+
+#: the value types of plain columns
+STRING = ValueType("string", numeric=False)
+BOOLEAN = ValueType("double", numeric=False)
+INTEGER = ValueType("double")
+FLOATING = ValueType("double", floating=True)
+
+
+# ---------------------------------------------------------------------------
+# The label
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LabelDecision:
+    """Whether the label is ``categorical`` or ``continuous`` (``kind``), and why."""
+
+    kind: str
+    reason: str
+
+
+def decide_label(requested: str, classes: list[Any] | None, rows: int, vtype: ValueType,
+                 max_classes: int, style: str = "ml") -> LabelDecision:
+    """How the label is coded (``labelType``): classes, or a continuous target.
+
+    Parameters
+    ----------
+    requested : {"auto", "categorical", "continuous"}
+        ``labelType``.
+    classes : list or None
+        The label's distinct values in the labelled rows, or None when there are more
+        than ``max_classes`` of them (the statistics pass stops collecting there).
+    rows : int
+        The labelled rows.
+    vtype : ValueType
+        The label column's type.
+    max_classes : int
+        ``maxClasses``.
+    style : str
+        The front end whose parameter names the reason uses (:func:`vmi_spark.errors.phrase`).
+
+    Returns
+    -------
+    LabelDecision
+        An explicit choice is kept (``continuous`` needs a number). ``auto`` calls a
+        numeric label continuous when it has more than ``max_classes`` values, a
+        non-integer floating-point value, or more than :data:`AUTO_MIN_VALUES` values
+        with fewer than :data:`AUTO_ROWS_PER_VALUE` rows a value on average: classes
+        that thin cannot be estimated (the plug-in estimates of the bound are biased
+        by about (states - 1)(classes - 1) / 2N nats, and the rule of thumb of
+        Cochran (1954) asks for expected counts of 5 to 10 per cell). A string or
+        boolean label, and a numeric one with fewer values or more rows a value,
+        stays classes.
+
+    Raises
+    ------
+    InputError
+        ``continuous`` asked for a label that is not a number.
+    """
+    if requested == "continuous" and not vtype.numeric:
+        raise ParameterError("label_type", "{label_type} is 'continuous' but the label "
+                                           "column is not numeric")
+    if requested != "auto":
+        return LabelDecision(requested, phrase(f"{{label_type}} is '{requested}'", style))
+    if not vtype.numeric:
+        what = "a string" if vtype.kind == "string" else "a boolean"
+        return LabelDecision("categorical", f"{what} label")
+    if classes is None:
+        return LabelDecision("continuous", f"more than {max_classes} distinct values "
+                                           "(the most classes allowed)")
+    if vtype.floating and any(not float(c).is_integer() for c in classes):
+        return LabelDecision("continuous", "a numeric label with non-integer values")
+    k = len(classes)
+    if k > AUTO_MIN_VALUES and rows < AUTO_ROWS_PER_VALUE * k:
+        return LabelDecision("continuous", f"{k} distinct values in {rows} rows: more than "
+                                           f"{AUTO_MIN_VALUES} values with fewer than "
+                                           f"{AUTO_ROWS_PER_VALUE} rows a value, too few to "
+                                           "estimate each as a class")
+    return LabelDecision("categorical", f"{k} distinct whole-number values in {rows} rows")
+
+
+def suggest_name(name: str, names: list[str]) -> str:
+    """``"; did you mean 'X'?"`` for the name among ``names`` closest to ``name`` (the
+    same name in other case first, then by :func:`difflib.get_close_matches`), else ``""``."""
+    lower: dict[str, str] = {}
+    for n in names:
+        lower.setdefault(n.lower(), n)
+    if name.lower() in lower:
+        return f"; did you mean '{lower[name.lower()]}'?"
+    close = difflib.get_close_matches(name.lower(), list(lower), n=1, cutoff=0.6)
+    return f"; did you mean '{lower[close[0]]}'?" if close else ""
+
+
+def thin_classes(num_classes: int, rows: int) -> bool:
+    """Whether classes this many in so few rows are too thin to estimate (the rule of
+    :func:`decide_label`, for a label asked to be categorical)."""
+    return num_classes > AUTO_MIN_VALUES and rows < AUTO_ROWS_PER_VALUE * num_classes
+
+
+# ---------------------------------------------------------------------------
+# Row sources
+# ---------------------------------------------------------------------------
+
+class PlanSource(Protocol):
+    """What :func:`build_plan` asks of the rows (every method sees the rows the plan
+    keeps: a label and, when ``skip_cols`` are given, no missing value in those)."""
+
+    def column_stats(self, label: str, features: list[str], max_categories: int,
+                     max_classes: int, skip: bool) -> dict[str, Any]:
+        """One pass: :func:`vmi_spark.core.rows.column_stats_fn` merged over all rows."""
+        ...
+
+    def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
+                        skip_cols: list[str], binning: str = "quantile",
+                        rule: LabelRule | None = None, hash_extra: list[str] | None = None
+                        ) -> dict[str, tuple[list[float], list[float]]]:
+        """:func:`vmi_spark.core.encoding.fit_sample` of the columns ``cols`` over the
+        kept rows (a sample of them above ``SAMPLE_ROWS``, chosen by a hash of the label,
+        ``cols`` and ``hash_extra``); the label maps to its own when ``rule`` makes it
+        continuous. ``rule`` gives the sampled rows' classes (``mdlp``, continuous labels)."""
+        ...
+
+    def top_values(self, label: str, cols: list[str], most: int,
+                   skip_cols: list[str]) -> dict[str, TopValues]:
+        """The ``most`` most frequent values of each string column of ``cols`` over all
+        kept rows (:class:`~vmi_spark.core.encoding.TopValues`), exactly."""
+        ...
+
+
+@dataclass
+class Planned:
+    """:func:`build_plan`'s result: the plan, the columns whose missing values drop a
+    row (``skip_cols``), how the label was decided and what the run's warnings say."""
+
+    plan: EncodingPlan
+    skip_cols: list[str]
+    label: LabelDecision
+    notes: list[str] = field(default_factory=list)
+
+
+def _skipping(features: list[str], stats: dict[str, Any], handle_invalid: str
+              ) -> tuple[dict[str, int], list[str], int]:
+    """Missing values per feature after ``handleInvalid``, the columns whose missing
+    values drop a row, and the rows dropped so."""
+    missing = dict(zip(features, stats["missing"]))
+    if handle_invalid == "error":
+        bad = next((c for c in features if missing[c] > 0), None)
+        if bad is not None:
+            raise ParameterError("handle_invalid", f"feature column '{literal(bad)}' has "
+                                 f"{missing[bad]} missing values (null or NaN) and "
+                                 "{handle_invalid} is 'error'")
+    elif handle_invalid == "skip" and stats["skipped"]:
+        return {c: 0 for c in features}, [c for c in features if missing[c]], stats["skipped"]
+    return missing, [], 0
+
+
+def _label_classes(label: str, decision: LabelDecision, classes: list[Any] | None,
+                   vtype: ValueType, max_classes: int) -> list[Any]:
+    """The sorted classes of a categorical label (a continuous one has none yet)."""
+    if decision.kind == "continuous":
+        return []
+    if classes is None:
+        hint = "" if not vtype.numeric else "set {label_type} continuous to bin it, or "
+        raise ParameterError("max_classes", f"label column '{literal(label)}' has more than "
+                             f"{max_classes} distinct values ({{max_classes}}); {hint}raise "
+                             "{max_classes}")
+    out = sorted(classes)
+    if len(out) < 2:
+        raise InputError(f"label column '{label}' has a single class ({out[0]!r}); "
+                         "feature selection needs at least two")
+    return out
+
+
+def _grouped(source: PlanSource, label: str, types: Mapping[str, ValueType],
+             cols: list[str], missing: dict[str, int], skip_cols: list[str],
+             max_categories: int, notes: list[str]) -> dict[str, ColumnPlan]:
+    """The plans of the string columns with more than ``max_categories`` values: their
+    most frequent values and one state for the rest; a note names each, and each ID
+    (nearly every value distinct)."""
+    if not cols:
+        return {}
+    tops = source.top_values(label, cols, max(max_categories - 1, 0), skip_cols)
+    out = {}
+    for c in cols:
+        top = tops[c]
+        out[c] = grouped_plan(c, types[c].kind, top, missing[c] > 0, max_categories)
+        kept_values = len(out[c].values or [])
+        kept = sum(n for v, n in zip(top.values, top.counts) if v in (out[c].values or []))
+        notes.append(f"string column '{c}' has {top.distinct} distinct values: its "
+                     f"{kept_values} most frequent (of at least {MIN_STATE_ROWS} rows) are "
+                     f"states of their own, the other {top.distinct - kept_values} "
+                     f"({top.rows - kept} rows) one state '(other)'")
+        if top.rows >= 20 and top.distinct >= ID_SHARE * top.rows:
+            notes.append(f"column '{c}' looks like an identifier ({top.distinct} distinct "
+                         f"values in {top.rows} rows); leave it out of the features")
+    return out
+
+
+def build_plan(label: str, label_type: ValueType, features: list[str],
+               types: Mapping[str, ValueType], params: Mapping[str, Any],
+               source: PlanSource) -> Planned:
+    """Compute the encoding plan with the passes of ``source`` over the rows.
+
+    Parameters
+    ----------
+    label : str
+        The label column.
+    label_type : ValueType
+        Its type.
+    features : list of str
+        The feature columns, in order.
+    types : mapping
+        Each feature's :class:`ValueType`.
+    params : mapping
+        The checked parameters by key (:mod:`vmi_spark.params`): ``num_bins``,
+        ``binning``, ``max_categories``, ``max_classes``, ``handle_invalid``,
+        ``label_type``, ``label_bins``; a :class:`~vmi_spark.params.Settings`' ``style``
+        names the parameters in the label decision's reason (else the ML names).
+    source : PlanSource
+        The rows.
+
+    Returns
+    -------
+    Planned
+
+    Raises
+    ------
+    InputError
+        No rows, no labelled rows, one class, too many classes, missing values with
+        ``handleInvalid`` ``error``.
+    """
+    max_categories, max_classes = params["max_categories"], params["max_classes"]
+    stats = source.column_stats(label, features, max_categories, max_classes,
+                                params["handle_invalid"] == "skip")
+    total, null_labels = stats["rows"], stats["null_labels"]
+    if total == 0:
+        raise InputError("the input has no rows")
+    if null_labels == total:
+        raise InputError(f"no labelled rows: every value of label column '{label}' is null")
+    missing, skip_cols, skipped = _skipping(features, stats, params["handle_invalid"])
+    rows = total - null_labels - skipped
+    if rows == 0:
+        raise ParameterError("handle_invalid", "no rows left after dropping rows with "
+                             "missing feature values ({handle_invalid} is 'skip')")
+    try:
+        decision = decide_label(params["label_type"], stats["classes"], rows, label_type,
+                                max_classes, getattr(params, "style", "ml"))
+    except ParameterError as e:
+        raise ParameterError(e.key, e.template + f" (label column '{literal(label)}')"
+                             ) from None
+    classes = _label_classes(label, decision, stats["classes"], label_type, max_classes)
+    notes: list[str] = []
+    plans: dict[str, ColumnPlan | None] = {
+        c: categorical_plan(c, types[c].kind, distinct, missing[c] > 0, max_categories,
+                            types[c].unit)
+        for c, distinct in zip(features, stats["values"])}
+    strings = [c for c in features if plans[c] is None and types[c].kind == "string"]
+    plans.update(_grouped(source, label, types, strings, missing, skip_cols, max_categories,
+                          notes))
+    plan = _binned(label, label_type, decision, classes, features, types, plans, missing,
+                   skip_cols, rows, params, source)
+    plan.rows_dropped, plan.rows_skipped = null_labels, skipped
+    return Planned(plan, skip_cols, decision, notes)
+
+
+def _binned(label: str, label_type: ValueType, decision: LabelDecision, classes: list[Any],
+            features: list[str],
+            types: Mapping[str, ValueType], plans: dict[str, ColumnPlan | None],
+            missing: dict[str, int], skip_cols: list[str], rows: int,
+            params: Mapping[str, Any], source: PlanSource) -> EncodingPlan:
+    """The plan with the binned columns' split points (and a continuous label's classes)
+    placed on the sample of ``source``."""
+    continuous = decision.kind == "continuous"
+    string_label = label_type.kind == "string"
+    to_bin = [c for c in features if plans[c] is None]
+    rule = None
+    if continuous or (params["binning"] == "mdlp" and to_bin):
+        rule = LabelRule(continuous=continuous, classes=tuple(classes),
+                         label_bins=params["label_bins"], string=string_label)
+    splits: dict[str, tuple[list[float], list[float]]] = {}
+    if to_bin or continuous:
+        # a label alone is sampled by the hash of whole rows, not of the label's value
+        splits = source.quantile_splits(label, to_bin, params["num_bins"], rows, skip_cols,
+                                        params["binning"], rule=rule,
+                                        hash_extra=[] if to_bin else features)
+    label_edges = label_spikes = None
+    if continuous:
+        label_edges, label_spikes = (list(x) for x in splits.get(label, ([], [])))
+        classes = binning_state_labels(Binning("quantile", tuple(label_edges),
+                                               tuple(label_spikes)))
+        if len(classes) < 2:
+            raise InputError(f"label column '{label}' is continuous but has a single value; "
+                             "feature selection needs at least two classes")
+    columns = [plans[c] or binned_plan(c, splits.get(c, ([], []))[0], missing[c] > 0,
+                                       splits.get(c, ([], []))[1], unit=types[c].unit)
+               for c in features]
+    return EncodingPlan(label=label, classes=classes,
+                        label_dtype="string" if string_label else "double",
+                        columns=columns, num_rows=rows, label_type=decision.kind,
+                        label_edges=label_edges, label_spikes=label_spikes or None)
+
+
+# ---------------------------------------------------------------------------
+# Rows in memory
+# ---------------------------------------------------------------------------
+
+class TableRows:
+    """All rows of a table as typed record batches in memory (label first, then the
+    features; :mod:`vmi_spark.core.rows`): a :class:`PlanSource` that also gives the codes.
+
+    ``batches`` returns an iterator over the batches each time it is called; the table
+    has ``num_rows`` rows. Used for a small table in the Spark driver
+    (:class:`vmi_spark.spark.driver.DriverRows`) and by the scikit-learn selector, so that
+    both plan and code exactly as the Spark passes do (no sample: at most
+    :data:`~vmi_spark.core.encoding.SAMPLE_ROWS` rows are asked of it, or every row is
+    the sample).
+    """
+
+    def __init__(self, batches: Callable[[], Iterator[pa.RecordBatch]], features: list[str],
+                 num_rows: int, sample_all: bool = False):
+        self._batches, self.features, self.num_rows = batches, list(features), num_rows
+        self._sample_all = sample_all
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """The typed batches (label, then the features), read again at each call."""
+        return self._batches()
+
+    def column_stats(self, label: str, features: list[str], max_categories: int,
+                     max_classes: int, skip: bool) -> dict[str, Any]:
+        """:func:`~.rows.column_stats_fn` over all rows, merged as the tasks' would be."""
+        fn = column_stats_fn(len(features), max_categories, max_classes, skip)
+        parts = [json.loads(v) for rb in fn(self.batches()) for v in rb.column(0).to_pylist()]
+        return merge_stats(parts, len(features), max_categories, max_classes)
+
+    def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
+                        skip_cols: list[str], binning: str = "quantile",
+                        rule: LabelRule | None = None, hash_extra: list[str] | None = None
+                        ) -> dict[str, tuple[list[float], list[float]]]:
+        """:func:`vmi_spark.core.encoding.fit_sample` over all kept rows."""
+        if rows > SAMPLE_ROWS and not self._sample_all:
+            raise AssertionError(f"rows in memory are planned without a sample: at most "
+                                 f"{SAMPLE_ROWS} rows")
+        pos = {c: 1 + j for j, c in enumerate(self.features)}
+        values: list[list[np.ndarray]] = [[] for _ in cols]
+        keys: list[np.ndarray] = []
+        for rb in self.batches():
+            rb = kept_rows(rb, bool(skip_cols))
+            for i, c in enumerate(cols):
+                values[i].append(doubles(rb.column(pos[c])))
+            if rule is not None:
+                keys.append(label_keys(rb.column(0), rule))
+        cat = [np.concatenate(v) if v else np.empty(0) for v in values]
+        label_split, fitted = fit_sample(cat, num_bins, binning,
+                                         np.concatenate(keys) if rule is not None else None, rule)
+        out = dict(zip(cols, fitted))
+        if label_split is not None:
+            out[label] = label_split
+        return out
+
+    def top_values(self, label: str, cols: list[str], most: int,
+                   skip_cols: list[str]) -> dict[str, TopValues]:
+        """The most frequent values of each column of ``cols`` over all kept rows."""
+        pos = {c: 1 + j for j, c in enumerate(self.features)}
+        counts: list[dict[Any, int]] = [{} for _ in cols]
+        for rb in self.batches():
+            rb = kept_rows(rb, bool(skip_cols))
+            for i, c in enumerate(cols):
+                arr = rb.column(pos[c])
+                if missing_mask(arr) is not None:
+                    arr = arr.filter(pc.invert(pc.is_null(arr, nan_is_null=True)))
+                vc = pc.value_counts(arr)
+                for v, n in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
+                    counts[i][v] = counts[i].get(v, 0) + n
+        return {c: top_values(list(m), list(m.values()), most) for c, m in zip(cols, counts)}
+
+    def codes(self, plan: EncodingPlan, skip_cols: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(D, N) uint8 codes and (N,) class codes of the kept rows, in row order."""
+        parts, ys = [], []
+        for rb in self.batches():
+            rb = kept_rows(rb, bool(skip_cols))
+            if rb.num_rows == 0:
+                continue
+            block = np.empty((len(plan.columns), rb.num_rows), dtype=np.uint8)
+            for j, col in enumerate(plan.columns):
+                block[j] = encode_column(rb.column(j + 1), col)
+            parts.append(block)
+            ys.append(encode_label(rb.column(0), plan))
+        codes = (np.concatenate(parts, axis=1) if parts
+                 else np.empty((len(plan.columns), 0), dtype=np.uint8))
+        y = np.concatenate(ys).astype(np.int64) if ys else np.empty(0, dtype=np.int64)
+        return codes, y

@@ -1,0 +1,194 @@
+"""Errors that say how to fix them: what the job can tell from the input and the
+session before Spark reads anything, and what a Spark failure means for the user.
+
+* :func:`sniff_format`: a local ``--input`` whose first bytes say Parquet, ORC or JSON
+  while ``--format`` says otherwise (a Parquet file read as CSV gives a column list of
+  ``PAR1...`` bytes);
+* :func:`check_worker_python`: in local mode, that the Python the workers run
+  (``PYSPARK_PYTHON``) can import ``vmi_spark`` (else every pass fails in a worker, with
+  a Python traceback inside a Java one);
+* :func:`explain`: a Spark failure as one line: a worker without the package, a table
+  the session's catalog does not have.
+
+Spark-free except where a session is passed in.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from .errors import InputError
+
+#: the first bytes of a file in each format (JSON: its first non-blank character)
+_MAGIC = ((b"PAR1", "parquet"), (b"ORC", "orc"), (b"Obj\x01", "avro"))
+_NAMES = {"parquet": "Parquet", "orc": "ORC", "avro": "Avro", "json": "JSON", "csv": "CSV"}
+
+
+#: data file names a directory's first file is looked for by (Spark's part files, or a
+#: data extension): a README or a checksum beside them is not sniffed
+_DATA_FILE = re.compile(r"^part-|\.(parquet|orc|avro|json|jsonl|csv|tsv|txt)$", re.IGNORECASE)
+
+
+def _first_file(path: str) -> str | None:
+    """``path`` if it is a file, else the first data file under directory ``path`` (a
+    ``part-`` file or one with a data extension; names starting with ``_`` or ``.`` are
+    metadata, as Spark skips them)."""
+    if os.path.isfile(path):
+        return path
+    if not os.path.isdir(path):
+        return None
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
+        for name in sorted(files):
+            if not name.startswith(("_", ".")) and _DATA_FILE.search(name):
+                return os.path.join(root, name)
+    return None
+
+
+def sniff_format(path: str) -> str | None:
+    """The format a local file's first bytes show (``parquet``, ``orc``, ``avro``,
+    ``json``), or None when they show none of these (CSV, text, compressed, unreadable)."""
+    first = _first_file(path)
+    if first is None:
+        return None
+    try:
+        with open(first, "rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return None
+    for magic, fmt in _MAGIC:
+        if head.startswith(magic):
+            return fmt
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text[:1] in (b"{", b"["):
+        return "json"
+    return None
+
+
+def check_format(path: str | None, fmt: str | None) -> None:
+    """Refuse a local ``--input`` whose bytes say another format than ``--format`` (the
+    default ``parquet``): one line naming both and the flag to give.
+
+    Raises
+    ------
+    InputError
+        The first file's bytes show Parquet, ORC, Avro or JSON and ``--format`` says
+        something else, or ``--format`` is ``parquet`` and the file is none of these
+        (e.g. a CSV file).
+    """
+    from .outputs import local_path, scheme_of
+
+    if path is None or scheme_of(path) not in (None, "file"):
+        return  # a URI: the driver does not read it
+    local = local_path(path)
+    first = _first_file(local)
+    if first is None:
+        return
+    want = (fmt or "parquet").lower()
+    seen = sniff_format(first)
+    if seen is not None and seen != want and want in _NAMES:
+        raise InputError(f"--input '{path}' holds {_NAMES[seen]} data ('{first}' starts like "
+                         f"a {_NAMES[seen]} file), not {_NAMES[want]}: give --format {seen}")
+    if seen is None and want == "parquet" and os.path.isfile(local) and _looks_like_text(first):
+        raise InputError(f"--input '{path}' is not Parquet ('{first}' is text): give "
+                         "--format csv (or json, ...) for a text file")
+
+
+def _looks_like_text(path: str) -> bool:
+    """Whether the file's first KiB is printable text (a CSV, a TSV)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1024)
+    except OSError:
+        return False
+    if not head:
+        return False
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return all(c.isprintable() or c in "\r\n\t" for c in text)
+
+
+def worker_python(spark) -> str:
+    """The Python the session's workers run: ``spark.pyspark.python``, else
+    ``PYSPARK_PYTHON``, else ``python3`` (PySpark's default)."""
+    try:
+        conf = spark.sparkContext.getConf().get("spark.pyspark.python")
+    except Exception:  # noqa: BLE001 - Spark Connect: no SparkContext here
+        conf = None
+    return conf or os.environ.get("PYSPARK_PYTHON") or "python3"
+
+
+def check_worker_python(spark) -> None:
+    """In local mode, check that the workers' Python can import ``vmi_spark`` (and
+    numpy and pyarrow) before any pass runs: one line naming ``PYSPARK_PYTHON`` otherwise.
+
+    On a cluster the workers are elsewhere; a failure there is explained by
+    :func:`explain` when it happens.
+    """
+    try:
+        master = spark.sparkContext.master
+    except Exception:  # noqa: BLE001 - Spark Connect: the server's Python
+        return
+    if not str(master).startswith("local"):
+        return
+    python = worker_python(spark)
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        return  # this interpreter: it imported vmi_spark already
+    code = "import vmi_spark, numpy, pyarrow"
+    try:
+        done = subprocess.run([python, "-c", code], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InputError(f"the Python workers cannot start '{python}' ({exc}): set "
+                         "PYSPARK_PYTHON to the Python that has vmi_spark installed") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["it failed"])[-1]
+        raise InputError(f"the Python workers' Python '{python}' cannot import vmi_spark "
+                         f"({last}): set PYSPARK_PYTHON to the Python that has vmi_spark "
+                         "installed (or ship it with --py-files)")
+
+
+_NO_MODULE = re.compile(r"No module named '([A-Za-z0-9_.]+)'")
+
+
+def explain(exc: BaseException, spark=None, table: str | None = None) -> str | None:
+    """One line that says what a Spark failure means and how to fix it, or None.
+
+    * a Python worker without the package (``No module named 'vmi_spark'``, or numpy,
+      pyarrow): name ``PYSPARK_PYTHON``;
+    * a worker Python that does not exist (``Cannot run program``);
+    * ``--table`` not found: say which catalog the session has and how to reach a
+      metastore.
+    """
+    text = str(exc)
+    missing = _NO_MODULE.search(text)
+    if missing and missing.group(1).split(".")[0] in ("vmi_spark", "numpy", "pyarrow",
+                                                       "pandas"):
+        return (f"the Python workers cannot import {missing.group(1)}: set PYSPARK_PYTHON "
+                "(and spark.pyspark.python on a cluster) to a Python that has vmi_spark "
+                "installed, or ship the package with --py-files")
+    if "Cannot run program" in text and "python" in text.lower():
+        return ("the Python workers' Python does not exist on the executors: set "
+                "PYSPARK_PYTHON to a Python that has vmi_spark installed")
+    if table and "TABLE_OR_VIEW_NOT_FOUND" in text:
+        return _table_hint(spark, table)
+    return None
+
+
+def _table_hint(spark, table: str) -> str:
+    catalog = None
+    try:
+        catalog = spark.conf.get("spark.sql.catalogImplementation")
+    except Exception:  # noqa: BLE001 - Connect servers may not say
+        pass
+    where = (" (this session's catalog is in-memory: a plain spark-submit has no "
+             "metastore; add --conf spark.sql.catalogImplementation=hive with the "
+             "cluster's hive-site.xml, or read the files with --input)"
+             if catalog == "in-memory" else
+             " (on Databricks give catalog.schema.table of Unity Catalog)")
+    return f"--table '{table}' not found in the session's catalog{where}"

@@ -1,0 +1,211 @@
+"""The resident tasks' side: what one task holds, and how it serves the driver.
+
+Each task of the resident job (:mod:`.resident`) runs :func:`task_fn`'s function over its
+partition of encoded blocks: it reads the blocks into its Python worker, connects to the
+driver and presents the run's secret (a hello, :mod:`.resident_protocol`), then answers
+the driver's requests from what it holds (:class:`Task`) until it is told to stop. The
+per-row state of the steps (the pairwise running sums, the naive posterior) stays in the
+task, up to a budget; a block past it has its state rebuilt from its codes every step.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import numpy as np
+import pyarrow as pa
+
+from ..core.bound import (
+    BlockState,
+    NaiveState,
+    StepOps,
+    feature_counts,
+    naive_partials,
+    pair_counts_many,
+    pairwise_partials,
+)
+from . import wire
+from .blocks import decode_blocks
+from .resident_protocol import (
+    MAX_REQUEST_BYTES,
+    MAX_REQUEST_HEADER,
+    add_split,
+    hello,
+    read_step,
+)
+
+#: seconds a task keeps trying to connect to the driver
+CONNECT_SECONDS = 120.0
+
+
+class Task:
+    """What one resident task holds and computes: its blocks, tables and per-row state.
+
+    ``blocks`` is ``[(block id, codes (D, n) uint8, y (n,) intp)]``; ``state_budget`` the
+    bytes of per-row state kept from step to step.
+    """
+
+    def __init__(self, blocks: list, num_features: int, arity: int, num_classes: int,
+                 state_budget: int):
+        self.blocks = blocks
+        self.num_features = num_features
+        self.arity = arity
+        self.num_classes = num_classes
+        self.state_budget = state_budget
+        self.prior: np.ndarray | None = None
+        self.cond: np.ndarray | None = None
+        self.tables: dict[int, np.ndarray] = {}
+        self.states: dict[int, BlockState] = {}
+        self.naive_states: dict[int, NaiveState] = {}
+        self.state_bytes = 0
+
+    def handle(self, header: dict, arrays: list[np.ndarray]) -> tuple[dict, list[np.ndarray]]:
+        """The reply (header, arrays) to a request (``ValueError`` for an unknown one)."""
+        op = header.get("op")
+        if op == "counts":
+            total = np.zeros((self.num_features, self.arity, self.num_classes), dtype=np.int64)
+            for _, codes, y in self.blocks:
+                total += feature_counts(codes, y, self.arity, self.num_classes)
+            return {}, [total]
+        if op == "pairs":
+            fs = [int(f) for f in header["fs"]]
+            total = np.zeros((len(fs), self.num_features, self.arity, self.arity,
+                              self.num_classes), dtype=np.int64)
+            for _, codes, y in self.blocks:
+                total += pair_counts_many(codes, y, fs, self.arity, self.num_classes)
+            return {}, [total]
+        if op == "step":
+            return {}, list(self._step(header, arrays))
+        raise ValueError(f"unknown request {op!r}")
+
+    def _step(self, header: dict, arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        step = read_step(header, arrays)
+        if step.prior is not None:
+            self.prior, self.cond = step.prior, step.cond
+        self.tables = {f: t for f, t in self.tables.items() if f in step.block}
+        self.tables.update(step.tables)
+        if self.prior is None or self.cond is None:
+            raise ValueError("a step request before the tables")
+        ops = StepOps(method=step.method, prior=self.prior, cond=self.cond,
+                      candidates=step.candidates, block=step.block, pair_log_tables=self.tables)
+        hi = np.zeros(self.num_features, dtype=np.int64)
+        lo = np.zeros(self.num_features, dtype=np.int64)
+        try:
+            for bid, codes, y in self.blocks:
+                if ops.pairwise:
+                    p = pairwise_partials(codes, y, self._state(bid, codes.shape[1]), ops)
+                else:
+                    p = naive_partials(codes, ops, self._naive_state(bid, codes.shape[1]))
+                add_split(hi, lo, p)
+        except BaseException:
+            self.states.clear()  # a half-updated state must not be reused
+            self.naive_states.clear()
+            self.state_bytes = 0
+            raise
+        return hi, lo
+
+    def _state(self, bid: int, n: int) -> BlockState:
+        state = self.states.get(bid)
+        if state is None:
+            assert self.prior is not None
+            state = BlockState.initial(self.prior, n, self.num_features)
+            size = state.nbytes
+            if self.state_bytes + size <= self.state_budget:
+                self.states[bid] = state
+                self.state_bytes += size
+            # else: a state used for this step only (rebuilt from the codes every step)
+        return state
+
+    def _naive_state(self, bid: int, n: int) -> NaiveState | None:
+        """The block's naive posterior state, or None (rebuilt) when the budget is spent."""
+        state = self.naive_states.get(bid)
+        if state is None:
+            size = 8 * n * self.num_classes
+            if self.state_bytes + size > self.state_budget:
+                return None
+            state = self.naive_states[bid] = NaiveState()
+            self.state_bytes += size
+        return state
+
+
+def connect(address: tuple[str, int], deadline: float) -> socket.socket:
+    """A TCP connection to the driver, tried again until ``deadline`` (monotonic)."""
+    while True:
+        try:
+            sock = socket.create_connection(address, timeout=30)
+            sock.settimeout(None)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def greet(address: tuple[str, int], header: dict, blocks: np.ndarray,
+          deadline: float) -> tuple[socket.socket, dict, list[np.ndarray]]:
+    """Connect, present the hello ``header`` and wait for the first request:
+    ``(sock, header, arrays)``.
+
+    A connection closed before the first request (the driver's acceptor drops
+    connections when other processes crowd it) is made again until ``deadline``."""
+    while True:
+        sock = connect(address, deadline)
+        try:
+            wire.send(sock, header, [blocks])
+            header_in, arrays = wire.recv(sock, MAX_REQUEST_BYTES, MAX_REQUEST_HEADER)
+            return sock, header_in, arrays
+        except OSError:  # WireError too: refused or dropped before being served
+            sock.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def serve(sock: socket.socket, task: Task, header: dict, arrays: list[np.ndarray]) -> int:
+    """Answer requests, the first one ``(header, arrays)``, until the driver says stop;
+    the number served. A request that fails is answered with its error (one line)."""
+    served = 0
+    while header.get("op") != "stop":
+        t0 = time.perf_counter()
+        try:
+            out_header, out = task.handle(header, arrays)
+        except Exception as exc:  # report it; the driver decides what happens
+            wire.send(sock, {"error": f"{type(exc).__name__}: {exc}"[:2000]})
+        else:
+            served += 1
+            wire.send(sock, {**out_header, "seconds": time.perf_counter() - t0}, out)
+        header, arrays = wire.recv(sock, MAX_REQUEST_BYTES, MAX_REQUEST_HEADER)
+    return served
+
+
+def task_fn(address: tuple[str, int], secret: str, num_features: int, arity: int,
+            num_classes: int, state_budget: int):
+    """The barrier task's function (``mapInArrow``): read the partition's blocks, connect,
+    serve until told to stop, then yield one row of :data:`.resident_protocol.TASK_SCHEMA`."""
+    def fn(batches):
+        from pyspark import BarrierTaskContext
+
+        ctx = BarrierTaskContext.get()
+        held = []
+        for rb in batches:
+            for bid, _, codes, y in decode_blocks(rb, num_features):
+                held.append((int(bid), np.array(codes, copy=True), y))
+        held.sort(key=lambda b: b[0])
+        task = Task(held, num_features, arity, num_classes, state_budget)
+        rows = int(sum(b[1].shape[1] for b in held))
+        sock, header, arrays = greet(
+            address, hello(secret, ctx.partitionId(), len(ctx.getTaskInfos()),
+                           ctx.taskAttemptId(), rows),
+            np.array([b[0] for b in held], np.int64), time.monotonic() + CONNECT_SECONDS)
+        try:
+            served = serve(sock, task, header, arrays)
+        finally:
+            sock.close()
+        yield pa.RecordBatch.from_pydict({
+            "partition": pa.array([ctx.partitionId()], pa.int32()),
+            "blocks": pa.array([len(held)], pa.int32()),
+            "rows": pa.array([rows], pa.int64()),
+            "requests": pa.array([served], pa.int64())})
+    return fn

@@ -1,0 +1,356 @@
+"""The two decisions of a run: what reads the rows, and how the steps run.
+
+:func:`choose_rows` picks the row source from the input's kind and size: the driver for
+a small table (:mod:`.driver`), pyarrow in the workers for Parquet files
+(:mod:`.arrow_source`, :mod:`.vector_source`), else Spark's reader
+(:mod:`.spark_source`). Every source carries its own capabilities (``read_by``,
+``reading()``, ``evened(parts)``, :class:`.plan.RowSource`), so nothing downstream asks
+what class it is.
+
+:func:`choose_execution` picks the execution from the plan (rows x columns x classes),
+the rows' route and the session: the driver (:class:`.driver.DriverBackend`), resident
+tasks (:class:`.resident.ResidentBackend`) or one Spark job a pass
+(:class:`.backend.SparkBackend`), with the partitions and the rows of a block. A
+pairwise selection too large for the driver's state is planned in the driver and
+selected on the executors: decided here, once. :func:`start_execution` encodes the rows
+and starts what was chosen.
+
+Extension points: a new row source implements :class:`.plan.RowSource` and gets a
+branch in :func:`choose_rows`; a new execution implements :class:`Execution` and gets a
+kind in :func:`choose_execution` and :func:`start_execution`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Protocol
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from ..core.bound import MAX_BLOCK_ROWS, whole_strides
+from ..core.criteria import criterion
+from ..core.encoding import SAMPLE_ROWS, EncodingPlan
+from ..core.greedy import Backend
+from ..errors import InputError
+from ..params import Settings
+from .arrow_source import ParquetReader, ParquetSource, parquet_source
+from .backend import SparkBackend
+from .driver import (
+    DRIVER_CELLS,
+    DRIVER_PAIR_BYTES,
+    PROBE_CELLS,
+    DriverBackend,
+    DriverRows,
+    parquet_rows,
+    probed_rows,
+)
+from .plan import RowSource, resolve_columns
+from .resident import ResidentBackend, ResidentUnavailable
+from .session import is_local, parallelism, storage_memory, task_slots, unavailable_reason
+from .spark_source import SparkSource
+from .storage import Kept, batch_rows, cache_batch_rows, keep
+from .vector_source import (
+    ParquetVectorReader,
+    VectorReader,
+    expand_vector,
+    vector_names,
+    vector_schema,
+)
+
+#: smallest block (rows) when the rows are spread over the task slots
+MIN_BLOCK_ROWS = 4096
+#: most of a block manager's cache memory the encoded rows may take before they go to disk
+CACHE_SHARE = 0.5
+#: most bytes of one encoded block (its codes and classes)
+BLOCK_BYTES = 8 << 20
+#: bytes of per-row state (a pairwise selection's) a block may hold
+PAIR_BLOCK_BYTES = 32 << 20
+
+
+# ---------------------------------------------------------------------------
+# The rows
+# ---------------------------------------------------------------------------
+
+@dataclass
+class RowRoute:
+    """What reads the rows of a run (:func:`choose_rows`).
+
+    ``df`` is the input (with the ``kde`` estimator, its vector expanded into columns)
+    and ``schema`` what gives the features' types (the frame, or a vector's elements);
+    ``source`` reads the rows for the planner's and the encoder's passes; ``driver`` holds
+    every row in the driver when the table is small enough to select there (then
+    ``source`` is ``driver``); ``notes`` says which columns were left out.
+    """
+
+    df: DataFrame
+    schema: DataFrame | T.StructType
+    features: list[str]
+    source: RowSource
+    driver: DriverRows | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def read_by(self) -> str:
+        """``"pyarrow"`` or ``"spark"``: the report's ``reader``."""
+        return self.source.read_by
+
+
+def choose_rows(df: DataFrame, label: str, features: list[str] | None,
+                exclude: list[str] | None, features_col: str | None,
+                source: ParquetSource | None, settings: Settings) -> RowRoute:
+    """The row source of a run, from the input's kind (columns or a vector; a plain
+    Parquet scan or any frame), its size (a small table is read into the driver when the
+    steps may run there) and the settings (``reader``, ``estimator``, ``execution``)."""
+    estimator, execution = settings.estimator, settings.execution
+    auto = settings.reader == "auto" and estimator == "histogram"
+    slots = parallelism(df.sparkSession)
+    notes: list[str] = []
+    vector: VectorReader | None = None
+    schema: DataFrame | T.StructType = df
+    if features_col is not None:
+        if estimator == "kde":  # the KDE grid is computed over the expanded columns
+            df, features = expand_vector(df, features_col, label)
+        else:  # the workers cut the vectors (vector_source): no projection of D columns
+            features = vector_names(df, features_col, label, check=False)
+            vector = VectorReader(df, label, features_col, features, slots)
+            schema = vector_schema(df, label, features)
+        names = [f for f in features if f not in (exclude or [])]
+    if vector is None:
+        names, notes = resolve_columns(df, label, features, exclude)
+    if source is None and auto and features_col is None:
+        source = parquet_source(df, [label, *names])
+    presample = None if settings.label_type == "continuous" else (settings.num_bins,
+                                                                  settings.binning)
+    driver = _driver_rows(df, label, names, source if features_col is None else None,
+                          execution, estimator, vector)
+    if driver is not None:
+        return RowRoute(df, schema, names, driver, driver, notes)
+    if vector is not None:
+        files = parquet_source(df, [label, vector.features_col]) if auto else None
+        rows: RowSource = vector if files is None else ParquetVectorReader(
+            df, label, vector.features_col, names, slots, files, presample=presample)
+    elif source is not None and estimator == "histogram":
+        rows = ParquetReader(df.sparkSession, source, slots, presample=presample, df=df)
+    else:
+        rows = SparkSource(df)
+    return RowRoute(df, schema, names, rows, None, notes)
+
+
+def _driver_rows(df: DataFrame, label: str, features: list[str],
+                 source: ParquetSource | None, execution: str, estimator: str,
+                 vector: VectorReader | None = None) -> DriverRows | None:
+    """The rows in the driver when the selection may run there (:mod:`.driver`): asked
+    for (``execution="driver"``) or, with ``auto``, for a small table; else None."""
+    if execution not in ("auto", "driver"):
+        return None
+    if estimator != "histogram":
+        if execution == "driver":
+            raise InputError("execution 'driver' needs estimator 'histogram'")
+        return None
+    if source is not None:
+        rows = parquet_rows(df.sparkSession, source, label, features)
+    else:
+        rows = probed_rows(df, label, features, vector)
+    if rows is None and execution == "driver":
+        raise InputError(f"execution 'driver' takes tables of at most {SAMPLE_ROWS:,} rows and "
+                         f"{DRIVER_CELLS if source is not None else PROBE_CELLS:,} cells "
+                         "(rows x columns); use auto, resident or passes")
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# The execution
+# ---------------------------------------------------------------------------
+
+class Execution(Backend, Protocol):
+    """How the greedy steps run: a :class:`~vmi_spark.core.greedy.Backend` that also says
+    which execution it is and what the run should report
+    (:class:`.driver.DriverBackend`, :class:`.resident.ResidentBackend`,
+    :class:`.backend.SparkBackend`)."""
+
+    #: the execution's name in the report ("driver", "resident", "passes")
+    execution: str
+
+    def notes(self) -> list[str]:
+        """What happened that the run's warnings should say (lost tasks, a fallback)."""
+        ...
+
+
+class StartExecution(Protocol):
+    """Makes an :class:`Execution` over the kept blocks (the class itself, usually)."""
+
+    def __call__(self, blocks: DataFrame, num_features: int, arity: int,
+                 num_classes: int) -> Execution:
+        ...
+
+
+@dataclass(frozen=True)
+class ExecutionRoute:
+    """How the steps of a run go (:func:`choose_execution`).
+
+    ``kind`` is ``"driver"``, ``"resident"`` (where the session allows it; it may still
+    fall back to passes when its tasks cannot start) or ``"passes"``; ``why_not`` why
+    resident tasks cannot run (None if they can); ``parts`` the partitions the encoded
+    blocks are spread over and ``block_rows`` the rows of a block (executors only).
+    """
+
+    kind: str
+    why_not: str | None
+    parts: int
+    block_rows: int
+
+
+def check_execution(spark, settings: Settings) -> None:
+    """Refuse ``execution="resident"`` where the session cannot run resident tasks, before
+    anything is read (the arguments and the session tell)."""
+    if settings.execution == "resident":
+        why_not = unavailable_reason(spark)
+        if why_not is not None:
+            raise InputError(f"resident execution is not available: {why_not}")
+
+
+def choose_execution(plan: EncodingPlan, rows: RowRoute, settings: Settings) -> ExecutionRoute:
+    """The execution of a run from its plan (rows x columns x classes), the rows' route
+    and the session: the driver where the rows are there and the method's per-row state
+    fits it (:data:`~.driver.DRIVER_PAIR_BYTES`), else resident tasks where the session
+    allows them (``execution`` ``auto`` or ``resident``), else passes."""
+    spark = rows.df.sparkSession
+    d, num_classes = len(rows.features), len(plan.classes)
+    if rows.driver is not None:
+        state = plan.num_rows * criterion(settings.method).row_state_bytes(d, num_classes)
+        if state <= DRIVER_PAIR_BYTES:
+            return ExecutionRoute("driver", "not asked for", 0, 0)
+        if settings.execution == "driver":
+            raise InputError("execution 'driver': the pairwise state of this table "
+                             f"({state >> 20} MiB) is more than "
+                             f"the driver keeps ({DRIVER_PAIR_BYTES >> 20} MiB); use auto")
+    why_not = ("not asked for" if settings.execution == "passes"
+               else unavailable_reason(spark))
+    parts = parallelism(spark) if why_not is not None else task_slots(spark)
+    block_rows = block_rows_for(plan.num_rows, parts, d, settings.method, num_classes)
+    return ExecutionRoute("passes" if why_not is not None else "resident", why_not, parts,
+                          block_rows)
+
+
+def block_rows_for(num_rows: int, parts: int, num_features: int, method: str,
+                   num_classes: int) -> int:
+    """Rows of an encoded block on the executors.
+
+    About four blocks per task slot (``parts``), so that every core has work in every
+    pass; at most :data:`BLOCK_BYTES` a block, because the JVM copies each block whole
+    (Arrow, cache) and large byte arrays crowd a small heap (a 5M x 100 table under the
+    default 1g driver); with per-row state (``vmi_pairwise``) at most
+    :data:`PAIR_BLOCK_BYTES` of it; a multiple of
+    :data:`~vmi_spark.core.bound.BLOCK_ROW_STEP` (at least 256).
+    """
+    rows = min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, whole_strides(-(-num_rows // (4 * parts)),
+                                                                 up=True)))
+    most = BLOCK_BYTES // (num_features + 2)
+    state = criterion(method).row_state_bytes(num_features, num_classes)
+    if state:
+        most = min(most, PAIR_BLOCK_BYTES // state)
+    return max(256, min(rows, whole_strides(most)))
+
+
+def start_execution(route: ExecutionRoute, rows: RowRoute, plan: EncodingPlan,
+                    skip_cols: list[str], settings: Settings, storage_level: StorageLevel,
+                    notes: list[str], laps) -> tuple[Execution, Kept | None]:
+    """Encode the rows and start the chosen execution over them: in the driver, or the
+    blocks kept on the executors (``Kept``) and resident tasks or one Spark job a pass
+    over them. ``laps(name)`` closes a phase of the run's timings."""
+    d, num_classes = len(rows.features), len(plan.classes)
+    if route.kind == "driver":
+        assert rows.driver is not None
+        codes, y = rows.driver.codes(plan, skip_cols)
+        laps("encode")
+        return DriverBackend(codes, y, plan.arity, num_classes), None
+    kept = _encoded(rows, plan, skip_cols, route, settings, storage_level, notes, laps)
+    laps("encode")
+    try:
+        return _backend(kept.df, d, plan.arity, num_classes, settings, route.why_not,
+                        notes), kept
+    except BaseException:
+        kept.release()
+        raise
+
+
+def _encoded(rows: RowRoute, plan: EncodingPlan, skip_cols: list[str], route: ExecutionRoute,
+             settings: Settings, storage_level: StorageLevel, notes: list[str], laps) -> Kept:
+    """The encoded blocks, kept for the passes (cached, staged or recomputed)."""
+    spark, d = rows.df.sparkSession, len(rows.features)
+    source, parts, block_rows = rows.source, route.parts, route.block_rows
+    level = _storage_level(spark, storage_level, plan.num_rows * (d + 2), parts, notes)
+    # one shuffle of the one-byte blocks spreads them evenly over the slots (by range of
+    # block id, so a partition's blocks stay together), whatever the input's partitioning.
+    # The range partitioner samples its input in a job of its own: the encoded blocks are
+    # kept for the shuffle to read, so that every row is read and encoded once, not twice.
+    # A cached batch holds a few blocks, not a whole partition (see cache_batch_rows).
+    with batch_rows(spark, cache_batch_rows(block_rows * (d + 2))), source.reading():
+        even = source.evened(parts)
+        if even is not None:
+            # row groups (and pieces of them) split evenly over the task slots: encoded
+            # straight into the cache, no range shuffle (one job instead of three)
+            encoded = even.encode_blocks(plan, block_rows, skip_cols, partitions=parts)
+            laps("plan")
+            return keep(encoded, level, settings.block_storage, settings.staging_dir)
+        encoded = source.encode_blocks(plan, block_rows, skip_cols)
+        laps("plan")
+        return keep_blocks(encoded, parts, level, settings.block_storage,
+                           settings.staging_dir)
+
+
+def keep_blocks(encoded: DataFrame, parts: int, storage_level: StorageLevel, mode: str,
+                staging_dir: str | None) -> Kept:
+    """The encoded blocks, spread over ``parts`` partitions and kept for the passes.
+
+    Cached (the default), the rows are encoded once: the encoded blocks are kept for
+    the range partitioner's sampling job and the shuffle. Staged or recomputed, the
+    blocks are used in the partitioning they come in (every execution accepts any).
+    """
+    first = keep(encoded, storage_level, mode, staging_dir, materialize=False)
+    if first.how != "cache":
+        return first
+    try:
+        return keep(first.df.repartitionByRange(parts, "block_id"), storage_level, "cache")
+    finally:
+        first.release()
+
+
+def _storage_level(spark, level: StorageLevel, encoded_bytes: int, parts: int,
+                   notes: list[str]) -> StorageLevel:
+    """``level``, or disk only when the encoded rows would fill more than half of a block
+    manager's cache memory (:data:`CACHE_SHARE`): the memory store builds each cached
+    batch in the heap before it can spill, so a cache near its limit ends in "Java heap
+    space" instead of spilling (a 5M x 100 table under the default 1g driver). Resident
+    tasks keep their blocks in the Python workers; the disk copy is read once."""
+    if level != StorageLevel.MEMORY_AND_DISK:
+        return level
+    memory = storage_memory(spark)
+    share = encoded_bytes / max(1, parts) * (parts if is_local(spark) else 1)
+    if memory is None or share <= CACHE_SHARE * memory:
+        return level
+    notes.append(f"the encoded rows ({encoded_bytes >> 20} MiB) are cached on disk: more than "
+                 f"half of the {memory >> 20} MiB a block manager may cache")
+    return StorageLevel.DISK_ONLY
+
+
+def _backend(blocks: DataFrame, d: int, arity: int, num_classes: int, settings: Settings,
+             why_not: str | None, notes: list[str]) -> Execution:
+    """Resident tasks where they can run (a fallback to passes if they cannot start,
+    unless ``execution`` is ``resident``), else the pass backend."""
+    passes: StartExecution = SparkBackend
+    if why_not is None:
+        try:
+            return ResidentBackend(blocks, d, arity, num_classes, settings.method,
+                                   fallback=partial(passes, blocks, d, arity, num_classes))
+        except ResidentUnavailable as exc:
+            if settings.execution == "resident":
+                raise InputError(f"resident execution failed to start: {exc}") from None
+            notes.append(f"resident tasks could not start ({exc}); running one Spark job "
+                         "per pass instead")
+            warnings.warn(notes[-1], UserWarning, stacklevel=5)  # run_selection's caller
+    return passes(blocks, d, arity, num_classes)
