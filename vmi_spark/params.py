@@ -179,6 +179,14 @@ SPEC: tuple[Parameter, ...] = (
               "(nats); 0.0 is the paper's Algorithm 1, the authors' program uses 0.01, `-inf` "
               "never restarts", ml="restartTolerance", flag="--restart-tolerance",
               sklearn="restart_tolerance"),
+    Parameter("bias_correction", str, "none", "how gains are compared: `chance` (each "
+              "candidate's gain less the gain a feature independent of the label reaches by "
+              "chance, (A-1)(L-1)/2N nats for A states, L classes and N rows, so that columns "
+              "are ranked for what they say and not for how many states they have, and a "
+              "block restarts, and selection stops, when no candidate beats chance; "
+              "`vmi_naive` and `vmi_pairwise`) or `none` (the paper's plug-in gains)",
+              ml="biasCorrection", flag="--bias-correction", sklearn="bias_correction",
+              choices=("chance", "none")),
     Parameter("num_bins", int, 10, "equal-frequency bins for numeric columns with more than "
               "`{max_categories}` values (2..255)", ml="numBins", flag="--num-bins",
               sklearn="num_bins", low=2, high=255),
@@ -251,7 +259,7 @@ _SPEC = {p.key: p for p in SPEC}
 
 #: keys shown in the README's Parameters table (the others are in its Usage section)
 README_KEYS = ("features", "exclude", "label", "num_features", "selection_mode", "selection_threshold",
-               "method", "restart_tolerance", "num_bins", "binning",
+               "method", "restart_tolerance", "bias_correction", "num_bins", "binning",
                "max_categories", "max_classes", "label_type", "label_bins", "handle_invalid", "estimator", "checkpoint_dir",
                "execution", "reader", "output_col", "block_storage", "staging_dir")
 

@@ -305,6 +305,11 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
     selection_threshold : float or None, default=None
         The least gain for ``gain`` (default 0.01 nats) or the fraction for
         ``fraction`` (default 0.1); unused by ``numTopFeatures``.
+    bias_correction : {"none", "chance"}, default="none"
+        ``chance``: rank, restart and stop by each candidate's gain less the gain a
+        feature independent of ``y`` reaches by chance, (A - 1)(L - 1) / 2N nats for A
+        states, L classes and N rows (Miller 1955; ``vmi_naive`` and ``vmi_pairwise``);
+        ``none``: the paper's plug-in gains.
     exclude : list of str or None, default=None
         Column names (``feature_names_in_``, or ``x0``, ``x1``, ... for an array) never
         to select: left out of the candidates, and dropped by ``transform``.
@@ -392,7 +397,8 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
                  selection_mode: str = default("selection_mode", "sklearn"),
                  selection_threshold: float | None = default("selection_threshold",
                                                              "sklearn"),
-                 exclude: list[str] | None = None) -> None:
+                 exclude: list[str] | None = None,
+                 bias_correction: str = default("bias_correction", "sklearn")) -> None:
         self.n_features_to_select = n_features_to_select
         self.selection_mode = selection_mode
         self.selection_threshold = selection_threshold
@@ -404,6 +410,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         self.label_bins = label_bins
         self.max_categories = max_categories
         self.exclude = exclude
+        self.bias_correction = bias_correction
 
     # -- tags -------------------------------------------------------------------
     def __sklearn_tags__(self):  # scikit-learn >= 1.6
@@ -478,7 +485,8 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
                                   num_classes=len(plan.classes))
         try:
             sel = select(backend, settings.method, k,
-                         restart_tolerance=settings.restart_tolerance, min_gain=min_gain)
+                         restart_tolerance=settings.restart_tolerance, min_gain=min_gain,
+                         chance=settings.bias_correction == "chance")
         finally:
             backend.close()
         self._record(sel, planned, keep, y_checked, n_rows, settings)

@@ -200,14 +200,17 @@ def _restarts(block: _Block, gain: float, candidates: np.ndarray, relevance: np.
 
 
 def _stops(result: Selection, crit: Criterion, block: _Block, gain: float,
-           min_gain: float | None, num_features: int, warn: bool = True) -> bool:
+           min_gain: float | None, num_features: int, warn: bool = True,
+           chance: bool = False) -> bool:
     """Whether the selection ends before taking the best candidate (its gain ``gain``):
-    a new block of the bound that would start without information, or a gain below
-    ``min_gain``. Records why in ``result`` (and warns of the first, with ``warn``)."""
+    a new block of the bound that would start without information (beyond chance, with
+    ``chance``), or a gain below ``min_gain``. Records why in ``result`` (and warns of the
+    first, with ``warn``)."""
     if crit.vmi and not block.features and not gain > 0.0:
-        _stop(result, "no_information", "no remaining feature has positive mutual "
-              f"information with the label (selected {len(result.selected)} of "
-              f"{num_features})")
+        what = "more mutual information with the label than chance" if chance else \
+            "positive mutual information with the label"
+        _stop(result, "no_information", f"no remaining feature has {what} (selected "
+              f"{len(result.selected)} of {num_features})")
         if warn:
             warnings.warn(f"VMI selection stopped early: {result.stopped_early}",
                           RuntimeWarning, stacklevel=3)  # select's caller
@@ -261,6 +264,7 @@ def select(
     resume: Selection | None = None,
     conditional_fn: Callable[[np.ndarray], np.ndarray] | None = None,
     min_gain: float | None = None,
+    chance: bool = False,
 ) -> Selection:
     """Select up to ``num_features`` features greedily by ``criterion``.
 
@@ -315,6 +319,14 @@ def select(
         selection ends with ``stop_reason = "threshold"``. Not defined for a criterion
         whose values are not in nats (SPEC_CMI: eigenvector entries). ``None`` (the
         default) never stops on the gain.
+    chance : bool
+        Rank, restart and stop by each candidate's gain minus the gain it would reach by
+        chance (:meth:`~.criterion.Scorer.chance`: for the bound (A_i - 1)(L - 1) / 2N
+        nats, :func:`.criteria.chance_gains`; nothing for the comparison criteria), not
+        by the plug-in gain itself. The scores and gains recorded stay the plug-in ones
+        (the bound). A new block then starts only with a feature more informative than
+        chance, else the selection ends (``no_information``). False (the default) is the
+        paper's Algorithm 1 on plug-in estimates.
 
     Returns
     -------
@@ -343,6 +355,8 @@ def select(
     result = Selection(method=crit.name, num_rows=scorer.num_rows,
                        mutual_information=[float(v) for v in scorer.relevance])
     chosen = np.zeros(len(scorer.relevance), dtype=bool)
+    # a new block's first gain: the relevance (beyond chance, with ``chance``)
+    relevance = scorer.relevance - scorer.chance(()) if chance else scorer.relevance
     block = _Block()
     replay = _Replay(resume, len(chosen))
     if replay.steps:
@@ -357,19 +371,21 @@ def select(
             _stop(result, "no_features_left", "no features left to select")
             break
         label = f"{crit.name} step {t + 1}/{num_features}" + (" (replay)" if replaying else "")
-        gains = np.where(candidates, scorer.gains(candidates, block.features, label), -np.inf)
+        raw = np.where(candidates, scorer.gains(candidates, block.features, label), -np.inf)
+        gains = raw - scorer.chance(block.features) if chance else raw
         best = int(np.argmax(gains))  # first maximum: ties go to the lowest index
         gain = float(gains[best])
-        if _restarts(block, gain, candidates, scorer.relevance, restart_tolerance, min_gain):
+        if _restarts(block, gain, candidates, relevance, restart_tolerance, min_gain):
             block = _Block(index=block.index + 1)
             scorer.restart()
             result.restarts += 1
             continue
-        if _stops(result, crit, block, gain, min_gain, num_features, warn=not replaying):
+        if _stops(result, crit, block, gain, min_gain, num_features, warn=not replaying,
+                  chance=chance):
             if replaying:
                 raise replay.stopped(t, result.stop_reason or "")
             break
-        values = scorer.values(gains)
+        values = scorer.values(raw)
         if report_candidates:
             result.candidates.append(_candidates(gains, values, block, report_candidates))
         if replaying:  # checked before the scorer is told, so before it counts anything

@@ -293,7 +293,8 @@ def _select(backend: Execution, plan: EncodingPlan, settings: Settings, k: int,
     try:
         return select(backend, method, k, restart_tolerance=settings.restart_tolerance,
                       report_candidates=report_candidates, on_step=on_step, resume=resume,
-                      conditional_fn=smoothing, min_gain=min_gain)
+                      conditional_fn=smoothing, min_gain=min_gain,
+                      chance=settings.bias_correction == "chance")
     except ResumeMismatch as exc:  # an edited checkpoint: refused, never trusted
         raise InputError(f"the checkpoint in {checkpoint_dir} does not replay: {exc}; it was "
                          "edited, or written by another version: remove it to start over"
