@@ -152,6 +152,7 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
     stagingDir: Param[str] = _param("staging_dir")
     method: Param[str] = _param("method")
     restartTolerance: Param[float] = _param("restart_tolerance")
+    biasCorrection: Param[str] = _param("bias_correction")
     numBins: Param[int] = _param("num_bins")
     binning: Param[str] = _param("binning")
     maxCategories: Param[int] = _param("max_categories")
@@ -197,6 +198,10 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
     def getRestartTolerance(self) -> float:
         """Gets the value of :py:attr:`restartTolerance` or its default value."""
         return self.getOrDefault(self.restartTolerance)
+
+    def getBiasCorrection(self) -> str:
+        """Gets the value of :py:attr:`biasCorrection` or its default value."""
+        return self.getOrDefault(self.biasCorrection)
 
     def getNumBins(self) -> int:
         """Gets the value of :py:attr:`numBins` or its default value."""

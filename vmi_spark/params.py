@@ -31,7 +31,7 @@ from .errors import ParameterError, ParameterWarning, literal, register_names
 
 __all__ = ["Settings", "Method", "METHODS", "METHOD_NAMES", "VMI_METHODS", "is_vmi", "method",
            "Parameter", "SPEC", "STYLES", "ParameterError", "ParameterWarning", "validate",
-           "check", "default", "defaults", "display_name", "cap_num_features", "plan_size", "markdown_table",
+           "check", "default", "defaults", "display_name", "cap_num_features", "plan_size", "corrections", "markdown_table",
            "selection_size", "DEFAULT_THRESHOLDS"]
 
 #: the names a front end gives the parameters: ``python`` (run_selection's keywords),
@@ -179,6 +179,17 @@ SPEC: tuple[Parameter, ...] = (
               "(nats); 0.0 is the paper's Algorithm 1, the authors' program uses 0.01, `-inf` "
               "never restarts", ml="restartTolerance", flag="--restart-tolerance",
               sklearn="restart_tolerance"),
+    Parameter("bias_correction", str, "chance", "how candidates' gains are compared "
+              "(`vmi_naive`, `vmi_pairwise`; histogram estimator): `chance` (each gain less "
+              "the gain a feature independent of the label reaches by chance, (A-1)(L-1)/2N "
+              "nats for A states, L classes and N rows: columns ranked for what they say, "
+              "not for how many states they have, and a block restarts when no candidate "
+              "beats chance), `significance` (also, a block grows only with a gain "
+              "significant at 5% by the G-test, Bonferroni over the candidates: for wide "
+              "tables of many noise columns) or `none` (the paper's plug-in gains)",
+              ml="biasCorrection", flag="--bias-correction", sklearn="bias_correction",
+              choices=("chance", "significance", "none"), defaults={"demo": "none"},
+              readme_default="`chance` (demo: `none`)"),
     Parameter("num_bins", int, 10, "equal-frequency bins for numeric columns with more than "
               "`{max_categories}` values (2..255)", ml="numBins", flag="--num-bins",
               sklearn="num_bins", low=2, high=255),
@@ -251,7 +262,7 @@ _SPEC = {p.key: p for p in SPEC}
 
 #: keys shown in the README's Parameters table (the others are in its Usage section)
 README_KEYS = ("features", "exclude", "label", "num_features", "selection_mode", "selection_threshold",
-               "method", "restart_tolerance", "num_bins", "binning",
+               "method", "restart_tolerance", "bias_correction", "num_bins", "binning",
                "max_categories", "max_classes", "label_type", "label_bins", "handle_invalid", "estimator", "checkpoint_dir",
                "execution", "reader", "output_col", "block_storage", "staging_dir")
 
@@ -502,6 +513,20 @@ def selection_size(mode: str, threshold: float | None, num_features: int,
     if mode == "gain":
         return available, t
     return max(1, math.floor(t * available + 1e-9)), None
+
+
+#: the level of the G-test of ``biasCorrection='significance'`` (before Bonferroni)
+SIGNIFICANCE_LEVEL = 0.05
+
+
+def corrections(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The greedy loop's keywords for ``bias_correction`` (:func:`vmi_spark.core.greedy.
+    select`'s ``chance`` and ``significance``): off with ``none`` and with the ``kde``
+    estimator, whose smoothed tables the plug-in chance level does not describe."""
+    mode = settings["bias_correction"]
+    on = mode != "none" and settings["estimator"] == "histogram"
+    return {"chance": on,
+            "significance": SIGNIFICANCE_LEVEL if on and mode == "significance" else None}
 
 
 def plan_size(settings: Mapping[str, Any], available: int

@@ -63,7 +63,7 @@ from .core.planning import (
 )
 from .core.summary import selection_report
 from .errors import phrased
-from .params import METHOD_NAMES, SPEC, Settings, default, plan_size
+from .params import METHOD_NAMES, SPEC, Settings, corrections, default, plan_size
 
 __all__ = ["VMIFeatureSelector", "column_values", "encode_column", "plan_column"]
 
@@ -305,6 +305,13 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
     selection_threshold : float or None, default=None
         The least gain for ``gain`` (default 0.01 nats) or the fraction for
         ``fraction`` (default 0.1); unused by ``numTopFeatures``.
+    bias_correction : {"chance", "significance", "none"}, default="chance"
+        How candidates' gains are compared (``vmi_naive``, ``vmi_pairwise``): each gain
+        less the gain a feature independent of ``y`` reaches by chance, (A - 1)(L - 1) / 2N
+        nats for A states, L classes and N rows (Miller 1955), a block restarting when
+        none beats chance; with ``significance`` also only gains significant at 5% by the
+        G-test, Bonferroni over the candidates, extend a block (Vinh et al. 2014; for
+        wide tables of many noise columns); ``none``: the paper's plug-in gains.
     exclude : list of str or None, default=None
         Column names (``feature_names_in_``, or ``x0``, ``x1``, ... for an array) never
         to select: left out of the candidates, and dropped by ``transform``.
@@ -392,7 +399,8 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
                  selection_mode: str = default("selection_mode", "sklearn"),
                  selection_threshold: float | None = default("selection_threshold",
                                                              "sklearn"),
-                 exclude: list[str] | None = None) -> None:
+                 exclude: list[str] | None = None,
+                 bias_correction: str = default("bias_correction", "sklearn")) -> None:
         self.n_features_to_select = n_features_to_select
         self.selection_mode = selection_mode
         self.selection_threshold = selection_threshold
@@ -404,6 +412,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         self.label_bins = label_bins
         self.max_categories = max_categories
         self.exclude = exclude
+        self.bias_correction = bias_correction
 
     # -- tags -------------------------------------------------------------------
     def __sklearn_tags__(self):  # scikit-learn >= 1.6
@@ -478,7 +487,8 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
                                   num_classes=len(plan.classes))
         try:
             sel = select(backend, settings.method, k,
-                         restart_tolerance=settings.restart_tolerance, min_gain=min_gain)
+                         restart_tolerance=settings.restart_tolerance, min_gain=min_gain,
+                         **corrections(settings))
         finally:
             backend.close()
         self._record(sel, planned, keep, y_checked, n_rows, settings)

@@ -65,6 +65,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -269,6 +270,54 @@ class PairwiseBound(BoundCriterion):
         return 8 * num_features * num_classes
 
 
+def chi2_quantile(df: np.ndarray, p: float) -> np.ndarray:
+    """The ``p`` quantile of the chi-square distribution with ``df`` degrees of freedom
+    (0 where ``df`` is 0): exact for 1 and 2 degrees of freedom (the square of a normal
+    quantile; -2 log(1 - p)), else the Wilson-Hilferty cube-root normal approximation
+    (within 1% at p up to 0.999 and 5% at 1 - 1e-5 from 3 degrees of freedom on).
+
+    References
+    ----------
+    E. B. Wilson, M. M. Hilferty. The distribution of chi-square. PNAS 17(12), 1931.
+    """
+    df = np.asarray(df, dtype=np.float64)
+    z = NormalDist().inv_cdf(p)
+    k = np.maximum(df, 1.0)
+    q = k * np.maximum(1.0 - 2.0 / (9.0 * k) + z * np.sqrt(2.0 / (9.0 * k)), 0.0) ** 3
+    q = np.where(df == 1, NormalDist().inv_cdf((1.0 + p) / 2.0) ** 2, q)
+    q = np.where(df == 2, -2.0 * np.log1p(-p), q)
+    return np.where(df > 0, q, 0.0)
+
+
+def chance_gains(states: np.ndarray, classes: int, rows: int,
+                 p: float | None = None) -> np.ndarray:
+    """(D,) the expected plug-in gain of a feature independent of the label: (A_i - 1)(L -
+    1) / 2N nats for ``states`` A_i, ``classes`` L and ``rows`` N.
+
+    Twice N times the plug-in mutual information of two independent variables is the
+    G statistic, chi-square with (A - 1)(L - 1) degrees of freedom, so its expectation is
+    (A - 1)(L - 1) / 2N: Miller's first-order bias of the plug-in estimate. A step of the
+    naive Bayes bound adds the class-conditional table of the new feature, (A_i - 1)(L - 1)
+    parameters more than a feature independent of the label: the same expectation by
+    Wilks' theorem. Subtracting it ranks features for what they say about the label, not
+    for how many states they have, and lets the restart rule see when no candidate beats
+    chance (a plug-in gain is never negative).
+
+    References
+    ----------
+    G. A. Miller. Note on the bias of information estimates. In Information Theory in
+    Psychology, 1955, 95-100.
+    S. S. Wilks. The large-sample distribution of the likelihood ratio for testing
+    composite hypotheses. Annals of Mathematical Statistics 9(1), 1938.
+    N. X. Vinh, J. Chan, J. Bailey. Reconsidering mutual information based feature
+    selection: a statistical significance view. AAAI 2014.
+    """
+    df = (np.maximum(states, 1) - 1) * max(classes - 1, 0)
+    if p is not None:  # the G-test's critical value at level 1 - p
+        return chi2_quantile(df, p) / (2.0 * max(rows, 1))
+    return df / (2.0 * max(rows, 1))
+
+
 class BoundScorer(BaseScorer):
     """A selection's bound: p(y), p(x_i | y), the counts' terms and the block's pair tables."""
 
@@ -282,6 +331,8 @@ class BoundScorer(BaseScorer):
         # the naive bound's first term depends only on the counts: added to every pass
         self.own = criterion.own_terms(counts, self.cond)
         self.tables: dict[int, np.ndarray] = {}
+        self.states = (counts.sum(axis=2) > 0).sum(axis=1)  # non-empty states per feature
+        self.classes = int((counts[0].sum(axis=0) > 0).sum()) if len(counts) else 0
         if conditional_fn is None:
             self.relevance = mutual_information(counts)
         else:  # the one-feature bound under the given table: I_LB of block {i} for every i
@@ -297,6 +348,20 @@ class BoundScorer(BaseScorer):
 
     def gains(self, candidates: np.ndarray, block: Sequence[int], label: str) -> np.ndarray:
         return self._increments(candidates, block, label) if block else self.relevance
+
+    def chance(self, block: Sequence[int], p: float | None = None) -> np.ndarray:
+        """The gain a feature that says nothing about the label reaches by chance
+        (:func:`chance_gains`): with A_i states, L classes and N rows, (A_i - 1)(L - 1) /
+        2N nats for the first feature of a block and for a naive Bayes step; for a
+        pairwise step, whose tables condition on each feature of the block, that times
+        the block's mean number of states."""
+        if block and self.criterion.pair_tables_per_step:
+            scale = float(np.mean(self.states[list(block)]))
+            df = (np.maximum(self.states, 1) - 1) * max(self.classes - 1, 0) * scale
+            if p is None:
+                return df / (2.0 * max(self.num_rows, 1))
+            return chi2_quantile(df, p) / (2.0 * max(self.num_rows, 1))
+        return chance_gains(self.states, self.classes, self.num_rows, p)
 
     def chose(self, f: int) -> None:
         if self.criterion.pair_tables_per_step:

@@ -86,6 +86,12 @@ class Scorer(Protocol):
         """The values recorded for the features ranked by ``gains`` (``gains`` itself,
         except where the ranking key is not the value: SPEC_CMI ranks rounded entries)."""
 
+    def chance(self, block: Sequence[int], p: float | None = None) -> np.ndarray:
+        """(D,) the gain each candidate would reach by chance when added to ``block``
+        (a feature independent of the label): its expectation, or with ``p`` its ``p``
+        quantile, for the loop's ``chance`` correction."""
+        ...
+
     def chose(self, f: int) -> None:
         """Feature ``f`` was selected (into the current block)."""
 
@@ -111,6 +117,10 @@ class BaseScorer:
 
     def values(self, gains: np.ndarray) -> np.ndarray:
         return gains
+
+    def chance(self, block: Sequence[int], p: float | None = None) -> np.ndarray:
+        """(D,) the gain every candidate reaches by chance (none here: zeros)."""
+        return np.zeros(len(self.relevance))
 
     def chose(self, f: int) -> None:
         pass

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import criteria
-from .criterion import Backend, Criterion
+from .criterion import Backend, Criterion, Scorer
 
 __all__ = ["Backend", "STOP_REASONS", "StopSelection", "ResumeMismatch", "Selection",
            "report_fields", "restore_steps", "top_candidates", "select", "select_vmi",
@@ -199,12 +199,13 @@ def _restarts(block: _Block, gain: float, candidates: np.ndarray, relevance: np.
         and _new_block_reaches(relevance, candidates, min_gain)
 
 
-def _stops(result: Selection, crit: Criterion, block: _Block, gain: float,
+def _stops(result: Selection, crit: Criterion, block: _Block, gain: float, raw: float,
            min_gain: float | None, num_features: int, warn: bool = True) -> bool:
-    """Whether the selection ends before taking the best candidate (its gain ``gain``):
-    a new block of the bound that would start without information, or a gain below
-    ``min_gain``. Records why in ``result`` (and warns of the first, with ``warn``)."""
-    if crit.vmi and not block.features and not gain > 0.0:
+    """Whether the selection ends before taking the best candidate (its compared gain
+    ``gain``, its plug-in gain ``raw``): a new block of the bound that would start without
+    information (plug-in mutual information 0), or a gain below ``min_gain``. Records why
+    in ``result`` (and warns of the first, with ``warn``)."""
+    if crit.vmi and not block.features and not raw > 0.0:
         _stop(result, "no_information", "no remaining feature has positive mutual "
               f"information with the label (selected {len(result.selected)} of "
               f"{num_features})")
@@ -216,6 +217,22 @@ def _stops(result: Selection, crit: Criterion, block: _Block, gain: float,
         _stop(result, "threshold", crit.below_threshold(gain, min_gain, bool(block.features)))
         return True
     return False
+
+
+def _corrected(scorer: Scorer, raw: np.ndarray, block: Sequence[int], candidates: np.ndarray,
+               chance: bool, significance: float | None) -> np.ndarray:
+    """The gains the loop compares: ``raw`` itself, or with ``chance`` each less the gain
+    it reaches by chance; with ``significance`` too, only the gains that extend a block
+    significantly at that level (Bonferroni over the candidates: the G-test's critical
+    value at 1 - level / m) stay, the others are -inf (none: a restart). The first
+    feature of a block is the best by its corrected relevance, tested or not."""
+    if not chance:
+        return raw
+    gains = raw - scorer.chance(block)
+    if significance is not None and len(block):  # a new block takes the best, tested or not
+        m = max(int(candidates.sum()), 1)
+        gains = np.where(raw > scorer.chance(block, 1.0 - significance / m), gains, -np.inf)
+    return gains
 
 
 def _candidates(gains: np.ndarray, values: np.ndarray, block: _Block,
@@ -261,6 +278,8 @@ def select(
     resume: Selection | None = None,
     conditional_fn: Callable[[np.ndarray], np.ndarray] | None = None,
     min_gain: float | None = None,
+    chance: bool = False,
+    significance: float | None = None,
 ) -> Selection:
     """Select up to ``num_features`` features greedily by ``criterion``.
 
@@ -315,6 +334,20 @@ def select(
         selection ends with ``stop_reason = "threshold"``. Not defined for a criterion
         whose values are not in nats (SPEC_CMI: eigenvector entries). ``None`` (the
         default) never stops on the gain.
+    chance : bool
+        Rank and restart by each candidate's gain less the gain it would reach by chance
+        (:meth:`~.criterion.Scorer.chance`: for the bound (A_i - 1)(L - 1) / 2N nats,
+        :func:`.criteria.chance_gains`; nothing for the comparison criteria), not by the
+        plug-in gain itself; ``min_gain`` compares the corrected gain. The scores and
+        gains recorded stay the plug-in ones (the bound), and the selection still stops
+        early only when no remaining feature has any plug-in information. False (the
+        default) is the paper's Algorithm 1 on plug-in estimates.
+    significance : float, optional
+        With ``chance``: a block grows only with a candidate whose gain is significant at
+        this level by the G-test (2N times the gain against the chi-square quantile with
+        the candidate's degrees of freedom, Bonferroni over the candidates); when none is,
+        the block restarts. A new block starts with the best corrected relevance. With
+        ``restart_tolerance`` -inf (never restart) there is no test.
 
     Returns
     -------
@@ -338,11 +371,15 @@ def select(
     A Unifying Framework for Information Theoretic Feature Selection. JMLR 13, 2012.
     """
     crit = _criterion(criterion, conditional_fn, min_gain)
+    if restart_tolerance == -np.inf:  # one block: nothing to restart on
+        significance = None
     t_step = time.perf_counter()
     scorer = crit.start(backend, conditional_fn)
     result = Selection(method=crit.name, num_rows=scorer.num_rows,
                        mutual_information=[float(v) for v in scorer.relevance])
     chosen = np.zeros(len(scorer.relevance), dtype=bool)
+    # a new block's first gain: the relevance (beyond chance, with ``chance``)
+    relevance = _corrected(scorer, scorer.relevance, (), ~chosen, chance, significance)
     block = _Block()
     replay = _Replay(resume, len(chosen))
     if replay.steps:
@@ -357,19 +394,21 @@ def select(
             _stop(result, "no_features_left", "no features left to select")
             break
         label = f"{crit.name} step {t + 1}/{num_features}" + (" (replay)" if replaying else "")
-        gains = np.where(candidates, scorer.gains(candidates, block.features, label), -np.inf)
+        raw = np.where(candidates, scorer.gains(candidates, block.features, label), -np.inf)
+        gains = _corrected(scorer, raw, block.features, candidates, chance, significance)
         best = int(np.argmax(gains))  # first maximum: ties go to the lowest index
         gain = float(gains[best])
-        if _restarts(block, gain, candidates, scorer.relevance, restart_tolerance, min_gain):
+        if _restarts(block, gain, candidates, relevance, restart_tolerance, min_gain):
             block = _Block(index=block.index + 1)
             scorer.restart()
             result.restarts += 1
             continue
-        if _stops(result, crit, block, gain, min_gain, num_features, warn=not replaying):
+        if _stops(result, crit, block, gain, float(raw[best]), min_gain, num_features,
+                  warn=not replaying):
             if replaying:
                 raise replay.stopped(t, result.stop_reason or "")
             break
-        values = scorer.values(gains)
+        values = scorer.values(raw)
         if report_candidates:
             result.candidates.append(_candidates(gains, values, block, report_candidates))
         if replaying:  # checked before the scorer is told, so before it counts anything

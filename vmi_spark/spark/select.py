@@ -20,7 +20,14 @@ from ..core.kde import kde_conditional
 from ..core.planning import AUTO_ROWS_PER_VALUE, Planned, thin_classes
 from ..core.summary import selection_report
 from ..errors import InputError, literal, phrase, phrased
-from ..params import METHOD_NAMES, ParameterWarning, Settings, parameter, plan_size
+from ..params import (
+    METHOD_NAMES,
+    ParameterWarning,
+    Settings,
+    corrections,
+    parameter,
+    plan_size,
+)
 from .arrow_source import (
     ParquetSource,
     plain_parquet_scan,
@@ -293,7 +300,8 @@ def _select(backend: Execution, plan: EncodingPlan, settings: Settings, k: int,
     try:
         return select(backend, method, k, restart_tolerance=settings.restart_tolerance,
                       report_candidates=report_candidates, on_step=on_step, resume=resume,
-                      conditional_fn=smoothing, min_gain=min_gain)
+                      conditional_fn=smoothing, min_gain=min_gain,
+                      **corrections(settings))
     except ResumeMismatch as exc:  # an edited checkpoint: refused, never trusted
         raise InputError(f"the checkpoint in {checkpoint_dir} does not replay: {exc}; it was "
                          "edited, or written by another version: remove it to start over"
