@@ -413,7 +413,8 @@ class BatchReader:
         return None
 
     def top_values(self, label: str, cols: list[str], most: int,
-                   skip_cols: list[str]) -> dict[str, TopValues]:
+                   skip_cols: list[str], weight_scale: int | None = None
+                   ) -> dict[str, TopValues]:
         """The most frequent values of string columns: counted by Spark over :attr:`df`
         (an aggregation with a shuffle, which these readers' passes do not have)."""
         from .spark_source import SparkSource
@@ -505,7 +506,8 @@ class BatchReader:
 
     def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
                         skip_cols: list[str], binning: str = "quantile",
-                        rule: LabelRule | None = None, hash_extra: list[str] | None = None
+                        rule: LabelRule | None = None, hash_extra: list[str] | None = None,
+                        weight_scale: int | None = None
                         ) -> dict[str, tuple[list[float], list[float]]]:
         """The split points (see :func:`_quantile_splits`), or those :meth:`column_stats`
         placed in its pass when they are the same (see there)."""

@@ -74,7 +74,7 @@ class DriverRows(TableRows):
                       skip_cols: list[str]) -> DataFrame:
         """The codes as block rows (:data:`~.blocks.BLOCK_SCHEMA`) of a DataFrame, for the
         distributed executions (a pairwise selection whose state would not fit the driver)."""
-        codes, y = self.codes(plan, skip_cols)
+        codes, y, _ = self.codes(plan, skip_cols)
         starts = range(0, codes.shape[1], block_rows)
         table = pa.table({
             "block_id": pa.array(list(range(len(starts))), pa.int64()),

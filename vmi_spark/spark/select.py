@@ -608,7 +608,7 @@ def _start(inp: _Rows, settings: Settings, storage_level: StorageLevel, notes: l
         why_not = unavailable_reason(spark)
         parts = inp.slots if why_not is not None else task_slots(spark)
     if driver is not None:
-        codes, y = driver.codes(plan, inp.skip_cols)
+        codes, y, _ = driver.codes(plan, inp.skip_cols)
         phases.lap("encode")
         return DriverBackend(codes, y, plan.arity, num_classes), None
     block_rows = block_rows_for(plan.num_rows, parts, d, method, num_classes)

@@ -179,7 +179,8 @@ class SparkSource:
 
     def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
                         skip_cols: list[str], binning: str = "quantile",
-                        rule: LabelRule | None = None, hash_extra: list[str] | None = None
+                        rule: LabelRule | None = None, hash_extra: list[str] | None = None,
+                        weight_scale: int | None = None
                         ) -> dict[str, tuple[list[float], list[float]]]:
         """Split points of the kept rows (:func:`vmi_spark.core.encoding.fit_sample`):
         of all of them or, above :data:`~vmi_spark.core.encoding.SAMPLE_ROWS` rows, of a
@@ -225,7 +226,8 @@ class SparkSource:
         return out
 
     def top_values(self, label: str, cols: list[str], most: int,
-                   skip_cols: list[str]) -> dict[str, TopValues]:
+                   skip_cols: list[str], weight_scale: int | None = None
+                   ) -> dict[str, TopValues]:
         """The ``most`` most frequent values of each string column of ``cols`` over the
         kept rows, exactly (one aggregation job over the rows: counts of every
         (column, value), ranked by count and then value, Spark's binary string order
