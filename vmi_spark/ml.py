@@ -353,8 +353,7 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
                                            is not None else self._vector_names(dataset))
         run = run_selection(
             dataset, self.getLabelCol(), settings, features=input_cols,
-            exclude=self.getExcludeCols(),
-            **({} if self.getWeightCol() is None else {"weight_col": self.getWeightCol()}),
+            exclude=self.getExcludeCols(), weight_col=self.getWeightCol(),
             features_col=None if input_cols is not None else self.getFeaturesCol(), **kwargs)
         model = VMISelectorModel._from_report(run.report())
         model._resetUid(self.uid)

@@ -48,7 +48,7 @@ from .core.encoding import (
     top_values,
 )
 from .core.encoding import encode_column as _encode_typed
-from .core.greedy import Selection, select
+from .core.greedy import Backend, Selection, select
 from .core.inmemory import InMemoryBackend
 from .core.planning import (
     BOOLEAN,
@@ -61,6 +61,7 @@ from .core.planning import (
     build_plan,
     suggest_name,
 )
+from .core.stability import run_stability, summarize
 from .core.summary import selection_report
 from .errors import phrased
 from .params import METHOD_NAMES, SPEC, Settings, default, plan_size
@@ -330,6 +331,14 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
     exclude : list of str or None, default=None
         Column names (``feature_names_in_``, or ``x0``, ``x1``, ... for an array) never
         to select: left out of the candidates, and dropped by ``transform``.
+    stability : int, default=0
+        Also run the selection on this many random subsamples of the rows and report
+        how often each feature was selected (``stability_``); 0 runs none, else at least 2.
+    stability_seed : int, default=0
+        Seed of the subsamples (a row is kept by a hash of its encoded values, the seed
+        and the run: the rows Spark keeps for the same table).
+    stability_fraction : float, default=0.5
+        The share of the rows each subsample keeps, in (0, 1).
 
     Attributes
     ----------
@@ -361,6 +370,11 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         How each feature was coded (``category``, ``bins``, ``constant``).
     selection_ : Selection
         The raw result of the core.
+    stability_ : dict or None
+        With ``stability`` B > 0: the B selections on half-samples of the rows
+        (:func:`vmi_spark.core.stability.summarize`: per feature its ``frequency`` and
+        ``mean_rank``, the stability ``index`` of Nogueira et al. 2018 with its
+        ``variance`` and 95% ``ci``); None otherwise.
     n_features_in_ : int
         Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -511,12 +525,21 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
             warnings.warn(capped.phrase("sklearn"), UserWarning, stacklevel=2)
         backend = InMemoryBackend(codes, y_codes, arity=plan.arity,
                                   num_classes=len(plan.classes), w=w)
+        def run(b: Backend) -> Selection:
+            return select(b, settings.method, k, restart_tolerance=settings.restart_tolerance,
+                          min_gain=min_gain)
+
         try:
-            sel = select(backend, settings.method, k,
-                         restart_tolerance=settings.restart_tolerance, min_gain=min_gain)
+            sel = run(backend)
+            stability = None
+            if settings.stability:
+                runs = run_stability(backend, run, settings.stability, settings.stability_seed,
+                                     settings.stability_fraction)
+                stability = summarize(runs, plan.features, sel.selected)
         finally:
             backend.close()
         self._record(sel, planned, keep, y_checked, n_rows, settings)
+        self.stability_ = stability
         return self
 
     def _candidates(self, names: list[str]) -> list[int]:
@@ -577,4 +600,6 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         out = selection_report(self.plan_, self.selection_, self.settings_.result(),
                                self.label_decision_.reason)
         out["label"] = None
+        if self.stability_ is not None:
+            out["stability"] = self.stability_
         return out

@@ -23,6 +23,7 @@ from ..core.encoding import SAMPLE_ROWS, EncodingPlan
 from ..core.greedy import Backend, Selection, select
 from ..core.kde import kde_conditional
 from ..core.planning import AUTO_ROWS_PER_VALUE, thin_classes
+from ..core.stability import HalfSample, run_stability, summarize
 from ..core.summary import selection_report
 from ..errors import InputError, literal, phrase, phrased
 from ..params import METHOD_NAMES, Settings, parameter, plan_size
@@ -45,7 +46,7 @@ from .driver import (
     probed_rows,
 )
 from .grid import grid_plan
-from .plan import RowSource, build_plan, is_numeric, quote, resolve_columns
+from .plan import RowSource, build_plan, check_weight_col, is_numeric, quote, resolve_columns
 from .resident import ResidentBackend, ResidentUnavailable
 from .session import is_local, parallelism, storage_memory, task_slots, unavailable_reason
 from .spark_source import SparkSource
@@ -134,6 +135,8 @@ class SelectionRun:
     phases: dict[str, float] = field(default_factory=dict)
     reader: str = "spark"
     label_reason: str = ""
+    #: the stability runs' summary (:func:`vmi_spark.core.stability.summarize`), or None
+    stability: dict[str, Any] | None = None
 
     def report(self) -> dict[str, Any]:
         """The run's ``selection.json`` (:func:`vmi_spark.core.summary.selection_report`
@@ -142,6 +145,8 @@ class SelectionRun:
         out.update(execution=self.execution, storage=self.storage, reader=self.reader,
                    prepare_seconds=self.prepare_seconds, phase_seconds=dict(self.phases),
                    total_seconds=self.total_seconds, warnings=list(self.warnings))
+        if self.stability is not None:
+            out["stability"] = self.stability
         return out
 
 
@@ -216,14 +221,17 @@ def vector_lengths_checked(df: DataFrame, features_col: str | None,
         raise
 
 
-def expand_vector(df: DataFrame, features_col: str, label: str) -> tuple[DataFrame, list[str]]:
+def expand_vector(df: DataFrame, features_col: str, label: str,
+                  weight_col: str | None = None) -> tuple[DataFrame, list[str]]:
     """Replace a vector column by one double column per element (names from ML metadata),
-    in one projection (:func:`vector_names` checks it first)."""
+    in one projection (:func:`vector_names` checks it first); the weight column is kept."""
     names = vector_names(df, features_col, label)
+    weight = [] if weight_col is None else [F.col(quote(weight_col)).alias("_vmi_w")]
     arr = df.select(F.col(quote(label)).alias("_vmi_label"),
-                    vector_array(features_col).alias("_vmi_v"))
+                    vector_array(features_col).alias("_vmi_v"), *weight)
     out = arr.selectExpr(f"_vmi_label AS {quote(label)}",
-                         *[f"_vmi_v[{i}] AS {quote(n)}" for i, n in enumerate(names)])
+                         *[f"_vmi_v[{i}] AS {quote(n)}" for i, n in enumerate(names)],
+                         *([f"_vmi_w AS {quote(weight_col)}"] if weight_col else []))
     return out, names
 
 
@@ -259,6 +267,11 @@ class Execution(Backend, Protocol):
 
     def notes(self) -> list[str]:
         """What happened that the run's warnings should say (lost tasks, a fallback)."""
+        ...
+
+    def masked(self, keep: HalfSample) -> Backend:
+        """A view of the same blocks with only the rows ``keep`` keeps (a stability run,
+        :mod:`vmi_spark.core.stability`): no second read of the input."""
         ...
 
 
@@ -310,7 +323,8 @@ def _keep_blocks(encoded: DataFrame, parts: int, storage_level: StorageLevel, mo
 
 def _driver_rows(df: DataFrame, label: str, features: list[str],
                  source: ParquetSource | None, execution: str, estimator: str,
-                 vector: VectorReader | None = None) -> DriverRows | None:
+                 vector: VectorReader | None = None,
+                 weight_col: str | None = None) -> DriverRows | None:
     """The rows in the driver when the selection runs there (:mod:`.driver`): asked for
     (``execution="driver"``) or, with ``auto``, for a small table; else None."""
     if execution not in ("auto", "driver"):
@@ -320,9 +334,9 @@ def _driver_rows(df: DataFrame, label: str, features: list[str],
             raise InputError("execution 'driver' needs estimator 'histogram'")
         return None
     if source is not None:
-        rows = parquet_rows(df.sparkSession, source, label, features)
+        rows = parquet_rows(df.sparkSession, source, label, features, weight_col)
     else:
-        rows = probed_rows(df, label, features, vector)
+        rows = probed_rows(df, label, features, vector, weight_col)
     if rows is None and execution == "driver":
         raise InputError(f"execution 'driver' takes tables of at most {SAMPLE_ROWS:,} rows and "
                          f"{DRIVER_CELLS if source is not None else PROBE_CELLS:,} cells "
@@ -359,21 +373,23 @@ def _saving(ckpt: Checkpoint, on_step: Callable[[Selection], None] | None):
 
 def _row_source(df: DataFrame, label: str, features: list[str], vector: VectorReader | None,
                 source: ParquetSource | None, slots: int, presample: tuple[int, str] | None,
-                auto: bool, histogram: bool) -> RowSource:
+                auto: bool, histogram: bool, weight_col: str | None = None) -> RowSource:
     """What the passes on the executors read the rows with: the vectors' Parquet struct
     read by pyarrow (with ``auto``, if ``df`` is a plain Parquet scan) or by Spark
     (``vector``); the Parquet ``source``'s columns read by pyarrow (the statistics pass
     samples the rows for the bin edges too, where it can: ``presample``); or Spark's rows
-    of ``df``."""
+    of ``df``. Each reads the weight column last, if any."""
+    weight = [] if weight_col is None else [weight_col]
     if vector is not None:
-        files = parquet_source(df, [label, vector.features_col]) if auto else None
+        files = parquet_source(df, [label, vector.features_col, *weight]) if auto else None
         if files is None:
             return vector
         return ParquetVectorReader(df, label, vector.features_col, features, slots, files,
-                                   presample=presample)
+                                   presample=presample, weight_col=weight_col)
     if source is not None and histogram:
-        return ParquetReader(df.sparkSession, source, slots, presample=presample, df=df)
-    return SparkSource(df)
+        return ParquetReader(df.sparkSession, source, slots, presample=presample, df=df,
+                             weight_col=weight_col)
+    return SparkSource(df, weight_col)
 
 
 def block_rows_for(num_rows: int, parts: int, num_features: int, method: str,
@@ -397,11 +413,16 @@ def block_rows_for(num_rows: int, parts: int, num_features: int, method: str,
 
 def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *,
                   features: list[str] | None = None, exclude: list[str] | None = None,
-                  features_col: str | None = None,
+                  features_col: str | None = None, weight_col: str | None = None,
                   on_step: Callable[[Selection], None] | None = None,
                   storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
                   source: ParquetSource | None = None, **values: Any) -> SelectionRun:
     """Select features of ``df`` for ``label`` on Spark (see :class:`vmi_spark.VMISelector`).
+
+    ``weight_col`` names a numeric column of row weights (:mod:`vmi_spark.core.weights`:
+    a row of weight w counts as w rows, 0 as none); it is never a feature. With
+    ``stability`` B > 0 the selection is also run on B half-samples of the encoded rows
+    (:mod:`vmi_spark.core.stability`), reported as ``report()["stability"]``.
 
     With ``checkpoint_dir`` the state of the selection is saved there after every
     completed step (:mod:`vmi_spark.checkpoint`), and a run that finds a checkpoint of
@@ -443,7 +464,8 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
     phases = Phases()
     settings = _settings(settings, values)
     with phrased(settings.style):
-        inp = _plan_rows(df, label, features, exclude, features_col, source, settings, phases)
+        inp = _plan_rows(df, label, features, exclude, features_col, source, settings, phases,
+                         weight_col)
     plan, d = inp.plan, len(inp.features)
     notes = inp.notes + _plan_notes(plan, settings.style)
     log.info("label '%s': %s (%s)", label, plan.label_type, inp.label_reason)
@@ -460,9 +482,17 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
     backend, kept = _start(inp, settings, storage_level, notes, phases)
     phases.lap("start_execution")
     t_prep = time.perf_counter() - t0
+    stability = None
     try:
         selection = _select(backend, inp, settings, k, min_gain, on_step, notes)
         phases.lap("steps")
+        if settings.stability:
+            runs = run_stability(backend, partial(_select_view, inp=inp, settings=settings,
+                                                  k=k, min_gain=min_gain),
+                                 settings.stability, settings.stability_seed,
+                                 settings.stability_fraction, on_run=_log_run)
+            stability = summarize(runs, inp.features, selection.selected)
+            phases.lap("stability")
     finally:
         backend.close()
         if kept is not None:
@@ -477,7 +507,20 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
                      "cannot cache DataFrames)")
     return SelectionRun(plan, selection, settings.result(), time.perf_counter() - t0, t_prep,
                         notes, backend.execution, how, dict(phases), inp.read_by,
-                        inp.label_reason)
+                        inp.label_reason, stability)
+
+
+def _select_view(view: Backend, inp: _Rows, settings: Settings, k: int,
+                 min_gain: float | None) -> Selection:
+    """A stability run's selection over ``view``: the main selection's method, K and
+    thresholds, no checkpoint."""
+    return select(view, settings.method, k, restart_tolerance=settings.restart_tolerance,
+                  conditional_fn=_smoothing(inp.plan, settings), min_gain=min_gain)
+
+
+def _log_run(b: int, sel: Selection) -> None:
+    log.info("stability run %d: %d features on %d rows", b + 1, len(sel.selected),
+             sel.num_rows)
 
 
 def _settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
@@ -517,7 +560,8 @@ class _Rows:
 
 def _plan_rows(df: DataFrame, label: str, features: list[str] | None,
                exclude: list[str] | None, features_col: str | None,
-               source: ParquetSource | None, settings: Settings, phases: Phases) -> _Rows:
+               source: ParquetSource | None, settings: Settings, phases: Phases,
+               weight_col: str | None = None) -> _Rows:
     """Resolve the columns, choose what reads the rows (the driver for a small table,
     pyarrow for Parquet files, else Spark) and compute the encoding plan with its passes."""
     estimator, execution = settings.estimator, settings.execution
@@ -525,12 +569,16 @@ def _plan_rows(df: DataFrame, label: str, features: list[str] | None,
     vector: VectorReader | None = None
     schema: DataFrame | T.StructType = df
     notes: list[str] = []
+    if weight_col is not None:
+        check_weight_col(df, weight_col, label, features, features_col)
+        if features is None and features_col is None:  # never a feature
+            exclude = [*(exclude or []), weight_col]
     if features_col is not None:
         if estimator == "kde":  # the KDE grid is computed over the expanded columns
-            df, features = expand_vector(df, features_col, label)
+            df, features = expand_vector(df, features_col, label, weight_col)
         else:  # the workers cut the vectors (vector_source): no projection of D columns
             features = vector_names(df, features_col, label, check=False)
-            vector = VectorReader(df, label, features_col, features, slots)
+            vector = VectorReader(df, label, features_col, features, slots, weight_col)
             schema = vector_schema(df, label, features)
         features = [f for f in features if f not in (exclude or [])]
     if vector is None:
@@ -539,12 +587,12 @@ def _plan_rows(df: DataFrame, label: str, features: list[str] | None,
         names = list(features or [])
     auto = settings.reader == "auto" and estimator == "histogram"
     if source is None and auto and features_col is None:
-        source = parquet_source(df, [label, *names])
+        source = parquet_source(df, [label, *names, *([weight_col] if weight_col else [])])
     vector_col = features_col if vector is not None else None
     # a vector of another length, met by any read of the rows, is the one-line InputError
     with vector_lengths_checked(df, vector_col, label):
         driver = _driver_rows(df, label, names, source if features_col is None else None,
-                              execution, estimator, vector)
+                              execution, estimator, vector, weight_col)
         # resident tasks all run at once: at most one partition per task slot
         why_not = ("not asked for" if execution == "passes" or driver is not None
                    else unavailable_reason(df.sparkSession))
@@ -555,7 +603,7 @@ def _plan_rows(df: DataFrame, label: str, features: list[str] | None,
         rows: RowSource = driver if driver is not None else _row_source(
             df, label, names, vector, source, slots,
             presample=None if continuous else (settings.num_bins, settings.binning),
-            auto=auto, histogram=estimator == "histogram")
+            auto=auto, histogram=estimator == "histogram", weight_col=weight_col)
         # the driver reads a Parquet source with pyarrow too (parquet_rows), a vector with Spark
         read_by = ("pyarrow" if isinstance(rows, (ParquetReader, ParquetVectorReader))
                    or (driver is not None and source is not None and features_col is None)
@@ -563,10 +611,11 @@ def _plan_rows(df: DataFrame, label: str, features: list[str] | None,
         # the passes over the rows type the values in the Python workers (spark_source.packed)
         reading = rows.reading if isinstance(rows, BatchReader) else nullcontext
         with reading():
-            planned = build_plan(schema, label, names, settings, _TimedSource(rows, phases))
+            planned = build_plan(schema, label, names, settings, _TimedSource(rows, phases),
+                                 weight_col)
     plan, skip_cols = planned.plan, planned.skip_cols
     if estimator == "kde":
-        plan = grid_plan(SparkSource(df).kept(label, skip_cols), plan)
+        plan = grid_plan(SparkSource(df, weight_col).kept(label, skip_cols), plan)
     return _Rows(df, names, plan, skip_cols, rows, driver, why_not, parts, slots, read_by,
                  reading, notes + planned.notes, planned.label.reason)
 
@@ -580,9 +629,9 @@ def _plan_notes(plan: EncodingPlan, style: str) -> list[str]:
     if plan.rows_skipped:
         notes.append(f"skipped {plan.rows_skipped} rows with missing feature values")
     if plan.label_type == "categorical" and plan.label_dtype != "string" and \
-            thin_classes(len(plan.classes), plan.num_rows):
+            thin_classes(len(plan.classes), plan.weight_rows):
         notes.append(phrase(f"label '{literal(plan.label)}' has {len(plan.classes)} classes "
-                            f"in {plan.num_rows} rows, fewer than {AUTO_ROWS_PER_VALUE} rows a "
+                            f"in {plan.weight_rows} rows, fewer than {AUTO_ROWS_PER_VALUE} rows a "
                             "class: it looks like a regression target; set {label_type} to "
                             "continuous or auto to bin it", style))
     return notes
@@ -608,9 +657,9 @@ def _start(inp: _Rows, settings: Settings, storage_level: StorageLevel, notes: l
         why_not = unavailable_reason(spark)
         parts = inp.slots if why_not is not None else task_slots(spark)
     if driver is not None:
-        codes, y, _ = driver.codes(plan, inp.skip_cols)
+        codes, y, w = driver.codes(plan, inp.skip_cols)
         phases.lap("encode")
-        return DriverBackend(codes, y, plan.arity, num_classes), None
+        return DriverBackend(codes, y, plan.arity, num_classes, w=w), None
     block_rows = block_rows_for(plan.num_rows, parts, d, method, num_classes)
     rows = inp.rows
     level = _storage_level(spark, storage_level, plan.num_rows * (d + 2), parts, notes)
@@ -662,13 +711,16 @@ def _select(backend: Execution, inp: _Rows, settings: Settings, k: int,
                                  "this run selects")
             notes.append(f"resumed from the checkpoint after step {len(resume.selected)}")
         on_step = _saving(ckpt, on_step)
-    smoothing = None
-    if settings.estimator == "kde":
-        grid = [j for j, c in enumerate(plan.columns) if c.kind == "grid"]
-        cells = [len(c.splits or []) + 1 for c in plan.columns]
-        missing = [c.missing for c in plan.columns]
-        smoothing = partial(kde_conditional, grid_columns=grid, grid_cells=cells,
-                            missing=missing)
     return select(backend, method, k, restart_tolerance=settings.restart_tolerance,
                   report_candidates=report_candidates, on_step=on_step, resume=resume,
-                  conditional_fn=smoothing, min_gain=min_gain)
+                  conditional_fn=_smoothing(plan, settings), min_gain=min_gain)
+
+
+def _smoothing(plan: EncodingPlan, settings: Settings) -> Callable | None:
+    """The ``kde`` estimator's p(x_i | y) of the plan's grid columns, else None."""
+    if settings.estimator != "kde":
+        return None
+    grid = [j for j, c in enumerate(plan.columns) if c.kind == "grid"]
+    cells = [len(c.splits or []) + 1 for c in plan.columns]
+    missing = [c.missing for c in plan.columns]
+    return partial(kde_conditional, grid_columns=grid, grid_cells=cells, missing=missing)
