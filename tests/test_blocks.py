@@ -52,7 +52,8 @@ def test_blocks_are_the_whole_input_encoded_and_cut(monkeypatch, sizes, encode_c
     n = whole.num_rows
     assert [g[0] for g in got] == list(range(len(got)))  # serial ids, partition 0
     assert [g[1] for g in got] == [min(block_rows, n - s) for s in range(0, n, block_rows)]
-    for (_, _, codes, y), s in zip(got, range(0, n, block_rows)):
+    for (_, _, codes, y, w), s in zip(got, range(0, n, block_rows)):
+        assert w is None  # unweighted: no weight column stored
         assert np.array_equal(codes, expected[:, s:s + block_rows])
         assert np.array_equal(y, expected_y[s:s + block_rows])
     # and by hand for a few rows: a bin is the number of split points <= v, NaN and None

@@ -50,6 +50,10 @@ JOB_ARGS = ["--label", "y", "--method", "vmi_naive", "--num-features", str(K_JOB
 SEL_ARGS = dict(labelCol="y", numTopFeatures=3, method="vmi_pairwise")  # + inputCols
 VEC_ARGS = dict(labelCol="y", numTopFeatures=3, method="cmim", outputCol="sel")
 NUMERIC = [f"x{i}" for i in range(1, 10)]
+#: row weights and stability runs (issue 36): a computed weight column, so Spark's reader
+WEIGHT_SQL = "CAST(pmod(CAST(x2 * 7 + x5 * 3 AS BIGINT), 4) AS BIGINT)"
+STAB_ARGS = dict(labelCol="y", numTopFeatures=3, method="vmi_pairwise", stabilityRuns=3,
+                 stabilitySeed=5)
 
 # The Connect side. argv: data path, output dir, JSON-encoded constants.
 _CONNECT_SIDE = textwrap.dedent('''
@@ -141,6 +145,14 @@ _CONNECT_SIDE = textwrap.dedent('''
     stages = Pipeline.load(path).getStages()
     res["pipe_loaded"] = {"stages": [type(s).__name__ for s in stages],
                           "k": stages[-1].getNumTopFeatures(), "method": stages[-1].getMethod()}
+
+    # row weights and stability runs (passes under Connect: masked views of the blocks)
+    from pyspark.sql import functions as F
+    weighted = df.withColumn("w", F.expr(const["weight_sql"]))
+    wm = VMISelector(inputCols=const["numeric"], weightCol="w", **const["stab_args"]).fit(weighted)
+    res["weighted"] = {"selected": wm.selectedFeatureNames, "scores": wm.scores,
+                       "stability": wm.stability, "weights": wm.report["weights"],
+                       "execution": wm.report["execution"]}
     with open(os.path.join(out, "connect.json"), "w") as fh:
         json.dump(res, fh)
     spark.stop()
@@ -179,7 +191,8 @@ def connect_run(tmp_path_factory):
     _write_data(data)
     script = base / "connect_side.py"
     script.write_text(_CONNECT_SIDE)
-    const = {"job_args": JOB_ARGS, "sel_args": SEL_ARGS, "vec_args": VEC_ARGS, "numeric": NUMERIC}
+    const = {"job_args": JOB_ARGS, "sel_args": SEL_ARGS, "vec_args": VEC_ARGS, "numeric": NUMERIC,
+             "weight_sql": WEIGHT_SQL, "stab_args": STAB_ARGS}
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.run([sys.executable, str(script), data, str(out), json.dumps(const)],
                           env=_child_env(repo), cwd=str(base), capture_output=True, text=True,
@@ -311,3 +324,23 @@ def test_job_rejects_bad_remote(capsys, tmp_path):
     assert err[0].startswith(f"select_features: error: cannot reach the Spark Connect server at "
                              f"localhost:{port}")
     assert not (tmp_path / "out").exists()
+
+
+@needs_connect
+def test_connect_weights_and_stability_equal_classic(connect_run, spark):
+    """weightCol and stabilityRuns under Connect (passes; the half-samples shipped to the
+    tasks) give the classic session's selection, stability runs and index."""
+    from pyspark.sql import functions as F
+
+    from vmi_spark import VMISelector
+
+    data, _, res, _ = connect_run
+    df = spark.read.parquet(data).withColumn("w", F.expr(WEIGHT_SQL))
+    model = VMISelector(inputCols=NUMERIC, weightCol="w", **STAB_ARGS).fit(df)
+    got = res["weighted"]
+    assert got["execution"] == "passes"
+    assert got["selected"] == model.selectedFeatureNames
+    _same_scores(got["scores"], model.scores)
+    assert got["weights"] == model.report["weights"]
+    for key in ("run_selections", "run_rows", "features", "index", "ci"):
+        assert got["stability"][key] == model.stability[key], key

@@ -108,7 +108,8 @@ def test_params_and_clone():
                       "restart_tolerance": 0.01, "num_bins": 7, "max_categories": 5,
                       "selection_mode": "numTopFeatures", "selection_threshold": None,
                       "binning": "quantile", "label_type": "auto", "label_bins": 10,
-                      "exclude": None, "bias_correction": "chance"}
+                      "exclude": None, "bias_correction": "chance", "stability": 0,
+                      "stability_seed": 0, "stability_fraction": 0.5}
     other = clone(sel)
     assert other is not sel and other.get_params() == params
     assert VMIFeatureSelector().get_params()["n_features_to_select"] == 10

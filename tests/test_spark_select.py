@@ -360,7 +360,7 @@ def test_pass_over_every_block_id_scores_owned_blocks_once(monkeypatch):
 
     calls = []
 
-    def fake_partials(codes, y, state, ops):
+    def fake_partials(codes, y, state, ops, w=None):
         calls.append(int(codes[0, 0]))
         state.block = tuple(ops.block)
         return np.full(3, int(codes[0, 0]), dtype=np.int64)

@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from . import hints, outputs
+from . import changes, hints, outputs
 from .errors import InputError
 from .params import (
     METHOD_NAMES,
@@ -99,6 +99,10 @@ def _add_spec_arguments(p: argparse.ArgumentParser, keys: Sequence[str]) -> None
         # argparse formats help with %: a literal percent sign (0.5%) is written %%
         kwargs: dict[str, Any] = {"help": spec.help("cli").replace("%", "%%"),
                                   "metavar": spec.metavar}
+        if spec.type is bool:  # a switch: on when given
+            p.add_argument(spec.name("cli"), action="store_true", default=spec.default,
+                           help=kwargs["help"])
+            continue
         if spec.type in (int, float):
             kwargs["type"] = spec.type
         if spec.choices is not None:
@@ -120,8 +124,15 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
     ``args``; raises :class:`InputError` (one line naming the flag) otherwise.
     """
     demo = not (args.input or args.table)
-    if demo and (args.label or args.output or args.write_selected or args.output_table):
+    if demo and (args.label or args.output or args.write_selected or args.output_table
+                 or args.previous or args.weight_col):
         raise InputError("--input or --table is required")
+    if args.fail_on_change and not args.previous:
+        raise InputError("--fail-on-change needs --previous (the earlier run's --output)")
+    if args.previous is not None and not args.previous.strip():
+        raise InputError("--previous is empty")
+    if args.weight_col is not None and not args.weight_col.strip():
+        raise InputError("--weight-col is empty")
     if not demo and not args.label:
         raise InputError("--label is required")
     if not demo and not args.output:
@@ -150,19 +161,21 @@ def _message(exc: InputError) -> str:
 
 
 def write_report(path: str, report: dict[str, Any]) -> None:
-    """Write ``selection.json``, ``report.md``, ``steps.csv`` and ``bounds.png`` into the new
-    directory ``path`` (the staging directory of ``--output``; modes follow the umask)."""
+    """Write ``selection.json``, ``report.md``, ``steps.csv``, ``bounds.png`` and (with
+    stability runs) ``stability.png`` into the new directory ``path`` (the staging
+    directory of ``--output``; modes follow the umask)."""
     os.mkdir(path)
     with open(os.path.join(path, "selection.json"), "w", encoding="utf-8") as fh:
         json.dump(report, fh, indent=2, ensure_ascii=False, allow_nan=False, default=str)
         fh.write("\n")
-    from .report import plot_bounds, render_markdown, write_steps_csv
+    from .report import plot_bounds, plot_stability, render_markdown, write_steps_csv
 
     with open(os.path.join(path, "report.md"), "w", encoding="utf-8") as fh:
         fh.write(render_markdown(report))
     write_steps_csv(report, os.path.join(path, "steps.csv"))
     try:
         plot_bounds(report, os.path.join(path, "bounds.png"))
+        plot_stability(report, os.path.join(path, "stability.png"))
     except ImportError:  # matplotlib is an optional extra: the job works without it
         log.info("matplotlib not installed: no bounds.png (pip install 'vmi_spark[plots]')")
 
@@ -311,7 +324,9 @@ def _pruned(df, report: dict[str, Any], parts: list[str]):
 
     from .spark.plan import quote
 
-    keep = {*report["selected"], report["label"], *parts}
+    weights = report.get("weights") or {}
+    keep = {*report["selected"], report["label"], *parts,
+            *([weights["column"]] if weights.get("column") else [])}
     return df.select(*[F.col(quote(c)) for c in df.columns if c in keep])
 
 
@@ -432,7 +447,9 @@ def _select(args: argparse.Namespace, spark, df, claimed,
         label, k = args.label, args.num_features
     features = _columns(args.features)
     exclude = _columns(args.exclude)
-    names = features if features is not None else [c for c in df.columns if c != label]
+    weight_col = None if demo else args.weight_col
+    names = features if features is not None else [c for c in df.columns
+                                                   if c not in (label, weight_col)]
     names = [c for c in names if c not in (exclude or [])]
     # Spark's reader where asked for, or where read options may change what is read;
     # else run_selection reads a plain Parquet scan (--input or a table) with pyarrow
@@ -445,7 +462,7 @@ def _select(args: argparse.Namespace, spark, df, claimed,
         for category in (DeprecationWarning, PendingDeprecationWarning, ResourceWarning):
             warnings.simplefilter("ignore", category)
         result = run_selection(df, label, settings, features=features, exclude=exclude,
-                               on_step=_log_step(k, names))
+                               weight_col=weight_col, on_step=_log_step(k, names))
     for w in caught:
         msg = w.message
         log.warning("%s", msg.phrase("cli") if isinstance(msg, ParameterWarning) else msg)
@@ -457,6 +474,15 @@ def _select(args: argparse.Namespace, spark, df, claimed,
         report["reader"] = None
     report["read_options"] = dict(args.read_option)
     report["warnings"] = [*notes, *report.get("warnings", [])]
+    report["input_schema"] = changes.input_schema(
+        [(f.name, f.dataType.simpleString()) for f in df.schema.fields])
+    report["input_rows"] = (report["num_rows"] + report["rows_dropped"] + report["rows_skipped"]
+                            + (report.get("weights") or {}).get("rows_zero_weight", 0))
+    if getattr(args, "previous", None):
+        previous, reason = getattr(args, "previous_report", (None, "not read"))
+        report["changes"] = changes.compare(previous, report, args.previous, reason)
+        if previous is None:
+            log.warning("--previous '%s' not compared: %s", args.previous, reason)
     if demo:
         print_summary(report)
     else:
@@ -582,6 +608,11 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
     log.setLevel(level)
     t0 = time.perf_counter()
     args.started = t0
+    if args.previous:  # read before anything is written (it may be this run's --output)
+        try:
+            args.previous_report = (changes.read_previous(args.previous), None)
+        except changes.PreviousError as exc:
+            args.previous_report = (None, str(exc))
     try:
         outputs.check_before_spark(args)
         if args.input and not args.table:
@@ -620,7 +651,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
                 spark = builder.getOrCreate()
             _quiet_jvm_logs(spark, args)
             hints.check_worker_python(spark)
-        run(args, spark)
+        report = run(args, spark)
     except InputError as exc:
         print(f"select_features: error: {_message(exc)}", file=sys.stderr)
         return 2
@@ -631,6 +662,12 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
               file=sys.stderr)
         return 2
     log.debug("done in %.1fs", time.perf_counter() - t0)
+    if args.fail_on_change and changes.changed(report.get("changes")):
+        ch = report["changes"]
+        log.warning("the selected features changed since --previous (entered: %s; left: %s); "
+                    "exit status %d (--fail-on-change)", ", ".join(ch["entered"]) or "none",
+                    ", ".join(ch["left"]) or "none", changes.CHANGED_STATUS)
+        return changes.CHANGED_STATUS
     return 0
 
 

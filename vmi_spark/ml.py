@@ -161,6 +161,10 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
     labelBins: Param[int] = _param("label_bins")
     estimator: Param[str] = _param("estimator")
     excludeCols: Param[list[str]] = _param("exclude")
+    weightCol: Param[str] = _param("weight_col")
+    stabilityRuns: Param[int] = _param("stability")
+    stabilitySeed: Param[int] = _param("stability_seed")
+    stabilityFraction: Param[float] = _param("stability_fraction")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -234,6 +238,22 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
     def getExcludeCols(self) -> list[str] | None:
         """Gets the value of excludeCols, or None if it is not set."""
         return self._get_optional(self.excludeCols)
+
+    def getWeightCol(self) -> str | None:
+        """Gets the value of weightCol, or None if it is not set (every row weighs 1)."""
+        return self._get_optional(self.weightCol)
+
+    def getStabilityRuns(self) -> int:
+        """Gets the value of :py:attr:`stabilityRuns` or its default value."""
+        return self.getOrDefault(self.stabilityRuns)
+
+    def getStabilitySeed(self) -> int:
+        """Gets the value of :py:attr:`stabilitySeed` or its default value."""
+        return self.getOrDefault(self.stabilitySeed)
+
+    def getStabilityFraction(self) -> float:
+        """Gets the value of :py:attr:`stabilityFraction` or its default value."""
+        return self.getOrDefault(self.stabilityFraction)
 
     def _settings(self) -> Settings:
         """The selection parameters, checked once (:class:`vmi_spark.params.Settings`),
@@ -342,7 +362,7 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
                                            is not None else self._vector_names(dataset))
         run = run_selection(
             dataset, self.getLabelCol(), settings, features=input_cols,
-            exclude=self.getExcludeCols(),
+            exclude=self.getExcludeCols(), weight_col=self.getWeightCol(),
             features_col=None if input_cols is not None else self.getFeaturesCol(), **kwargs)
         model = VMISelectorModel._from_report(run.report())
         model._resetUid(self.uid)
@@ -411,6 +431,14 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
     @property
     def blocks(self) -> list[int]:
         return list(self._report.get("blocks", []))
+
+    @property
+    def stability(self) -> dict[str, Any] | None:
+        """The stability runs (``stabilityRuns``): per feature its selection ``frequency``
+        and ``mean_rank``, the stability ``index`` of Nogueira et al. (2018) with its
+        ``variance`` and 95% ``ci``, the ``runs``' selections; None without them."""
+        st = self._report.get("stability")
+        return dict(st) if isinstance(st, dict) else None
 
     @property
     def labelBinning(self) -> dict[str, Any] | None:

@@ -41,7 +41,8 @@ from urllib.parse import urlsplit
 
 from .errors import InputError
 
-OUTPUT_FILES = frozenset({"selection.json", "report.md", "steps.csv", "bounds.png"})
+OUTPUT_FILES = frozenset({"selection.json", "report.md", "steps.csv", "bounds.png",
+                          "stability.png"})
 """The only entries of an ``--output`` directory the job writes."""
 
 SELECTED_MARKER = "_VMI_SPARK_SELECTED"

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .core.binning import DEFAULT_LABEL_BINS, LABEL_TYPES
 from .core.binning import STRATEGIES as BINNINGS
 from .core.bound import NAIVE
@@ -113,11 +115,13 @@ class Parameter:
     metavar: str | None = None
     docs: Mapping[str, str] = field(default_factory=dict)
     role: str = "result"
+    #: the scikit-learn selector's name for a parameter of ``fit`` (not of the constructor)
+    fit_arg: str | None = None
 
     def name(self, style: str) -> str:
         """This parameter's name in front end ``style`` (one of :data:`STYLES`)."""
         name = {"python": self.key, "ml": self.ml, "cli": self.flag,
-                "sklearn": self.sklearn}[style]
+                "sklearn": self.sklearn or self.fit_arg}[style]
         return name if name is not None else self.key
 
     def default_for(self, entry_point: str) -> Any:
@@ -257,14 +261,44 @@ SPEC: tuple[Parameter, ...] = (
               "at each step", flag="--report-candidates", low=0, metavar="N", role="run"),
     Parameter("demo_rows", int, 5000, "rows of the demo data (no --input/--table)",
               flag="--demo-rows", low=1, high=1_000_000, metavar="N", role="job"),
+    Parameter("weight_col", str, None, "row weights, a numeric column (Spark ML's "
+              "convention): a row of weight w counts as w rows in every count, table and step, "
+              "weight 0 as absent; whole numbers are used as they are (the same bits as "
+              "repeating each row w times), others are rounded to 1/1024; null, NaN, negative "
+              "or all-zero weights are refused", ml="weightCol", flag="--weight-col",
+              metavar="COL", role="columns", fit_arg="sample_weight"),
+    Parameter("stability", int, 0, "also run B selections on random half-samples of the "
+              "rows (drawn over the encoded rows: no second read) and report each feature's "
+              "selection frequency and mean rank and the stability index of Nogueira et al. "
+              "(2018) with its 95 percent confidence interval; 0 (the default) runs none, else at least "
+              "2", ml="stabilityRuns", flag="--stability", sklearn="stability", low=0,
+              high=10000, metavar="B", role="run"),
+    Parameter("stability_seed", int, 0, "seed of the stability runs' half-samples (a row is "
+              "kept by a hash of its encoded values, the seed and the run: the same rows for "
+              "any partitioning, reader or execution)", ml="stabilitySeed",
+              flag="--stability-seed", sklearn="stability_seed", low=0, high=2**63 - 1,
+              metavar="S", role="run"),
+    Parameter("stability_fraction", float, 0.5, "the share of the rows each stability run "
+              "keeps, in (0, 1)", ml="stabilityFraction", flag="--stability-fraction",
+              sklearn="stability_fraction", low=0.0, high=1.0, metavar="F", role="run"),
+    Parameter("previous", str, None, "an earlier run's `--output`: adds `changes` (features "
+              "that entered or left, rank moves, the Jaccard index, schema and row-count "
+              "changes) to selection.json and report.md; an unreadable one is a warning",
+              flag="--previous", metavar="DIR", role="job"),
+    Parameter("fail_on_change", bool, False, "exit with status 3, after writing the outputs, "
+              "when the selected set differs from `--previous`'s", flag="--fail-on-change",
+              role="job"),
 )
 _SPEC = {p.key: p for p in SPEC}
 
 #: keys shown in the README's Parameters table (the others are in its Usage section)
-README_KEYS = ("features", "exclude", "label", "num_features", "selection_mode", "selection_threshold",
-               "method", "restart_tolerance", "bias_correction", "num_bins", "binning",
+README_KEYS = ("features", "exclude", "label", "weight_col", "num_features", "selection_mode",
+               "selection_threshold", "method", "restart_tolerance", "bias_correction",
+               "num_bins", "binning",
                "max_categories", "max_classes", "label_type", "label_bins", "handle_invalid", "estimator", "checkpoint_dir",
-               "execution", "reader", "output_col", "block_storage", "staging_dir")
+               "execution", "reader", "output_col", "block_storage", "staging_dir",
+               "stability", "stability_seed", "stability_fraction", "previous",
+               "fail_on_change")
 
 
 def parameter(key: str) -> Parameter:
@@ -358,6 +392,10 @@ def check(key: str, value: Any, style: str = "ml") -> Any:
         if math.isnan(value) and not p.allow_nan:
             never = " (-inf: never restart)" if key == "restart_tolerance" else ""
             raise _fail(key, f"must be a number{never}, got nan", style)
+    elif p.type is bool:
+        if not isinstance(value, (bool, np.bool_)):
+            raise _fail(key, f"must be true or false, got {shown}", style)
+        value = bool(value)
     elif p.type is str:
         if not isinstance(value, str):
             raise _fail(key, f"must be a string, got {shown}", style)
@@ -406,6 +444,13 @@ def validate(values: Mapping[str, Any], style: str = "ml") -> dict[str, Any]:
         raise ParameterError("selection_mode", f"{{selection_mode}} 'gain' is not defined for "
                              f"{{method}} {m!r} (its scores are {method(m).unit}, not nats)",
                              style)
+    fraction = out.get("stability_fraction")
+    if fraction is not None and not 0.0 < fraction < 1.0:
+        raise ParameterError("stability_fraction", "{stability_fraction} must be a fraction "
+                             f"in (0, 1), got {fraction!r}", style)
+    if out.get("stability") == 1:
+        raise ParameterError("stability", "{stability} must be 0 (none) or at least "
+                             "2 (a stability index compares runs), got 1", style)
     if out.get("block_storage") == "staging" and "staging_dir" in out \
             and out["staging_dir"] is None:
         raise ParameterError("block_storage", "{block_storage} 'staging' needs a {staging_dir}",

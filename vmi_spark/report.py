@@ -15,8 +15,8 @@ from typing import Any
 
 from .params import is_vmi as _is_vmi
 
-__all__ = ["render_markdown", "plot_bounds", "restart_steps", "step_rows", "write_steps_csv",
-           "STEP_COLUMNS", "short_name"]
+__all__ = ["render_markdown", "plot_bounds", "plot_stability", "restart_steps", "step_rows",
+           "write_steps_csv", "STEP_COLUMNS", "short_name"]
 
 #: most class names listed in the data summary
 _MAX_CLASSES_LISTED = 20
@@ -28,6 +28,10 @@ STEP_COLUMNS = ("step", "feature", "index", "score", "gain", "block")
 _MAX_LABEL = 36
 #: most steps labelled on the plot's axis, and its greatest height (inches)
 _MAX_TICKS, _MAX_HEIGHT = 80, 24.0
+#: most features listed in the stability section (by frequency) and drawn on its plot
+_MAX_STABLE = 40
+#: most names listed in each list of the changes section
+_MAX_CHANGES = 50
 
 
 def _cell(value: Any) -> str:
@@ -191,6 +195,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += _summary_section(report, selected, is_vmi)
     lines += _selection_section(report, selected, is_vmi)
     lines += _candidates_section(report)
+    lines += _stability_section(report)
+    lines += _changes_section(report)
     lines += _states_section(report, selected)
     lines += _data_section(report)
     lines += _table_section("Parameters", ["| parameter | value |", "|---|---|"],
@@ -270,6 +276,11 @@ def _data_section(report: dict[str, Any]) -> list[str]:
                        ("num_classes", "classes")):
         if report.get(key) is not None:
             data.append((title, _num(report[key])))
+    weights = report.get("weights")
+    if isinstance(weights, dict):
+        data.append((f"total weight (column `{_cell(weights.get('column'))}`)",
+                     _num(weights.get("total"))))
+        data.append(("rows of weight 0 (left out)", _num(weights.get("rows_zero_weight"))))
     if report.get("features") is not None:
         data.append(("candidate features", _num(len(report["features"]))))
     columns = report.get("columns") or []
@@ -299,6 +310,75 @@ def _data_section(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _stability_section(report: dict[str, Any]) -> list[str]:
+    """The stability runs: the index with its interval, and the features by frequency."""
+    st = report.get("stability")
+    if not isinstance(st, dict):
+        return []
+    runs, fraction = st.get("runs"), st.get("fraction")
+    lines = ["## Stability", "",
+             f"{runs} selections on random subsamples of {_num(fraction, 2)} of the rows "
+             f"(seed {st.get('seed')})."]
+    if st.get("index") is not None:
+        ci = st.get("ci") or [None, None]
+        lines.append(f"Stability index (Nogueira et al., JMLR 2018): **{_num(st['index'], 3)}**, "
+                     f"95% confidence interval [{_num(ci[0], 3)}, {_num(ci[1], 3)}] (1: every "
+                     "run selects the same features; about 0: no better than chance).")
+    else:
+        lines.append("The stability index is not defined here (every run selected no feature "
+                     "or all of them).")
+    lines += ["", "| feature | selected in | frequency | mean rank |", "|---|---:|---:|---:|"]
+    shown = [f for f in st.get("features") or [] if f.get("selected_in")][:_MAX_STABLE]
+    for f in shown:
+        lines.append(f"| {_cell(f.get('feature'))} | {f.get('selected_in')} of {runs} | "
+                     f"{_num(f.get('frequency'), 2)} | {_num(f.get('mean_rank'), 1)} |")
+    rest = sum(1 for f in st.get("features") or [] if f.get("selected_in")) - len(shown)
+    if rest > 0:
+        lines.append(f"| ... {rest} more | | | |")
+    return lines + [""]
+
+
+def _changes_section(report: dict[str, Any]) -> list[str]:
+    """What changed since ``--previous``: entered, left, rank moves, Jaccard, the input."""
+    ch = report.get("changes")
+    if not isinstance(ch, dict):
+        return []
+    lines = ["## Changes since the previous run", "", f"- **Previous:** `{_cell(ch.get('previous'))}`"]
+    if not ch.get("compared"):
+        return lines + [f"- Not compared: {_cell(ch.get('reason'))}", ""]
+
+    def names(key: str) -> str:
+        got = list(ch.get(key) or [])
+        more = f" and {len(got) - _MAX_CHANGES} more" if len(got) > _MAX_CHANGES else ""
+        return ", ".join(f"`{_cell(n)}`" for n in got[:_MAX_CHANGES]) + more if got else "none"
+
+    lines += [f"- **Selected set changed:** {'yes' if ch.get('selected_changed') else 'no'} "
+              f"(Jaccard index {_num(ch.get('jaccard'), 3)})",
+              f"- **Entered:** {names('entered')}",
+              f"- **Left:** {names('left')}"]
+    moves = [m for m in ch.get("rank_moves") or [] if m.get("move")]
+    if moves:
+        shown = "; ".join(f"`{_cell(m['feature'])}` {m['previous_rank']} -> {m['rank']}"
+                          for m in moves[:_MAX_CHANGES])
+        lines.append(f"- **Rank moves:** {shown}")
+    schema = ch.get("schema_changed")
+    if schema is not None:
+        parts = [f"added {names('columns_added')}", f"removed {names('columns_removed')}"]
+        retyped = ch.get("columns_retyped") or []
+        if retyped:
+            parts.append("retyped " + ", ".join(
+                f"`{_cell(r['name'])}` {r['previous_type']} -> {r['type']}"
+                for r in retyped[:_MAX_CHANGES]))
+        lines.append(f"- **Input schema changed:** {'yes' if schema else 'no'}"
+                     + (f" ({'; '.join(parts)})" if schema else ""))
+    if ch.get("rows_changed") is not None:
+        lines.append(f"- **Input rows:** {_num(ch.get('previous_rows'))} -> {_num(ch.get('rows'))}"
+                     f"{' (changed)' if ch['rows_changed'] else ''}")
+    for note in ch.get("notes") or []:
+        lines.append(f"- {_cell(note)}")
+    return lines + [""]
+
+
 def _timings(report: dict[str, Any]) -> list[tuple[str, str]]:
     """(what, seconds) of the preparation, the selection's steps and the whole run."""
     step_seconds = list(report.get("step_seconds") or [])
@@ -307,6 +387,9 @@ def _timings(report: dict[str, Any]) -> list[tuple[str, str]]:
         timing.append(("prepare (read, plan, encode)", _seconds(report["prepare_seconds"])))
     if step_seconds:
         timing.append((f"selection ({len(step_seconds)} steps)", _seconds(sum(step_seconds))))
+    st = report.get("stability")
+    if isinstance(st, dict) and st.get("run_seconds"):
+        timing.append((f"stability ({st.get('runs')} runs)", _seconds(sum(st["run_seconds"]))))
     if report.get("total_seconds") is not None:
         timing.append(("read, plan, encode and select", _seconds(report["total_seconds"])))
     if report.get("job_seconds") is not None:
@@ -404,6 +487,68 @@ def plot_bounds(report: dict[str, Any], path: str | os.PathLike[str] | None = No
     ax.grid(True, alpha=0.3)
     if scores:
         ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(os.fspath(path), format="png")
+    return fig
+
+
+def plot_stability(report: dict[str, Any], path: str | os.PathLike[str] | None = None,
+                   *, title: str | None = None):
+    """Plot each feature's selection frequency over the stability runs, most frequent first
+    (the features selected at least once, at most 40), the main selection's features marked.
+
+    Parameters
+    ----------
+    report : dict
+        A selection report with ``stability`` (:func:`vmi_spark.core.stability.summarize`).
+    path : str or path-like, optional
+        Where to write the PNG; nothing is written if None.
+    title : str, optional
+        The plot title (default: the runs, the index and its interval).
+
+    Returns
+    -------
+    matplotlib.figure.Figure or None
+        The figure, or None when the report has no stability runs.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed.
+    """
+    st = report.get("stability")
+    if not isinstance(st, dict):
+        return None
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise ImportError("plot_stability needs matplotlib: pip install 'vmi_spark[plots]' "
+                          "(or pip install matplotlib)") from exc
+    feats = [f for f in st.get("features") or [] if f.get("selected_in")][:_MAX_STABLE]
+    chosen = set(report.get("selected") or [])
+    height = min(_MAX_HEIGHT, max(3.0, 0.26 * len(feats) + 1.6))
+    fig = Figure(figsize=(9.0, height), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    ys = list(range(len(feats)))
+    ax.barh(ys, [float(f["frequency"]) for f in feats],
+            color=["C0" if f["feature"] in chosen else "C7" for f in feats])
+    ax.set_yticks(ys)
+    ax.set_yticklabels([short_name(str(f["feature"])) for f in feats], fontsize=8)
+    if feats:
+        ax.set_ylim(len(feats) - 0.5, -0.5)  # the most frequent at the top
+    ax.set_xlim(0.0, 1.0)
+    ax.set_xlabel(f"selection frequency over {st.get('runs')} runs "
+                  "(blue: in the full data's selection)")
+    if title is None:
+        index = st.get("index")
+        ci = st.get("ci") or [None, None]
+        title = (f"stability index {index:.3f}, 95% CI [{ci[0]:.3f}, {ci[1]:.3f}]"
+                 if index is not None else "stability index not defined")
+    ax.set_title(title)
+    ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
     if path is not None:
         fig.savefig(os.fspath(path), format="png")

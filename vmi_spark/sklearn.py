@@ -48,7 +48,7 @@ from .core.encoding import (
     top_values,
 )
 from .core.encoding import encode_column as _encode_typed
-from .core.greedy import Selection, select
+from .core.greedy import Backend, Selection, select
 from .core.inmemory import InMemoryBackend
 from .core.planning import (
     BOOLEAN,
@@ -61,6 +61,7 @@ from .core.planning import (
     build_plan,
     suggest_name,
 )
+from .core.stability import run_stability, summarize
 from .core.summary import selection_report
 from .errors import phrased
 from .params import METHOD_NAMES, SPEC, Settings, corrections, default, plan_size
@@ -232,10 +233,12 @@ def encode_column(values: np.ndarray, col: ColumnPlan) -> np.ndarray:
 
 
 def _plan_and_code(frame: Any, X: Any, y: Any, names: list[str], keep: list[int],
-                   settings: Settings) -> tuple[Planned, np.ndarray, np.ndarray]:
-    """The plan of the columns ``keep`` of ``X`` for target ``y`` and their codes, by the
-    planner of the Spark path (:func:`vmi_spark.core.planning.build_plan` over the rows in
-    memory, :class:`~vmi_spark.core.planning.TableRows`): every row is the sample."""
+                   settings: Settings, sample_weight: np.ndarray | None = None
+                   ) -> tuple[Planned, np.ndarray, np.ndarray, np.ndarray | None]:
+    """The plan of the columns ``keep`` of ``X`` for target ``y`` and their codes (and the
+    rows' weight units), by the planner of the Spark path
+    (:func:`vmi_spark.core.planning.build_plan` over the rows in memory,
+    :class:`~vmi_spark.core.planning.TableRows`): every row is the sample."""
     label_values, label_type = column_values(np.asarray(y))
     arrays, types = [], {}
     for name, j in zip(names, keep):
@@ -245,12 +248,32 @@ def _plan_and_code(frame: Any, X: Any, y: Any, names: list[str], keep: list[int]
         types[name] = vtype
     label_arr = pa.array(label_values, type=pa.string() if label_type.kind == "string"
                          else pa.float64(), from_pandas=True)
+    if sample_weight is not None:
+        arrays.append(pa.array(sample_weight, type=pa.float64()))
     batch = pa.RecordBatch.from_arrays([label_arr, *arrays],
                                        names=[f"_c{i}" for i in range(len(arrays) + 1)])
-    rows = TableRows(lambda: iter([batch]), names, batch.num_rows, sample_all=True)
-    planned = build_plan("y", label_type, names, types, settings, rows)
-    codes, y_codes = rows.codes(planned.plan, planned.skip_cols)
-    return planned, codes, y_codes
+    weight_col = None if sample_weight is None else ""
+    rows = TableRows(lambda: iter([batch]), names, batch.num_rows, sample_all=True,
+                     weight_col=weight_col)
+    planned = build_plan("y", label_type, names, types, settings, rows, weight_col)
+    if planned.plan.weights is not None:
+        planned.plan.weights["column"] = "sample_weight"
+    codes, y_codes, w = rows.codes(planned.plan, planned.skip_cols)
+    return planned, codes, y_codes, w
+
+
+def _sample_weight(sample_weight: Any, n_rows: int) -> np.ndarray | None:
+    """``sample_weight`` as float64 (n_rows,), or None; a non-numeric or misshapen one is
+    a one-line ValueError (the values themselves are checked with the rows)."""
+    if sample_weight is None:
+        return None
+    arr = np.asarray(sample_weight)
+    if arr.dtype.kind not in "biuf" or arr.dtype.kind == "b":
+        raise ValueError(f"sample_weight must hold numbers, not {arr.dtype}")
+    if arr.shape != (n_rows,):
+        raise ValueError(f"sample_weight must have shape ({n_rows},) like X's rows, "
+                         f"got {arr.shape}")
+    return arr.astype(np.float64)
 
 
 # ---------------------------------------------------------------------------
@@ -315,6 +338,14 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
     exclude : list of str or None, default=None
         Column names (``feature_names_in_``, or ``x0``, ``x1``, ... for an array) never
         to select: left out of the candidates, and dropped by ``transform``.
+    stability : int, default=0
+        Also run the selection on this many random subsamples of the rows and report
+        how often each feature was selected (``stability_``); 0 runs none, else at least 2.
+    stability_seed : int, default=0
+        Seed of the subsamples (a row is kept by a hash of its encoded values, the seed
+        and the run: the rows Spark keeps for the same table).
+    stability_fraction : float, default=0.5
+        The share of the rows each subsample keeps, in (0, 1).
 
     Attributes
     ----------
@@ -346,6 +377,11 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         How each feature was coded (``category``, ``bins``, ``constant``).
     selection_ : Selection
         The raw result of the core.
+    stability_ : dict or None
+        With ``stability`` B > 0: the B selections on half-samples of the rows
+        (:func:`vmi_spark.core.stability.summarize`: per feature its ``frequency`` and
+        ``mean_rank``, the stability ``index`` of Nogueira et al. 2018 with its
+        ``variance`` and 95% ``ci``); None otherwise.
     n_features_in_ : int
         Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -400,7 +436,11 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
                  selection_threshold: float | None = default("selection_threshold",
                                                              "sklearn"),
                  exclude: list[str] | None = None,
-                 bias_correction: str = default("bias_correction", "sklearn")) -> None:
+                 bias_correction: str = default("bias_correction", "sklearn"),
+                 stability: int = default("stability", "sklearn"),
+                 stability_seed: int = default("stability_seed", "sklearn"),
+                 stability_fraction: float = default("stability_fraction", "sklearn")
+                 ) -> None:
         self.n_features_to_select = n_features_to_select
         self.selection_mode = selection_mode
         self.selection_threshold = selection_threshold
@@ -413,6 +453,9 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         self.max_categories = max_categories
         self.exclude = exclude
         self.bias_correction = bias_correction
+        self.stability = stability
+        self.stability_seed = stability_seed
+        self.stability_fraction = stability_fraction
 
     # -- tags -------------------------------------------------------------------
     def __sklearn_tags__(self):  # scikit-learn >= 1.6
@@ -444,7 +487,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         return self._validate_data(X, y, dtype=None, force_all_finite=False,
                                    reset=True)  # pragma: no cover
 
-    def fit(self, X, y) -> VMIFeatureSelector:
+    def fit(self, X, y, sample_weight=None) -> VMIFeatureSelector:
         """Encode ``X`` and select features for the class label ``y``.
 
         Parameters
@@ -456,6 +499,11 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         y : array-like of shape (n_samples,)
             Class labels (at least two classes), or a continuous target
             (``label_type``).
+        sample_weight : array-like of shape (n_samples,), optional
+            Non-negative row weights: a row of weight w counts as w rows in every count,
+            bin edge and step, a row of weight 0 as none (:mod:`vmi_spark.core.weights`:
+            whole numbers give exactly the result of repeating each row w times, others
+            are rounded to 1/1024). NaN, negative and all-zero weights are refused.
 
         Returns
         -------
@@ -468,12 +516,14 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         if any(_is_missing(v) for v in np.asarray(y_checked, dtype=object)):
             raise ValueError("y has missing values (NaN or None)")
         n_rows, n_cols = X_checked.shape
+        weights = _sample_weight(sample_weight, n_rows)
         names = [str(c) for c in frame.columns] if frame is not None else \
             [f"x{j}" for j in range(n_cols)]
         keep = self._candidates(names)
         with phrased("sklearn"):
-            planned, codes, y_codes = _plan_and_code(
-                frame, X_checked, y_checked, [names[j] for j in keep], keep, settings)
+            planned, codes, y_codes, w = _plan_and_code(
+                frame, X_checked, y_checked, [names[j] for j in keep], keep, settings,
+                weights)
         plan = planned.plan
         if plan.label_type == "categorical":
             check_classification_targets(y_checked)
@@ -484,14 +534,22 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         if capped is not None:
             warnings.warn(capped.phrase("sklearn"), UserWarning, stacklevel=2)
         backend = InMemoryBackend(codes, y_codes, arity=plan.arity,
-                                  num_classes=len(plan.classes))
+                                  num_classes=len(plan.classes), w=w)
+        def run(b: Backend) -> Selection:
+            return select(b, settings.method, k, restart_tolerance=settings.restart_tolerance,
+                          min_gain=min_gain, **corrections(settings))
+
         try:
-            sel = select(backend, settings.method, k,
-                         restart_tolerance=settings.restart_tolerance, min_gain=min_gain,
-                         **corrections(settings))
+            sel = run(backend)
+            stability = None
+            if settings.stability:
+                runs = run_stability(backend, run, settings.stability, settings.stability_seed,
+                                     settings.stability_fraction)
+                stability = summarize(runs, plan.features, sel.selected)
         finally:
             backend.close()
         self._record(sel, planned, keep, y_checked, n_rows, settings)
+        self.stability_ = stability
         return self
 
     def _candidates(self, names: list[str]) -> list[int]:
@@ -552,4 +610,6 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         out = selection_report(self.plan_, self.selection_, self.settings_.result(),
                                self.label_decision_.reason)
         out["label"] = None
+        if self.stability_ is not None:
+            out["stability"] = self.stability_
         return out

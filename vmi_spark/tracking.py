@@ -116,9 +116,25 @@ def step_metrics(report: dict[str, Any]) -> list[tuple[str, float, int]]:
     return out
 
 
+def summary_metrics(report: dict[str, Any]) -> list[tuple[str, float]]:
+    """``(key, value)`` of the stability runs (their index and its 95% interval) and of the
+    comparison with ``--previous`` (the Jaccard index, 1 when the selection changed)."""
+    out: list[tuple[str, float]] = []
+    st = report.get("stability")
+    if isinstance(st, dict) and isinstance(st.get("index"), float):
+        ci = st.get("ci") or [st["index"], st["index"]]
+        out += [("stability_index", st["index"]), ("stability_ci_low", float(ci[0])),
+                ("stability_ci_high", float(ci[1]))]
+    ch = report.get("changes")
+    if isinstance(ch, dict) and ch.get("compared"):
+        out += [("changes_jaccard", float(ch["jaccard"])),
+                ("selection_changed", 1.0 if ch.get("selected_changed") else 0.0)]
+    return out
+
+
 def write_report_files(report: dict[str, Any], directory: str) -> list[str]:
     """Write the job's report files for ``report`` into ``directory``; returns their paths."""
-    from .report import plot_bounds, render_markdown, write_steps_csv
+    from .report import plot_bounds, plot_stability, render_markdown, write_steps_csv
 
     paths = [os.path.join(directory, n) for n in _REPORT_FILES]
     with open(paths[0], "w", encoding="utf-8") as fh:
@@ -129,6 +145,8 @@ def write_report_files(report: dict[str, Any], directory: str) -> list[str]:
     write_steps_csv(report, paths[2])
     try:
         plot_bounds(report, paths[3])
+        if plot_stability(report, os.path.join(directory, "stability.png")) is not None:
+            paths.append(os.path.join(directory, "stability.png"))
     except ImportError:
         paths.pop()
     return paths
@@ -213,6 +231,7 @@ def _log(mlflow, report: dict[str, Any], report_dir: str | None, run_name: str |
             if isinstance(report.get(key), (int, float)):
                 metrics.append(Metric(key, float(report[key]), now, 0))
         metrics.append(Metric("num_selected", float(len(report.get("selected") or [])), now, 0))
+        metrics += [Metric(k, v, now, 0) for k, v in summary_metrics(report)]
         params = [Param(k, v) for k, v in selection_params(report).items()]
         for i in range(0, len(params), 100):  # MLflow takes at most 100 params per batch
             client.log_batch(run_id, params=params[i:i + 100])
@@ -221,7 +240,7 @@ def _log(mlflow, report: dict[str, Any], report_dir: str | None, run_name: str |
         client.set_tag(run_id, "vmi_spark.selected",
                        _value(",".join(map(str, report.get("selected") or []))))
         if report_dir is not None:
-            for name in _REPORT_FILES:
+            for name in (*_REPORT_FILES, "stability.png"):
                 path = os.path.join(report_dir, name)
                 if os.path.isfile(path):
                     client.log_artifact(run_id, path, ARTIFACT_PATH)

@@ -538,7 +538,8 @@ def check_strategy(strategy: Any) -> str:
 
 
 def fit_binning(strategy: str, values: np.ndarray, num_bins: int,
-                labels: np.ndarray | None = None, num_classes: int | None = None) -> Binning:
+                labels: np.ndarray | None = None, num_classes: int | None = None,
+                weights: np.ndarray | None = None) -> Binning:
     """The binning of one column from its values (a sample or all), in one call.
 
     Parameters
@@ -552,6 +553,10 @@ def fit_binning(strategy: str, values: np.ndarray, num_bins: int,
     labels, num_classes : int array and int, optional
         For ``mdlp`` only: the class code (0 .. num_classes - 1) of each row of
         ``values``.
+    weights : int array, optional
+        Each row's weight in integer units (:mod:`vmi_spark.core.weights`): every count
+        is then a sum of weights, so a row of weight w places the edges as w copies of
+        it would.
 
     Returns
     -------
@@ -562,19 +567,21 @@ def fit_binning(strategy: str, values: np.ndarray, num_bins: int,
     """
     check_strategy(strategy)
     v = np.asarray(values, dtype=np.float64)
+    wts = None if weights is None else np.asarray(weights, dtype=np.int64)
     if strategy == QUANTILE:
-        return quantile_binning(*value_counts(v), num_bins)
+        return quantile_binning(*value_counts(v, wts), num_bins)
     if strategy == UNIFORM:
-        return uniform_binning(*value_counts(v), num_bins)
+        return uniform_binning(*value_counts(v, wts), num_bins)
     if labels is None or num_classes is None:
         raise ValueError("binning 'mdlp' needs the class labels of the rows")
     y = np.asarray(labels, dtype=np.int64)
     if y.shape != v.shape:
         raise ValueError(f"{len(v)} values but {len(y)} labels")
     known = ~np.isnan(v)
-    grid = quantile_binning(*value_counts(v[known]), MDLP_GRID_CELLS)
+    wk = None if wts is None else wts[known]
+    grid = quantile_binning(*value_counts(v[known], wk), MDLP_GRID_CELLS)
     counts = np.zeros((grid.num_states, num_classes), dtype=np.int64)
-    np.add.at(counts, (assign_codes(grid.edges, v[known]), y[known]), 1)
+    np.add.at(counts, (assign_codes(grid.edges, v[known]), y[known]), 1 if wk is None else wk)
     return mdlp_binning(grid, counts, max_bins=num_bins)
 
 

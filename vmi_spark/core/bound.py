@@ -18,6 +18,11 @@ Every per-row log is rounded to a fixed-point integer (2**-32 nats) before it is
 summed, so a sum over rows is exact and the same for every partitioning of the
 rows; the rounding costs at most 2.4e-10 nats in the mean (two logs per row for
 the naive Q, whose first term comes from the counts, one for the pairwise Q).
+
+Row weights (:mod:`.weights`): every function here takes the block's int64 weights ``w``
+(None: every row weighs 1). A weighted row's terms count ``w`` times, exactly: the counts
+are sums of weights and a step's sums are wide (:mod:`.wide`, a (2, D) ``[hi, lo]``
+instead of a (D,) int64), so a row of integer weight w gives the integers of w copies.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import kernels
+from . import kernels, wide
 from .kernels import fixed_log
 
 #: fixed-point scale of per-row log contributions (defined with the loops that round)
@@ -147,12 +152,17 @@ def naive_own(counts: np.ndarray, cond: np.ndarray) -> np.ndarray:
 
     ``sum_k rint(2**32 log p(x_i^k | y_k))`` over all rows, which is
     ``sum_{a,y} n(x_i = a, y) rint(2**32 log p(a | y))``. Add it to the summed
-    :func:`naive_partials` of all blocks to get the bound increments.
+    :func:`naive_partials` of all blocks to get the bound increments. Above 2**21 rows (or
+    that much weight) the sums may pass int64: they are then Python ints (an object array).
     """
     counts = np.asarray(counts, dtype=np.int64)
     seen = counts > 0
-    table = fixed_log(np.where(seen, cond, 1.0).astype(np.float64))
-    return (np.where(seen, table, 0) * counts).sum(axis=(1, 2))
+    table = np.where(seen, fixed_log(np.where(seen, cond, 1.0).astype(np.float64)), 0)
+    if int(counts.sum(axis=(1, 2)).max(initial=0)) < 1 << 21:  # |table| < 2**41.5: int64
+        return (table * counts).sum(axis=(1, 2))
+    # a weighted table (or one of more than 2**21 rows): the exact sums, as Python ints
+    d = counts.shape[0]
+    return wide.exact(wide.limb_dot(counts.reshape(d, -1), table.reshape(d, -1)))
 
 
 @dataclass
@@ -211,7 +221,7 @@ def naive_rows(codes: np.ndarray, ops: StepOps, state: NaiveState | None):
 
 
 def naive_partials(codes: np.ndarray, ops: StepOps,
-                   state: NaiveState | None = None) -> np.ndarray:
+                   state: NaiveState | None = None, w: np.ndarray | None = None) -> np.ndarray:
     """Fixed-point per-feature sums of the mixture term of the naive bound over one block.
 
     The naive increment of candidate i sums over rows ``log p(x_i^k | y_k) - log sum_y
@@ -222,34 +232,38 @@ def naive_partials(codes: np.ndarray, ops: StepOps,
     While the rows fall into few patterns of x_S the sum is taken over counts
     n(pattern, x_i) instead of rows, which gives the same integers with one log per
     table cell. The loops run compiled when numba is installed (:mod:`.kernels`), with
-    the same integers.
+    the same integers. With row weights ``w`` the sums are wide ((2, D), :mod:`.wide`).
     """
     num_features, n = codes.shape
     cond = ops.cond
-    out = np.zeros(num_features, dtype=np.int64)
+    out = np.zeros(num_features, dtype=np.int64) if w is None else wide.zeros(num_features)
     cands = np.flatnonzero(ops.candidates)
     if n == 0 or len(cands) == 0:
         return out
     ids, post = naive_rows(codes, ops, state)
     if ids is not None:
-        out[cands] = -pattern_log_sums(codes, cands, ids, post, cond)
+        out[..., cands] = -pattern_log_sums(codes, cands, ids, post, cond, w)
         return out
-    out[cands] = -kernels.mix_log_sums(codes, cands, post, cond)
+    if w is None:
+        out[cands] = -kernels.mix_log_sums(codes, cands, post, cond)
+    else:
+        out[:, cands] = -kernels.mix_log_sums_w(codes, cands, post, cond, w)
     return out
 
 
 def pattern_log_sums(codes: np.ndarray, cands: np.ndarray, ids: np.ndarray, post: np.ndarray,
-                     cond: np.ndarray) -> np.ndarray:
+                     cond: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
     """Per candidate i: sum over (x_i = a, pattern p) of n(a, p) rint(2**32 log max(
     sum_y post[p, y] p(a | y), TINY)), the pattern kernel's mixture term.
 
     Candidates are taken :data:`PATTERN_CHUNK_CELLS` table cells at a time, so that a
     block of a few hundred rows of a wide table costs a few array operations, not a few
-    per candidate. The same products, sums and logs as one candidate at a time.
+    per candidate. The same products, sums and logs as one candidate at a time. With row
+    weights ``w``, n(a, p) is the cell's weight and the sums are wide ((2, C)).
     """
     num, num_classes = post.shape
     arity = cond.shape[1]
-    out = np.zeros(len(cands), dtype=np.int64)
+    out = np.zeros(len(cands), dtype=np.int64) if w is None else wide.zeros(len(cands))
     step = max(1, PATTERN_CHUNK_CELLS // (arity * num))
     for s in range(0, len(cands), step):
         part = cands[s:s + step]
@@ -257,8 +271,13 @@ def pattern_log_sums(codes: np.ndarray, cands: np.ndarray, ids: np.ndarray, post
         mix = post[None, None, :, 0] * c[:, :, None, 0]  # (C, A, P)
         for k in range(1, num_classes):
             mix += post[None, None, :, k] * c[:, :, None, k]
-        cnt = kernels.pattern_counts(codes, part, ids, num, arity)
-        out[s:s + len(part)] = (cnt * fixed_log(mix)).sum(axis=(1, 2))
+        if w is None:
+            cnt = kernels.pattern_counts(codes, part, ids, num, arity)
+            out[s:s + len(part)] = (cnt * fixed_log(mix)).sum(axis=(1, 2))
+        else:
+            cnt = kernels.pattern_counts_w(codes, part, ids, num, arity, w)
+            out[:, s:s + len(part)] = wide.limb_dot(cnt.reshape(len(part), -1),
+                                                    fixed_log(mix).reshape(len(part), -1))
     return out
 
 
@@ -338,7 +357,7 @@ def pairwise_sync(codes: np.ndarray, y: np.ndarray, state: BlockState, ops: Step
 
 
 def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: BlockState,
-                      ops: StepOps) -> np.ndarray:
+                      ops: StepOps, w: np.ndarray | None = None) -> np.ndarray:
     """Fixed-point per-feature sums of the pairwise bound increments over one block.
 
     Per row ``log c_i(y_k) - log sum_y r(y) c_i(y)`` with c_i the geometric mean of
@@ -346,18 +365,32 @@ def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: BlockState,
     ``-log(r(y_k) + sum_{c != y_k} r(c) c_i(c) / c_i(y_k))``. Non-candidates get 0.
     The block's last feature, when the state still lacks it, is folded into each
     candidate's sums in the same pass that scores it (:func:`kernels.pair_fold_scores`;
-    with more than two classes, compiled, a fold and then a score).
+    with more than two classes, compiled, a fold and then a score). With row weights ``w``
+    the sums are wide ((2, D), :mod:`.wide`).
     """
     y = np.asarray(y, dtype=np.intp)
     if state.block != ops.block:
         pairwise_sync(codes, y, state, ops, upto=len(ops.block) - 1)
-    out = np.zeros(codes.shape[0], dtype=np.int64)
+    d = codes.shape[0]
+    out = np.zeros(d, dtype=np.int64) if w is None else wide.zeros(d)
     cands = np.flatnonzero(ops.candidates)
     if not len(cands):
         pairwise_sync(codes, y, state, ops)
         return out
     cells = _cells(codes, state, ops)
     m = len(ops.block)
+    if w is not None:
+        if state.block != ops.block:
+            pairwise_add(codes, y, state, ops.block[-1], ops)
+        if cells is not None:
+            ids, num = cells
+            out[:, cands] = kernels.pair_cell_scores_w(state.log_ratio, state.posterior, codes,
+                                                       ids, y, cands, m, ops.cond.shape[1],
+                                                       num, w)
+        else:
+            out[:, cands] = kernels.pair_scores_w(state.log_ratio, state.posterior, y, cands,
+                                                  m, w)
+        return out
     if state.block != ops.block:  # the block's last feature is still to be folded in
         last = ops.block[-1]
         if cells is None:
@@ -397,35 +430,48 @@ def _cells(codes: np.ndarray, state: BlockState,
 
 
 def run_block(codes: np.ndarray, y: np.ndarray, state: BlockState | NaiveState | None,
-              ops: StepOps) -> np.ndarray:
-    """One pass over a block of rows: the (D,) fixed-point partial sums of ``ops``.
+              ops: StepOps, w: np.ndarray | None = None) -> np.ndarray:
+    """One pass over a block of rows: the (D,) fixed-point partial sums of ``ops`` (wide,
+    (2, D), with row weights ``w``).
 
     ``state`` is the block's :class:`BlockState` (pairwise; required) or
     :class:`NaiveState` (naive; optional, None rebuilds the posterior)."""
     if ops.pairwise:
         assert isinstance(state, BlockState) and ops.block
-        return pairwise_partials(codes, y, state, ops)
+        return pairwise_partials(codes, y, state, ops, w)
     assert state is None or isinstance(state, NaiveState)
-    return naive_partials(codes, ops, state)
+    return naive_partials(codes, ops, state, w)
 
 
-def pair_counts(codes: np.ndarray, y: np.ndarray, f: int, arity: int, num_classes: int) -> np.ndarray:
-    """``n(x_i = a, x_f = b, y)`` for every feature i: shape (D, A, A, L), int64."""
-    return kernels.pair_counts(codes, np.asarray(y, dtype=np.int64), f, arity, num_classes)
+def pair_counts(codes: np.ndarray, y: np.ndarray, f: int, arity: int, num_classes: int,
+                w: np.ndarray | None = None) -> np.ndarray:
+    """``n(x_i = a, x_f = b, y)`` for every feature i: shape (D, A, A, L), int64 (sums of
+    the row weights ``w`` if given)."""
+    y64 = np.asarray(y, dtype=np.int64)
+    if w is not None:
+        return kernels.pair_counts_w(codes, y64, f, arity, num_classes, w)
+    return kernels.pair_counts(codes, y64, f, arity, num_classes)
 
 
-def feature_counts(codes: np.ndarray, y: np.ndarray, arity: int, num_classes: int) -> np.ndarray:
-    """``n(x_i = a, y)`` for every feature i: shape (D, A, L), int64."""
+def feature_counts(codes: np.ndarray, y: np.ndarray, arity: int, num_classes: int,
+                   w: np.ndarray | None = None) -> np.ndarray:
+    """``n(x_i = a, y)`` for every feature i: shape (D, A, L), int64 (sums of the row
+    weights ``w`` if given: exact in float64, a table weighs less than 2**53)."""
     num_features, n = codes.shape
     per = arity * num_classes
     idx = (np.arange(num_features, dtype=np.int64)[:, None] * per
            + codes.astype(np.int64) * num_classes + y.astype(np.int64)[None, :])
-    flat = np.bincount(idx.ravel(), minlength=num_features * per)
+    if w is None:
+        flat = np.bincount(idx.ravel(), minlength=num_features * per)
+    else:
+        weights = np.broadcast_to(np.asarray(w, dtype=np.float64), idx.shape).ravel()
+        flat = np.bincount(idx.ravel(), weights=weights,
+                           minlength=num_features * per).astype(np.int64)
     return flat.reshape(num_features, arity, num_classes)
 
 
 def pair_counts_many(codes: np.ndarray, y: np.ndarray, fs, arity: int,
-                     num_classes: int) -> np.ndarray:
+                     num_classes: int, w: np.ndarray | None = None) -> np.ndarray:
     """``n(x_i = a, x_f = b, y)`` for every feature i and every f in ``fs``.
 
     Shape (len(fs), D, A, A, L), int64; ``out[k]`` equals ``pair_counts(codes, y, fs[k], ...)``.
@@ -433,7 +479,6 @@ def pair_counts_many(codes: np.ndarray, y: np.ndarray, fs, arity: int,
     fs = [int(f) for f in fs]
     num_features = codes.shape[0]
     out = np.empty((len(fs), num_features, arity, arity, num_classes), dtype=np.int64)
-    y64 = np.asarray(y, dtype=np.int64)
     for k, f in enumerate(fs):
-        out[k] = kernels.pair_counts(codes, y64, f, arity, num_classes)
+        out[k] = pair_counts(codes, y, f, arity, num_classes, w)
     return out

@@ -72,7 +72,13 @@ import numpy as np
 from . import explog
 from .bound import NAIVE, PAIRWISE, SCALE, StepOps, naive_own
 from .criterion import Backend, BaseScorer, Criterion, Scorer
-from .tables import conditional, mutual_information, pair_conditional, safe_log
+from .tables import (
+    conditional,
+    mutual_information,
+    pair_conditional,
+    products_equal,
+    safe_log,
+)
 
 MIM = "mim"
 MRMR = "mrmr"
@@ -118,10 +124,11 @@ def conditional_mutual_information(counts: np.ndarray) -> np.ndarray:
     s = (_sorted_xlogx_sum(counts) + _sorted_xlogx_sum(n_z)
          - _sorted_xlogx_sum(n_xz) - _sorted_xlogx_sum(n_yz))
     cmi = np.maximum(s / np.maximum(total, 1), 0.0)
-    # exact independence test in integers (products stay below 2**63 for N < 3e9 rows)
-    if counts.size and int(total.max(initial=0)) < 3_000_000_000:
-        independent = np.all(counts * n_z[:, None, None, :]
-                             == n_xz[:, :, None, :] * n_yz[:, None, :, :], axis=(1, 2, 3))
+    # exact independence test in integers (products_equal: past int64 with row weights)
+    if counts.size:
+        independent = np.all(products_equal(counts, n_z[:, None, None, :],
+                                            n_xz[:, :, None, :], n_yz[:, None, :, :]),
+                             axis=(1, 2, 3))
         cmi[independent] = 0.0
     return cmi
 

@@ -112,6 +112,19 @@ class EncodingPlan:
     label_type: str = "categorical"  # "categorical" | "continuous" (labelType)
     label_edges: list[float] | None = None  # continuous: the classes' edges
     label_spikes: list[float] | None = None  # continuous: label values that are a class
+    #: row weights (:meth:`vmi_spark.core.weights.Weighting.report`): the column, the
+    #: units per unit weight (``scale``), the kept rows' total weight; None: unweighted
+    weights: dict[str, Any] | None = None
+
+    @property
+    def weight_scale(self) -> int | None:
+        """Units per unit weight (1: whole-number weights; 1024), None when unweighted."""
+        return None if self.weights is None else int(self.weights["scale"])
+
+    @property
+    def weight_rows(self) -> float:
+        """What the rules count rows in: the kept rows' total weight, or their number."""
+        return self.num_rows if self.weights is None else self.weights["total"]
 
     @property
     def features(self) -> list[str]:
@@ -242,8 +255,8 @@ def binned_plan(name: str, splits: list[float], missing: bool,
 BINNINGS = STRATEGIES
 
 
-def column_binning(values: np.ndarray, num_bins: int,
-                   binning: str = "quantile") -> tuple[list[float], list[float]]:
+def column_binning(values: np.ndarray, num_bins: int, binning: str = "quantile",
+                   weights: np.ndarray | None = None) -> tuple[list[float], list[float]]:
     """The split rule of a binned column: its split points and spikes under ``binning``.
 
     Parameters
@@ -259,6 +272,9 @@ def column_binning(values: np.ndarray, num_bins: int,
         (:func:`vmi_spark.core.binning.quantile_binning`); without such a value these
         are the split points of :func:`equal_frequency_splits`. ``uniform``: equal
         width between robust limits (:func:`vmi_spark.core.binning.uniform_binning`).
+    weights : int array, optional
+        The rows' integer weights (:mod:`vmi_spark.core.weights`): the rows' shares are
+        shares of their weight.
 
     Returns
     -------
@@ -270,7 +286,7 @@ def column_binning(values: np.ndarray, num_bins: int,
     """
     if binning not in BINNINGS:
         raise ValueError(f"unknown binning {binning!r} (choose from {', '.join(BINNINGS)})")
-    b = fit_binning(binning, values, num_bins)
+    b = fit_binning(binning, values, num_bins, weights=weights)
     return [float(e) for e in b.edges], [float(s) for s in b.spikes]
 
 
@@ -293,11 +309,15 @@ class LabelRule:
     label_bins: int = 10
     string: bool = False  # a string label: keys are class indices
 
-    def binning(self, keys: np.ndarray) -> Binning | None:
-        """The label's binning (continuous labels), else None."""
+    def binning(self, keys: np.ndarray, weights: np.ndarray | None = None) -> Binning | None:
+        """The label's binning (continuous labels; by the rows' ``weights`` if given), else
+        None."""
         if not self.continuous:
             return None
-        return label_binning(*value_counts(keys[~np.isnan(keys)]), self.label_bins)
+        known = ~np.isnan(keys)
+        return label_binning(*value_counts(keys[known],
+                                           None if weights is None else weights[known]),
+                             self.label_bins)
 
     def codes(self, keys: np.ndarray, label_bins: Binning | None) -> np.ndarray:
         """Class codes (int64) of the label keys of the sampled rows."""
@@ -323,29 +343,31 @@ def label_keys(arr: pa.Array, rule: LabelRule) -> np.ndarray:
 
 
 def fit_sample(columns: list[np.ndarray], num_bins: int, binning: str,
-               keys: np.ndarray | None = None, rule: LabelRule | None = None
+               keys: np.ndarray | None = None, rule: LabelRule | None = None,
+               weights: np.ndarray | None = None
                ) -> tuple[tuple[list[float], list[float]] | None, list[tuple[list[float], list[float]]]]:
     """The split rules of the sampled rows: the label's (continuous labels) and each
     column's, as ``(splits, spikes)`` pairs (:func:`column_binning`).
 
     ``keys`` and ``rule`` (:class:`LabelRule`) are needed for a continuous label and for
-    ``binning="mdlp"``, whose class counts use the label's class codes.
+    ``binning="mdlp"``, whose class counts use the label's class codes. ``weights`` are
+    the sampled rows' integer weights (:mod:`vmi_spark.core.weights`), or None.
     """
     if binning not in BINNINGS:
         raise ValueError(f"unknown binning {binning!r} (choose from {', '.join(BINNINGS)})")
     if rule is None or keys is None:
         if binning == "mdlp" or (rule is not None and rule.continuous):
             raise ValueError("the label of the sampled rows is needed here")
-        return None, [column_binning(v, num_bins, binning) for v in columns]
-    lb = rule.binning(keys)
+        return None, [column_binning(v, num_bins, binning, weights) for v in columns]
+    lb = rule.binning(keys, weights)
     label_rule = None if lb is None else ([float(e) for e in lb.edges], [float(x) for x in lb.spikes])
     if binning != "mdlp":
-        return label_rule, [column_binning(v, num_bins, binning) for v in columns]
+        return label_rule, [column_binning(v, num_bins, binning, weights) for v in columns]
     y = rule.codes(keys, lb)
     k = lb.num_states if lb is not None else len(rule.classes)
     out = []
     for v in columns:
-        b = fit_binning(binning, v, num_bins, labels=y, num_classes=k)
+        b = fit_binning(binning, v, num_bins, labels=y, num_classes=k, weights=weights)
         out.append(([float(e) for e in b.edges], [float(x) for x in b.spikes]))
     return label_rule, out
 

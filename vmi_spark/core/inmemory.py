@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from . import wide
 from .bound import (
     MAX_BLOCK_ROWS,
     BlockState,
@@ -34,30 +35,41 @@ class InMemoryBackend:
     function over the blocks (default: the built-in ``map``, one block after the other;
     a thread pool's ``map`` spreads them over cores, the kernels release the GIL). The
     blocks' sums are exact integers, so the order they are computed in does not matter.
+
+    ``w`` (optional) are the rows' integer weights (:mod:`.weights`: positive int64
+    units): every count is then a sum of weights and a step's sums are exact Python ints
+    (wide sums, :mod:`.wide`). Without it every row weighs 1 and nothing else changes.
     """
 
     def __init__(self, codes: np.ndarray, y: np.ndarray,
                  arity: int | None = None, num_classes: int | None = None,
                  block_rows: int = MAX_BLOCK_ROWS,
                  map: Callable[[Callable[[Any], np.ndarray], Iterable[Any]],
-                               Iterator[np.ndarray]] | None = None):
+                               Iterator[np.ndarray]] | None = None,
+                 w: np.ndarray | None = None):
         codes = np.ascontiguousarray(codes, dtype=np.uint8)
         y = np.ascontiguousarray(y, dtype=np.int64)
         self.arity = int(arity if arity is not None else int(codes.max(initial=0)) + 1)
         self.num_classes = int(num_classes if num_classes is not None else int(y.max()) + 1)
         self.num_features = codes.shape[0]
+        self.block_rows = block_rows
+        self.weighted = w is not None
+        if w is not None:
+            w = np.ascontiguousarray(w, dtype=np.int64)
+            if w.shape != y.shape:
+                raise ValueError(f"{len(y)} rows but {len(w)} weights")
         starts = range(0, codes.shape[1], block_rows)
-        self.blocks = [(np.ascontiguousarray(codes[:, s:s + block_rows]), y[s:s + block_rows])
-                       for s in starts]
+        self.blocks = [(np.ascontiguousarray(codes[:, s:s + block_rows]), y[s:s + block_rows],
+                        None if w is None else w[s:s + block_rows]) for s in starts]
         self.states: list[BlockState] | None = None
         self.naive_states = [NaiveState() for _ in self.blocks]
         self._map = map if map is not None else _in_turn
 
-    def _summed(self, count: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
-        """The sum over the blocks of ``count(codes, y)`` (integer counts), the blocks mapped
-        like the steps' (on the driver execution's threads, the count passes too)."""
+    def _summed(self, count: Callable[..., np.ndarray]) -> np.ndarray:
+        """The sum over the blocks of ``count(codes, y, w)`` (integer counts), the blocks
+        mapped like the steps' (on the driver execution's threads, the count passes too)."""
         blocks = self.blocks or [(np.zeros((self.num_features, 0), np.uint8),
-                                  np.zeros(0, np.int64))]
+                                  np.zeros(0, np.int64), None)]
         total: np.ndarray | None = None
         for part in self._map(lambda b: count(*b), blocks):
             if total is None:
@@ -68,18 +80,25 @@ class InMemoryBackend:
         return total
 
     def feature_counts(self) -> np.ndarray:
-        return self._summed(lambda c, y: feature_counts(c, y, self.arity, self.num_classes))
+        return self._summed(lambda c, y, w: feature_counts(c, y, self.arity, self.num_classes, w))
 
     def pair_counts(self, f: int) -> np.ndarray:
-        return self._summed(lambda c, y: pair_counts(c, y, f, self.arity, self.num_classes))
+        return self._summed(lambda c, y, w: pair_counts(c, y, f, self.arity, self.num_classes,
+                                                         w))
 
     def run(self, ops: StepOps) -> np.ndarray:
         if ops.pairwise and self.states is None:
             self.states = [BlockState.initial(ops.prior, c.shape[1], c.shape[0])
-                           for c, _ in self.blocks]
+                           for c, _, _ in self.blocks]
         states: list[BlockState] | list[NaiveState] = (
             list(self.states or []) if ops.pairwise else self.naive_states)
-        total = np.zeros(self.blocks[0][0].shape[0], dtype=np.int64)
+        total = np.zeros(self.num_features, dtype=np.int64)
+        if self.weighted:  # wide sums: hi and lo added apart, exact as Python ints at the end
+            wide_total = wide.zeros(self.num_features)
+            for part in self._map(lambda b: run_block(b[0][0], b[0][1], b[1], ops, b[0][2]),
+                                  zip(self.blocks, states)):
+                wide_total += part
+            return wide.exact(wide_total)
         for part in self._map(lambda b: run_block(b[0][0], b[0][1], b[1], ops),
                               zip(self.blocks, states)):
             total += part
@@ -87,8 +106,31 @@ class InMemoryBackend:
 
     def pair_counts_many(self, fs: list[int]) -> np.ndarray:
         """(len(fs), D, A, A, L) int64 counts n(x_i = a, x_f = b, y) for every f in ``fs``."""
-        return self._summed(lambda c, y: pair_counts_many(c, y, fs, self.arity,
-                                                           self.num_classes))
+        return self._summed(lambda c, y, w: pair_counts_many(c, y, fs, self.arity,
+                                                              self.num_classes, w))
+
+    def rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """All rows as ``(codes, y, w)`` (``w`` None when unweighted), in block order."""
+        if not self.blocks:
+            return (np.zeros((self.num_features, 0), np.uint8), np.zeros(0, np.int64),
+                    np.zeros(0, np.int64) if self.weighted else None)
+        codes = np.concatenate([b[0] for b in self.blocks], axis=1)
+        y = np.concatenate([b[1] for b in self.blocks])
+        w = np.concatenate([b[2] for b in self.blocks]) if self.weighted else None
+        return codes, y, w
+
+    def masked(self, keep: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> InMemoryBackend:
+        """A backend over the rows ``keep(codes, y)`` (a (n,) bool mask of a block) keeps:
+        a stability run's half-sample (:mod:`.stability`), weights kept with their rows."""
+        parts = [(c[:, m], y[m], None if w is None else w[m])
+                 for c, y, w in self.blocks for m in [keep(c, y)]]
+        codes = (np.concatenate([p[0] for p in parts], axis=1) if parts
+                 else np.zeros((self.num_features, 0), np.uint8))
+        y = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+        w = (np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)) \
+            if self.weighted else None
+        return InMemoryBackend(codes, y, self.arity, self.num_classes, self.block_rows,
+                               map=self._map, w=w)
 
     def close(self) -> None:
         """Forget the per-row states (the codes stay: nothing else is held)."""

@@ -33,16 +33,21 @@ from .kernels_numpy import (
     fixed,
     fixed_log,
     mix_log_sums_np,
+    mix_log_sums_w_np,
     normalise,
     other_classes,
     own_and_other_posteriors,
     pair_cell_scores_np,
+    pair_cell_scores_w_np,
     pair_counts_np,
+    pair_counts_w_np,
     pair_fold_np,
     pair_fold_scores_np,
     pair_posterior_np,
     pair_scores_np,
+    pair_scores_w_np,
     pattern_counts_np,
+    pattern_counts_w_np,
     row_posterior_np,
 )
 
@@ -51,7 +56,10 @@ __all__ = ["SCALE", "TINY", "BACKEND", "LOOPS", "Loop", "Guarded", "load_numba",
            "mix_log_sums", "pattern_counts", "pair_fold", "pair_scores", "pair_cell_scores",
            "pair_counts", "pair_fold_scores", "pair_posterior", "row_posterior_np",
            "mix_log_sums_np", "pattern_counts_np", "pair_fold_np", "pair_scores_np",
-           "pair_cell_scores_np", "pair_counts_np", "pair_fold_scores_np", "pair_posterior_np"]
+           "pair_cell_scores_np", "pair_counts_np", "pair_fold_scores_np", "pair_posterior_np",
+           "mix_log_sums_w", "pattern_counts_w", "pair_scores_w", "pair_cell_scores_w",
+           "pair_counts_w", "mix_log_sums_w_np", "pattern_counts_w_np", "pair_scores_w_np",
+           "pair_cell_scores_w_np", "pair_counts_w_np"]
 
 
 #: a per-row loop (its arguments are those of its numpy twin)
@@ -71,7 +79,9 @@ def load_numba():
 
 #: the loops with a compiled and a numpy implementation (``name`` and ``name + "_np"``)
 LOOPS = ("row_posterior", "mix_log_sums", "pattern_counts", "pair_fold", "pair_scores",
-         "pair_cell_scores", "pair_counts", "pair_fold_scores", "pair_posterior")
+         "pair_cell_scores", "pair_counts", "pair_fold_scores", "pair_posterior",
+         "mix_log_sums_w", "pattern_counts_w", "pair_scores_w", "pair_cell_scores_w",
+         "pair_counts_w")
 
 
 class Guarded:
@@ -123,6 +133,11 @@ if _numba is not None:
     pair_counts: Loop = Guarded(_compiled.pair_counts, pair_counts_np)
     pair_posterior: Loop = Guarded(_compiled.pair_posterior, pair_posterior_np)
     _fused_fold_scores: Loop | None = Guarded(_compiled.fused_fold_scores, pair_fold_scores_np)
+    mix_log_sums_w: Loop = Guarded(_compiled.mix_log_sums_w, mix_log_sums_w_np)
+    pattern_counts_w: Loop = Guarded(_compiled.pattern_counts_w, pattern_counts_w_np)
+    pair_scores_w: Loop = Guarded(_compiled.pair_scores_w, pair_scores_w_np)
+    pair_cell_scores_w: Loop = Guarded(_compiled.pair_cell_scores_w, pair_cell_scores_w_np)
+    pair_counts_w: Loop = Guarded(_compiled.pair_counts_w, pair_counts_w_np)
     #: which loops run: ``numba`` (compiled) or ``numpy``
     BACKEND = "numba"
 else:
@@ -130,5 +145,8 @@ else:
      pair_counts, pair_posterior) = (
         row_posterior_np, mix_log_sums_np, pattern_counts_np, pair_fold_np, pair_scores_np,
         pair_cell_scores_np, pair_counts_np, pair_posterior_np)
+    (mix_log_sums_w, pattern_counts_w, pair_scores_w, pair_cell_scores_w, pair_counts_w) = (
+        mix_log_sums_w_np, pattern_counts_w_np, pair_scores_w_np, pair_cell_scores_w_np,
+        pair_counts_w_np)
     _fused_fold_scores = None
     BACKEND = "numpy"

@@ -601,3 +601,212 @@ def pair_counts(codes, y, f, arity, num_classes):
     return _pair_counts_loop(codes, np.asarray(y, dtype=np.int64), int(f), int(arity),
                              int(num_classes),
                              count_ways(codes.shape[1], arity * arity * num_classes))
+
+
+# -------------------------------------------------------------------------------- weighted rows
+#
+# The weighted twins (:mod:`.kernels_numpy`'s ``*_w_np``): every term as in the loops above,
+# counted w_k times and summed exactly in three 21-bit limbs (:mod:`.wide`), returned as
+# (2, C) ``[hi, lo]``. Only tables with row weights (and stability runs over them) take
+# these loops; the unweighted ones above are untouched.
+
+_LIMB = 21
+_LMASK = (1 << _LIMB) - 1
+
+
+@_inline
+def _acc(acc, w, t):
+    # acc[0..2] += the limbs of w * t (w in [0, 2**42), |t| < 2**42): each product < 2**43
+    wh = w >> _LIMB
+    wl = w & _LMASK
+    th = t >> _LIMB
+    tl = t & _LMASK
+    acc[2] += wh * th
+    acc[1] += wh * tl + wl * th
+    acc[0] += wl * tl
+
+
+@_inline
+def _to_wide(acc, out, j):
+    # out[:, j] = the limbs as hi * 2**32 + lo, lo in [0, 2**32) (wide.limbs_to_wide)
+    a0 = acc[0]
+    a1 = acc[1] + (a0 >> _LIMB)
+    a0 = a0 & _LMASK
+    a2 = acc[2] + (a1 >> _LIMB)
+    a1 = a1 & _LMASK
+    out[1, j] = a0 + ((a1 & ((1 << 11) - 1)) << _LIMB)
+    out[0, j] = (a2 << 10) + (a1 >> 11)
+
+
+@_jit
+def _mix_w(codes, cands, post, cond, w, out):
+    n = codes.shape[1]
+    num_classes = post.shape[0]
+    acc = np.zeros(3, dtype=np.int64)
+    for j in range(cands.shape[0]):
+        i = cands[j]
+        c = cond[i]
+        a = codes[i]
+        acc[:] = 0
+        for k in range(n):
+            v = a[k]
+            m = post[0, k] * c[v, 0]
+            for yy in range(1, num_classes):
+                m += post[yy, k] * c[v, yy]
+            m = m if m > TINY else TINY
+            _acc(acc, w[k], _fix(_log1(m) * SCALE))
+        _to_wide(acc, out, j)
+
+
+def mix_log_sums_w(codes, cands, post, cond, w):
+    cands = np.asarray(cands, dtype=np.int64)
+    out = np.zeros((2, len(cands)), dtype=np.int64)
+    _mix_w(codes, cands, np.ascontiguousarray(post), cond, np.asarray(w, dtype=np.int64), out)
+    return out
+
+
+@_jit
+def _pattern_counts_w(codes, cands, ids, num, arity, w):
+    out = np.zeros((cands.shape[0], arity, num), dtype=np.int64)
+    for j in range(cands.shape[0]):
+        a = codes[cands[j]]
+        o = out[j]
+        for k in range(ids.shape[0]):
+            o[a[k], ids[k]] += w[k]
+    return out
+
+
+def pattern_counts_w(codes, cands, ids, num, arity, w):
+    return _pattern_counts_w(codes, np.asarray(cands, dtype=np.int64),
+                             np.asarray(ids, dtype=np.int64), int(num), int(arity),
+                             np.asarray(w, dtype=np.int64))
+
+
+@_jit
+def _pair_sum_w(log_ratio, own, other, cands, m, w, out):
+    # _pair_sum's terms (any number of classes; log_ratio (D, n * others)), each row's
+    # counted w[k] times
+    n = own.shape[0]
+    others = other.shape[0] // n if n else 0
+    ebuf = np.empty(max(1, others))
+    acc = np.zeros(3, dtype=np.int64)
+    for j in range(cands.shape[0]):
+        src = log_ratio[cands[j]]
+        acc[:] = 0
+        for k in range(n):
+            for c in range(others):
+                ebuf[c] = _exp1(src[k * others + c] / m)
+            v = own[k]
+            for c in range(others):
+                v += other[k * others + c] * ebuf[c]
+            v = v if v > TINY else TINY
+            _acc(acc, w[k], _fix(-_log1(v) * SCALE))
+        _to_wide(acc, out, j)
+
+
+def pair_scores_w(log_ratio, post, y, cands, m, w):
+    cands = np.asarray(cands, dtype=np.int64)
+    out = np.zeros((2, len(cands)), dtype=np.int64)
+    own, other = own_and_other_posteriors(post, np.asarray(y, dtype=np.intp))
+    flat = np.ascontiguousarray(log_ratio.reshape(log_ratio.shape[0], -1))
+    _pair_sum_w(flat, own, np.ascontiguousarray(other).reshape(-1), cands, float(m),
+                np.asarray(w, dtype=np.int64), out)
+    return out
+
+
+@_jit
+def _cell_fill_w(log_ratio, codes, ids, y, cands, arity, w, counts, seen, ratio):
+    # _cell_fill with the cells' total weights (``seen`` marks the cells a row fell in)
+    n = ids.shape[0]
+    num_classes = ratio.shape[2] + 1
+    for j in range(cands.shape[0]):
+        i = cands[j]
+        src = log_ratio[i]
+        ci = codes[i]
+        cj = counts[j]
+        sj = seen[j]
+        lj = ratio[j]
+        for k in range(n):
+            cell = (ids[k] * arity + ci[k]) * num_classes + y[k]
+            if not sj[cell]:
+                sj[cell] = True
+                for c in range(num_classes - 1):
+                    lj[cell, c] = src[k, c]
+            cj[cell] += w[k]
+
+
+@_jit
+def _cell_sum_w(counts, ratio, own, other, m, out, at):
+    # every cell's term weighted by its total weight (a cell no row falls in weighs 0)
+    cells = own.shape[0]
+    others = other.shape[0] // cells if cells else 0
+    ebuf = np.empty(max(1, others))
+    acc = np.zeros(3, dtype=np.int64)
+    for j in range(counts.shape[0]):
+        cj = counts[j]
+        lj = ratio[j]
+        acc[:] = 0
+        for q in range(cells):
+            if cj[q] == 0:
+                continue
+            for c in range(others):
+                ebuf[c] = _exp1(lj[q * others + c] / m)
+            v = own[q]
+            for c in range(others):
+                v += other[q * others + c] * ebuf[c]
+            v = v if v > TINY else TINY
+            _acc(acc, cj[q], _fix(-_log1(v) * SCALE))
+        _to_wide(acc, out, at + j)
+
+
+def pair_cell_scores_w(log_ratio, post, codes, ids, y, cands, m, arity, num, w):
+    n, num_classes = post.shape
+    cells = num * arity * num_classes
+    ids = np.asarray(ids, dtype=np.int64)
+    y = np.asarray(y, dtype=np.int64)
+    own, other = own_and_other_posteriors(post, y)
+    rep = np.zeros(num * num_classes, dtype=np.int64)
+    rep[ids * num_classes + y] = np.arange(n)
+    cell = np.arange(cells)
+    at = rep[(cell // (arity * num_classes)) * num_classes + cell % num_classes]
+    own_c, other_c = own[at], np.ascontiguousarray(other[at])
+    cands = np.asarray(cands, dtype=np.int64)
+    w = np.asarray(w, dtype=np.int64)
+    out = np.zeros((2, len(cands)), dtype=np.int64)
+    step = max(1, _CHUNK_CELLS // cells)
+    size = min(step, len(cands))
+    counts = np.empty((size, cells), dtype=np.int64)
+    seen = np.empty((size, cells), dtype=np.bool_)
+    ratio = np.empty((size, cells, num_classes - 1))
+    for s in range(0, len(cands), step):
+        part = cands[s:s + step]
+        cn, sn, lc = counts[:len(part)], seen[:len(part)], ratio[:len(part)]
+        cn.fill(0)
+        sn.fill(False)
+        lc.fill(0.0)
+        _cell_fill_w(log_ratio, codes, ids, y, part, np.int64(arity), w, cn, sn, lc)
+        _cell_sum_w(cn, lc.reshape(len(part), -1), own_c, other_c.reshape(-1), float(m),
+                    out, s)
+    return out
+
+
+@_jit
+def _pair_counts_w(codes, y, f, arity, num_classes, w):
+    num_features, n = codes.shape
+    per = arity * num_classes
+    out = np.zeros((num_features, arity * per), dtype=np.int64)
+    cf = codes[f]
+    key = np.empty(n, dtype=np.int64)
+    for k in range(n):
+        key[k] = np.int64(cf[k]) * num_classes + y[k]
+    for i in range(num_features):
+        ci = codes[i]
+        oi = out[i]
+        for k in range(n):
+            oi[np.int64(ci[k]) * per + key[k]] += w[k]
+    return out.reshape((num_features, arity, arity, num_classes))
+
+
+def pair_counts_w(codes, y, f, arity, num_classes, w):
+    return _pair_counts_w(codes, np.asarray(y, dtype=np.int64), int(f), int(arity),
+                          int(num_classes), np.asarray(w, dtype=np.int64))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import explog
+from . import explog, wide
 
 #: fixed-point scale of per-row log contributions
 SCALE = float(2**32)
@@ -173,3 +173,88 @@ def pair_counts_np(codes, y, f, arity, num_classes):
            + codes.astype(np.int64) * (arity * num_classes) + base[None, :])
     flat = np.bincount(idx.ravel(), minlength=num_features * per)
     return flat.reshape(num_features, arity, arity, num_classes)
+
+
+# --------------------------------------------------------------------------- weighted rows
+#
+# With row weights (:mod:`.weights`) every loop above has a weighted twin: the same terms,
+# each counted ``w_k`` times (an int64 weight), summed exactly as a wide (2, C) int64
+# ``[hi, lo]`` (:mod:`.wide`: the terms' sums no longer fit int64). A row of weight w
+# gives the integers of w copies of the row, bit for bit. Counts are sums of weights.
+
+
+def mix_log_sums_w_np(codes, cands, post, cond, w):
+    """:func:`mix_log_sums_np` with row weights ``w``: (2, C) wide sums of
+    ``w_k rint(2**32 log max(sum_y r_k(y) p(x_i^k | y), TINY))``."""
+    out = wide.zeros(len(cands))
+    w = np.asarray(w, dtype=np.int64)[None, :]
+    for j, i in enumerate(cands):
+        a = codes[i].astype(np.intp)
+        c = cond[i]
+        mix = post[0] * c[:, 0].take(a)
+        for k in range(1, post.shape[0]):
+            mix += post[k] * c[:, k].take(a)
+        out[:, j] = wide.limb_dot(w, fixed_log(mix)[None, :])[:, 0]
+    return out
+
+
+def pattern_counts_w_np(codes, cands, ids, num, arity, w):
+    """:func:`pattern_counts_np` with row weights: (C, arity, num) int64 sums of ``w``
+    (exact in float64: a table's weight is below 2**53)."""
+    cands = np.asarray(cands, dtype=np.intp)
+    per = arity * num
+    key = (np.arange(len(cands), dtype=np.intp)[:, None] * per
+           + codes[cands].astype(np.intp) * num + np.asarray(ids, dtype=np.intp)[None, :])
+    weights = np.broadcast_to(np.asarray(w, dtype=np.float64), key.shape)
+    flat = np.bincount(key.ravel(), weights=weights.ravel(), minlength=len(cands) * per)
+    return flat.astype(np.int64).reshape(len(cands), arity, num)
+
+
+def pair_scores_w_np(log_ratio, post, y, cands, m, w):
+    """:func:`pair_scores_np` with row weights ``w``: (2, C) wide sums."""
+    out = wide.zeros(len(cands))
+    w = np.asarray(w, dtype=np.int64)[None, :]
+    own, other = own_and_other_posteriors(post, y)
+    for j, i in enumerate(cands):
+        factor = explog.exp(log_ratio[i] / m)
+        mix = _own_mix_np(own, other, factor)
+        np.maximum(mix, TINY, out=mix)
+        out[:, j] = wide.limb_dot(w, fixed(-explog.log(mix))[None, :])[:, 0]
+    return out
+
+
+def pair_cell_scores_w_np(log_ratio, post, codes, ids, y, cands, m, arity, num, w):
+    """:func:`pair_cell_scores_np` with row weights ``w``: a cell's term counted by the
+    cell's total weight; (2, C) wide sums."""
+    n, num_classes = post.shape
+    cells = num * arity * num_classes
+    rows = np.arange(n)
+    y = np.asarray(y, dtype=np.intp)
+    weights = np.asarray(w, dtype=np.float64)
+    own, other = own_and_other_posteriors(post, y)
+    out = wide.zeros(len(cands))
+    for j, i in enumerate(cands):
+        key = (ids * arity + codes[i]) * num_classes + y
+        counts = np.bincount(key, weights=weights, minlength=cells).astype(np.int64)
+        rep = np.full(cells, -1, dtype=np.intp)
+        rep[key] = rows
+        present = np.flatnonzero(rep >= 0)
+        at = rep[present]
+        factor = explog.exp(log_ratio[i, at] / m)
+        mix = _own_mix_np(own[at], other[at], factor)
+        np.maximum(mix, TINY, out=mix)
+        out[:, j] = wide.limb_dot(counts[present][None, :],
+                                  fixed(-explog.log(mix))[None, :])[:, 0]
+    return out
+
+
+def pair_counts_w_np(codes, y, f, arity, num_classes, w):
+    """:func:`pair_counts_np` with row weights: (D, A, A, L) int64 sums of ``w``."""
+    num_features = codes.shape[0]
+    base = codes[f].astype(np.int64) * num_classes + y
+    per = arity * arity * num_classes
+    idx = (np.arange(num_features, dtype=np.int64)[:, None] * per
+           + codes.astype(np.int64) * (arity * num_classes) + base[None, :])
+    weights = np.broadcast_to(np.asarray(w, dtype=np.float64), idx.shape)
+    flat = np.bincount(idx.ravel(), weights=weights.ravel(), minlength=num_features * per)
+    return flat.astype(np.int64).reshape(num_features, arity, arity, num_classes)

@@ -57,7 +57,8 @@ from .encoding import (
     label_keys,
     top_values,
 )
-from .rows import column_stats_fn, kept_rows, merge_stats, missing_mask
+from .rows import column_stats_fn, kept_rows, merge_stats, missing_mask, weight_values
+from .weights import Weighting, WeightStats, units
 
 #: ``labelType="auto"``: a numeric label with more distinct values than this ...
 AUTO_MIN_VALUES = 20
@@ -106,7 +107,7 @@ class LabelDecision:
     reason: str
 
 
-def decide_label(requested: str, classes: list[Any] | None, rows: int, vtype: ValueType,
+def decide_label(requested: str, classes: list[Any] | None, rows: float, vtype: ValueType,
                  max_classes: int, style: str = "ml") -> LabelDecision:
     """How the label is coded (``labelType``): classes, or a continuous target.
 
@@ -117,8 +118,8 @@ def decide_label(requested: str, classes: list[Any] | None, rows: int, vtype: Va
     classes : list or None
         The label's distinct values in the labelled rows, or None when there are more
         than ``max_classes`` of them (the statistics pass stops collecting there).
-    rows : int
-        The labelled rows.
+    rows : int or float
+        The labelled rows (their total weight, with row weights).
     vtype : ValueType
         The label column's type.
     max_classes : int
@@ -158,6 +159,7 @@ def decide_label(requested: str, classes: list[Any] | None, rows: int, vtype: Va
     if vtype.floating and any(not float(c).is_integer() for c in classes):
         return LabelDecision("continuous", "a numeric label with non-integer values")
     k = len(classes)
+    rows = int(rows) if float(rows).is_integer() else rows  # a total weight may be whole
     if k > AUTO_MIN_VALUES and rows < AUTO_ROWS_PER_VALUE * k:
         return LabelDecision("continuous", f"{k} distinct values in {rows} rows: more than "
                                            f"{AUTO_MIN_VALUES} values with fewer than "
@@ -178,7 +180,7 @@ def suggest_name(name: str, names: list[str]) -> str:
     return f"; did you mean '{lower[close[0]]}'?" if close else ""
 
 
-def thin_classes(num_classes: int, rows: int) -> bool:
+def thin_classes(num_classes: int, rows: float) -> bool:
     """Whether classes this many in so few rows are too thin to estimate (the rule of
     :func:`decide_label`, for a label asked to be categorical)."""
     return num_classes > AUTO_MIN_VALUES and rows < AUTO_ROWS_PER_VALUE * num_classes
@@ -199,18 +201,23 @@ class PlanSource(Protocol):
 
     def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
                         skip_cols: list[str], binning: str = "quantile",
-                        rule: LabelRule | None = None, hash_extra: list[str] | None = None
+                        rule: LabelRule | None = None, hash_extra: list[str] | None = None,
+                        weight_scale: int | None = None
                         ) -> dict[str, tuple[list[float], list[float]]]:
         """:func:`vmi_spark.core.encoding.fit_sample` of the columns ``cols`` over the
         kept rows (a sample of them above ``SAMPLE_ROWS``, chosen by a hash of the label,
         ``cols`` and ``hash_extra``); the label maps to its own when ``rule`` makes it
-        continuous. ``rule`` gives the sampled rows' classes (``mdlp``, continuous labels)."""
+        continuous. ``rule`` gives the sampled rows' classes (``mdlp``, continuous labels).
+        With row weights (``weight_scale``, :mod:`vmi_spark.core.weights`) each sampled row
+        counts by its weight in units of that scale."""
         ...
 
     def top_values(self, label: str, cols: list[str], most: int,
-                   skip_cols: list[str]) -> dict[str, TopValues]:
+                   skip_cols: list[str], weight_scale: int | None = None
+                   ) -> dict[str, TopValues]:
         """The ``most`` most frequent values of each string column of ``cols`` over all
-        kept rows (:class:`~vmi_spark.core.encoding.TopValues`), exactly."""
+        kept rows (:class:`~vmi_spark.core.encoding.TopValues`), exactly (by weight, in
+        units of ``weight_scale``, with row weights)."""
         ...
 
 
@@ -260,32 +267,58 @@ def _label_classes(label: str, decision: LabelDecision, classes: list[Any] | Non
 
 def _grouped(source: PlanSource, label: str, types: Mapping[str, ValueType],
              cols: list[str], missing: dict[str, int], skip_cols: list[str],
-             max_categories: int, notes: list[str]) -> dict[str, ColumnPlan]:
+             max_categories: int, notes: list[str],
+             weight_scale: int | None = None) -> dict[str, ColumnPlan]:
     """The plans of the string columns with more than ``max_categories`` values: their
     most frequent values and one state for the rest; a note names each, and each ID
-    (nearly every value distinct)."""
+    (nearly every value distinct). With row weights the counts are weights in units of
+    ``weight_scale``, and a value needs :data:`MIN_STATE_ROWS` of weight."""
     if not cols:
         return {}
-    tops = source.top_values(label, cols, max(max_categories - 1, 0), skip_cols)
+    scale = weight_scale or 1
+    what = "rows" if weight_scale is None else "weight"
+    tops = (source.top_values(label, cols, max(max_categories - 1, 0), skip_cols)
+            if weight_scale is None else
+            source.top_values(label, cols, max(max_categories - 1, 0), skip_cols,
+                              weight_scale=weight_scale))
     out = {}
     for c in cols:
         top = tops[c]
-        out[c] = grouped_plan(c, types[c].kind, top, missing[c] > 0, max_categories)
+        out[c] = grouped_plan(c, types[c].kind, top, missing[c] > 0, max_categories,
+                              MIN_STATE_ROWS * scale)
         kept_values = len(out[c].values or [])
         kept = sum(n for v, n in zip(top.values, top.counts) if v in (out[c].values or []))
+        rows = top.rows / scale if scale > 1 else top.rows
+        rest = top.rows - kept
         notes.append(f"string column '{c}' has {top.distinct} distinct values: its "
-                     f"{kept_values} most frequent (of at least {MIN_STATE_ROWS} rows) are "
+                     f"{kept_values} most frequent (of at least {MIN_STATE_ROWS} {what}) are "
                      f"states of their own, the other {top.distinct - kept_values} "
-                     f"({top.rows - kept} rows) one state '(other)'")
-        if top.rows >= 20 and top.distinct >= ID_SHARE * top.rows:
+                     f"({rest / scale if scale > 1 else rest} {what}) one state '(other)'")
+        if rows >= 20 and top.distinct >= ID_SHARE * rows:
             notes.append(f"column '{c}' looks like an identifier ({top.distinct} distinct "
-                         f"values in {top.rows} rows); leave it out of the features")
+                         f"values in {rows} {what}); leave it out of the features")
     return out
+
+
+def _weighting(stats: dict[str, Any], weight_col: str | None) -> Weighting | None:
+    """How the weights became units (:mod:`vmi_spark.core.weights`), checked: a weight
+    that is null, NaN, negative or infinite, all weights 0, too much weight in all are a
+    :class:`ParameterError` naming the weight column. None without a weight column."""
+    if weight_col is None:
+        return None
+    ws = stats.get("weights") or WeightStats()
+    problem = ws.problem(weight_col)
+    if problem is not None:
+        raise ParameterError("weight_col", problem)
+    kept = int(stats.get("kept_fine", 0))
+    kept_units = kept // 1024 if ws.whole else kept
+    rows = stats["rows"] - stats["null_labels"] - stats["skipped"]
+    return Weighting(weight_col, ws.scale, kept_units, rows, ws.absent)
 
 
 def build_plan(label: str, label_type: ValueType, features: list[str],
                types: Mapping[str, ValueType], params: Mapping[str, Any],
-               source: PlanSource) -> Planned:
+               source: PlanSource, weight_col: str | None = None) -> Planned:
     """Compute the encoding plan with the passes of ``source`` over the rows.
 
     Parameters
@@ -304,7 +337,10 @@ def build_plan(label: str, label_type: ValueType, features: list[str],
         ``label_type``, ``label_bins``; a :class:`~vmi_spark.params.Settings`' ``style``
         names the parameters in the label decision's reason (else the ML names).
     source : PlanSource
-        The rows.
+        The rows (with ``weight_col``, each batch's last column is the rows' weight).
+    weight_col : str, optional
+        The weight column (:mod:`vmi_spark.core.weights`): every rule then counts
+        weight, not rows; the plan records how the weights became units (``weights``).
 
     Returns
     -------
@@ -314,11 +350,14 @@ def build_plan(label: str, label_type: ValueType, features: list[str],
     ------
     InputError
         No rows, no labelled rows, one class, too many classes, missing values with
-        ``handleInvalid`` ``error``.
+        ``handleInvalid`` ``error``, bad weights (a :class:`ParameterError` naming the
+        weight column).
     """
     max_categories, max_classes = params["max_categories"], params["max_classes"]
     stats = source.column_stats(label, features, max_categories, max_classes,
                                 params["handle_invalid"] == "skip")
+    weighting = _weighting(stats, weight_col)
+    scale = None if weighting is None else weighting.scale
     total, null_labels = stats["rows"], stats["null_labels"]
     if total == 0:
         raise InputError("the input has no rows")
@@ -329,8 +368,11 @@ def build_plan(label: str, label_type: ValueType, features: list[str],
     if rows == 0:
         raise ParameterError("handle_invalid", "no rows left after dropping rows with "
                              "missing feature values ({handle_invalid} is 'skip')")
+    # the rules count weight with row weights (a row of weight w is w rows)
+    counted: float = rows if weighting is None else (
+        weighting.total_units if weighting.scale == 1 else weighting.total)
     try:
-        decision = decide_label(params["label_type"], stats["classes"], rows, label_type,
+        decision = decide_label(params["label_type"], stats["classes"], counted, label_type,
                                 max_classes, getattr(params, "style", "ml"))
     except ParameterError as e:
         raise ParameterError(e.key, e.template + f" (label column '{literal(label)}')"
@@ -343,10 +385,12 @@ def build_plan(label: str, label_type: ValueType, features: list[str],
         for c, distinct in zip(features, stats["values"])}
     strings = [c for c in features if plans[c] is None and types[c].kind == "string"]
     plans.update(_grouped(source, label, types, strings, missing, skip_cols, max_categories,
-                          notes))
+                          notes, scale))
     plan = _binned(label, label_type, decision, classes, features, types, plans, missing,
-                   skip_cols, rows, params, source)
+                   skip_cols, rows, params, source, scale)
     plan.rows_dropped, plan.rows_skipped = null_labels, skipped
+    if weighting is not None:
+        plan.weights = weighting.report()
     return Planned(plan, skip_cols, decision, notes)
 
 
@@ -354,7 +398,8 @@ def _binned(label: str, label_type: ValueType, decision: LabelDecision, classes:
             features: list[str],
             types: Mapping[str, ValueType], plans: dict[str, ColumnPlan | None],
             missing: dict[str, int], skip_cols: list[str], rows: int,
-            params: Mapping[str, Any], source: PlanSource) -> EncodingPlan:
+            params: Mapping[str, Any], source: PlanSource,
+            weight_scale: int | None = None) -> EncodingPlan:
     """The plan with the binned columns' split points (and a continuous label's classes)
     placed on the sample of ``source``."""
     continuous = decision.kind == "continuous"
@@ -367,9 +412,10 @@ def _binned(label: str, label_type: ValueType, decision: LabelDecision, classes:
     splits: dict[str, tuple[list[float], list[float]]] = {}
     if to_bin or continuous:
         # a label alone is sampled by the hash of whole rows, not of the label's value
+        extra = {} if weight_scale is None else {"weight_scale": weight_scale}
         splits = source.quantile_splits(label, to_bin, params["num_bins"], rows, skip_cols,
                                         params["binning"], rule=rule,
-                                        hash_extra=[] if to_bin else features)
+                                        hash_extra=[] if to_bin else features, **extra)
     label_edges = label_spikes = None
     if continuous:
         label_edges, label_spikes = (list(x) for x in splits.get(label, ([], [])))
@@ -404,9 +450,11 @@ class TableRows:
     """
 
     def __init__(self, batches: Callable[[], Iterator[pa.RecordBatch]], features: list[str],
-                 num_rows: int, sample_all: bool = False):
+                 num_rows: int, sample_all: bool = False, weight_col: str | None = None):
         self._batches, self.features, self.num_rows = batches, list(features), num_rows
         self._sample_all = sample_all
+        #: the weight column (each batch's last column), or None
+        self.weight_col = weight_col
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The typed batches (label, then the features), read again at each call."""
@@ -415,56 +463,70 @@ class TableRows:
     def column_stats(self, label: str, features: list[str], max_categories: int,
                      max_classes: int, skip: bool) -> dict[str, Any]:
         """:func:`~.rows.column_stats_fn` over all rows, merged as the tasks' would be."""
-        fn = column_stats_fn(len(features), max_categories, max_classes, skip)
+        fn = column_stats_fn(len(features), max_categories, max_classes, skip,
+                             weighted=self.weight_col is not None)
         parts = [json.loads(v) for rb in fn(self.batches()) for v in rb.column(0).to_pylist()]
         return merge_stats(parts, len(features), max_categories, max_classes)
 
+    def _kept(self, skip_cols: list[str]) -> Iterator[pa.RecordBatch]:
+        """The kept rows' batches (the weight, if any, still last)."""
+        for rb in self.batches():
+            yield kept_rows(rb, bool(skip_cols), self.weight_col is not None)
+
     def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
                         skip_cols: list[str], binning: str = "quantile",
-                        rule: LabelRule | None = None, hash_extra: list[str] | None = None
+                        rule: LabelRule | None = None, hash_extra: list[str] | None = None,
+                        weight_scale: int | None = None
                         ) -> dict[str, tuple[list[float], list[float]]]:
-        """:func:`vmi_spark.core.encoding.fit_sample` over all kept rows."""
+        """:func:`vmi_spark.core.encoding.fit_sample` over all kept rows (by weight, with
+        row weights)."""
         if rows > SAMPLE_ROWS and not self._sample_all:
             raise AssertionError(f"rows in memory are planned without a sample: at most "
                                  f"{SAMPLE_ROWS} rows")
         pos = {c: 1 + j for j, c in enumerate(self.features)}
         values: list[list[np.ndarray]] = [[] for _ in cols]
         keys: list[np.ndarray] = []
-        for rb in self.batches():
-            rb = kept_rows(rb, bool(skip_cols))
+        weights: list[np.ndarray] = []
+        for rb in self._kept(skip_cols):
             for i, c in enumerate(cols):
                 values[i].append(doubles(rb.column(pos[c])))
             if rule is not None:
                 keys.append(label_keys(rb.column(0), rule))
+            if weight_scale is not None:
+                weights.append(units(weight_values(rb), weight_scale))
         cat = [np.concatenate(v) if v else np.empty(0) for v in values]
+        wts = None if weight_scale is None else (
+            np.concatenate(weights) if weights else np.empty(0, np.int64))
         label_split, fitted = fit_sample(cat, num_bins, binning,
-                                         np.concatenate(keys) if rule is not None else None, rule)
+                                         np.concatenate(keys) if rule is not None else None, rule,
+                                         wts)
         out = dict(zip(cols, fitted))
         if label_split is not None:
             out[label] = label_split
         return out
 
     def top_values(self, label: str, cols: list[str], most: int,
-                   skip_cols: list[str]) -> dict[str, TopValues]:
-        """The most frequent values of each column of ``cols`` over all kept rows."""
+                   skip_cols: list[str], weight_scale: int | None = None
+                   ) -> dict[str, TopValues]:
+        """The most frequent values of each column of ``cols`` over all kept rows (the
+        weight of each value in units of ``weight_scale``, with row weights)."""
         pos = {c: 1 + j for j, c in enumerate(self.features)}
         counts: list[dict[Any, int]] = [{} for _ in cols]
-        for rb in self.batches():
-            rb = kept_rows(rb, bool(skip_cols))
+        for rb in self._kept(skip_cols):
+            w = None if weight_scale is None else units(weight_values(rb), weight_scale)
             for i, c in enumerate(cols):
                 arr = rb.column(pos[c])
-                if missing_mask(arr) is not None:
-                    arr = arr.filter(pc.invert(pc.is_null(arr, nan_is_null=True)))
-                vc = pc.value_counts(arr)
-                for v, n in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
+                for v, n in _value_weights(arr, w):
                     counts[i][v] = counts[i].get(v, 0) + n
         return {c: top_values(list(m), list(m.values()), most) for c, m in zip(cols, counts)}
 
-    def codes(self, plan: EncodingPlan, skip_cols: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(D, N) uint8 codes and (N,) class codes of the kept rows, in row order."""
-        parts, ys = [], []
-        for rb in self.batches():
-            rb = kept_rows(rb, bool(skip_cols))
+    def codes(self, plan: EncodingPlan, skip_cols: list[str]
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """(D, N) uint8 codes, (N,) class codes and (N,) int64 weight units (None when
+        unweighted) of the kept rows, in row order."""
+        parts, ys, ws = [], [], []
+        scale = plan.weight_scale
+        for rb in self._kept(skip_cols):
             if rb.num_rows == 0:
                 continue
             block = np.empty((len(plan.columns), rb.num_rows), dtype=np.uint8)
@@ -472,7 +534,26 @@ class TableRows:
                 block[j] = encode_column(rb.column(j + 1), col)
             parts.append(block)
             ys.append(encode_label(rb.column(0), plan))
+            if scale is not None:
+                ws.append(units(weight_values(rb), scale))
         codes = (np.concatenate(parts, axis=1) if parts
                  else np.empty((len(plan.columns), 0), dtype=np.uint8))
         y = np.concatenate(ys).astype(np.int64) if ys else np.empty(0, dtype=np.int64)
-        return codes, y
+        w = None if scale is None else (np.concatenate(ws) if ws else np.empty(0, np.int64))
+        return codes, y, w
+
+
+def _value_weights(arr: pa.Array, w: np.ndarray | None) -> Iterator[tuple[Any, int]]:
+    """``(value, count)`` of the non-missing values of ``arr``: rows, or the sum of the
+    rows' weight units ``w``."""
+    miss = missing_mask(arr)
+    if miss is not None:
+        arr = arr.filter(pa.array(~miss))
+        w = None if w is None else w[~miss]
+    if w is None:
+        vc = pc.value_counts(arr)
+        yield from zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist())
+        return
+    table = pa.table({"v": arr, "w": pa.array(w, pa.int64())}).group_by("v").aggregate(
+        [("w", "sum")])
+    yield from zip(table.column("v").to_pylist(), table.column("w_sum").to_pylist())

@@ -22,6 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .weights import FRACTION_SCALE, WeightStats, exact_sum, present
+
 
 def typed_array(arr: pa.Array, kind: str) -> pa.Array:
     """A column typed as the plan types it: ``kind`` "string", or "double"
@@ -62,18 +64,36 @@ def missing_mask(arr: pa.Array) -> np.ndarray | None:
     return ~arr.is_valid().to_numpy(zero_copy_only=False)
 
 
-def kept_rows(rb: pa.RecordBatch | ByteColumns, skip: bool) -> pa.RecordBatch | ByteColumns:
+def kept_rows(rb: pa.RecordBatch | ByteColumns, skip: bool,
+              weighted: bool = False) -> pa.RecordBatch | ByteColumns:
     """The rows the plan keeps: a label (column 0), and if ``skip`` no missing value in
-    the other columns (all of them, in one-byte columns)."""
+    the other columns (all of them, in one-byte columns); with ``weighted`` (the batch's
+    last column is the rows' weight, :func:`weight_values`) a weight that is present
+    (:func:`vmi_spark.core.weights.present`; the weight column stays last)."""
     if isinstance(rb, ByteColumns):
         return rb
     drop = missing_mask(rb.column(0))
+    last = rb.num_columns - 1 if weighted else rb.num_columns
     if skip:
-        for j in range(1, rb.num_columns):
+        for j in range(1, last):
             m = missing_mask(rb.column(j))
             if m is not None:
                 drop = m if drop is None else drop | m
+    if weighted:
+        absent = ~present(weight_values(rb))
+        if absent.any():
+            drop = absent if drop is None else drop | absent
     return rb if drop is None or not drop.any() else rb.filter(pa.array(~drop))
+
+
+def weight_values(rb: pa.RecordBatch) -> np.ndarray:
+    """float64 weights of a typed batch whose last column is the weight (null as NaN)."""
+    return rb.column(rb.num_columns - 1).to_numpy(zero_copy_only=False).astype(np.float64)
+
+
+def without_weight(rb: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch without its last column (the weight)."""
+    return pa.RecordBatch.from_arrays(rb.columns[:-1], names=rb.schema.names[:-1])
 
 
 class ByteColumns:
@@ -175,11 +195,20 @@ class ColumnStats:
     """The statistics of one task's typed batches, added up batch by batch (``add``):
     rows, null labels, rows skipped, missing values per feature and distinct values,
     capped at ``max_categories`` per feature (``max_classes`` for the label; None above
-    the cap). ``json()`` is the task's row for :func:`merge_stats`."""
+    the cap). ``json()`` is the task's row for :func:`merge_stats`.
 
-    def __init__(self, num_features: int, max_categories: int, max_classes: int, skip: bool):
+    ``weighted``: each batch's last column is the rows' weight. The weights are checked
+    and counted (:class:`~vmi_spark.core.weights.WeightStats`), a row whose weight is
+    absent (0) is left out of everything, and the weight of the kept rows (a label, not
+    skipped) is summed in 1/1024 units (``kept_fine``)."""
+
+    def __init__(self, num_features: int, max_categories: int, max_classes: int, skip: bool,
+                 weighted: bool = False):
         self.d, self.max_categories, self.max_classes, self.skip = (
             num_features, max_categories, max_classes, skip)
+        self.weighted = weighted
+        self.weights = WeightStats()
+        self.kept_fine = 0
         self.rows = self.null_labels = self.skipped = 0
         self.missing = np.zeros(num_features, dtype=np.int64)
         self.values: list[set | None] = [set() for _ in range(num_features)]
@@ -196,6 +225,16 @@ class ColumnStats:
         (all of them, or one column chunk of the rows: the rows and the label are counted
         with the chunk at 0). Without ``skip`` the statistics of a feature need only its
         values and the label's, so chunks of the same rows give those of the whole rows."""
+        fine = None
+        if self.weighted:
+            if at or isinstance(rb, ByteColumns):
+                raise ValueError("weighted rows come in whole batches")
+            wv = weight_values(rb)
+            here = self.weights.add(wv)
+            rb = without_weight(rb)
+            if not here.all():
+                rb = rb.filter(pa.array(here))
+            fine = np.rint(wv[here] * FRACTION_SCALE).astype(np.int64)
         w = rb.num_columns - 1
         if self.skip and (at or w != self.d):
             raise ValueError("skipping rows with missing values needs every feature in a batch")
@@ -217,6 +256,8 @@ class ColumnStats:
             keep = _and_not(keep, anym)
         if at == 0:
             self.classes = _add_distinct(self.classes, rb.column(0), keep, self.max_classes)
+        if fine is not None:
+            self.kept_fine += exact_sum(fine if keep is None else fine[keep])
         for j in range(w):
             k, arr = at + j, rb.column(j + 1)
             if self.values[k] is not None and not _within(arr, self._lo[k], self._hi[k]):
@@ -257,21 +298,24 @@ class ColumnStats:
 
     def json(self) -> str:
         """The task's statistics as JSON (:func:`merge_stats` reads them)."""
-        return json.dumps({
+        out = {
             "rows": self.rows, "null_labels": self.null_labels, "skipped": self.skipped,
             "missing": self.missing.tolist(),
             "classes": None if self.classes is None else list(self.classes),
-            "values": [None if v is None else list(v) for v in self.values]})
+            "values": [None if v is None else list(v) for v in self.values]}
+        if self.weighted:
+            out.update(weights=self.weights.to_dict(), kept_fine=self.kept_fine)
+        return json.dumps(out)
 
 
 def column_stats_fn(num_features: int, max_categories: int, max_classes: int, skip: bool,
-                    chunks: bool = False
+                    chunks: bool = False, weighted: bool = False
                     ) -> Callable[[Iterator[Any]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function: the :class:`ColumnStats` of a task's typed batches (with
-    ``chunks``, of its ``(at, batch)`` column chunks) as one JSON row (``stats string``).
-    :func:`merge_stats` adds up the tasks' rows."""
+    ``chunks``, of its ``(at, batch)`` column chunks; ``weighted``: the weight last) as one
+    JSON row (``stats string``). :func:`merge_stats` adds up the tasks' rows."""
     def fn(batches):
-        stats = ColumnStats(num_features, max_categories, max_classes, skip)
+        stats = ColumnStats(num_features, max_categories, max_classes, skip, weighted)
         for item in batches:
             if chunks:
                 stats.add(item[1], item[0])
@@ -283,9 +327,14 @@ def column_stats_fn(num_features: int, max_categories: int, max_classes: int, sk
 
 def merge_stats(parts: list[dict[str, Any]], d: int, max_categories: int,
                 max_classes: int) -> dict[str, Any]:
-    """Add up the statistics of the tasks (distinct sets: union, capped)."""
+    """Add up the statistics of the tasks (distinct sets: union, capped; weighted rows'
+    :class:`~vmi_spark.core.weights.WeightStats` as ``weights`` and the kept rows' weight in
+    1/1024 units as ``kept_fine``)."""
     out: dict[str, Any] = {"rows": 0, "null_labels": 0, "skipped": 0, "missing": [0] * d,
                            "classes": set(), "values": [set() for _ in range(d)]}
+    if any("weights" in p for p in parts):
+        out["weights"] = WeightStats.merge([p["weights"] for p in parts])
+        out["kept_fine"] = sum(int(p["kept_fine"]) for p in parts)
     for p in parts:
         for key in ("rows", "null_labels", "skipped"):
             out[key] += p[key]

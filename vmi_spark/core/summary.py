@@ -60,8 +60,9 @@ def selection_report(plan: EncodingPlan, selection: Selection, params: dict[str,
                      label_reason: str = "") -> dict[str, Any]:
     """The fields of ``selection.json`` every front end gives: the selection per step
     (:func:`vmi_spark.core.greedy.report_fields`), the rows, the label's classes and
-    how the label was decided, the parameters and how every column was coded. The Spark
-    front ends add how it ran (``execution``, ``reader``, ``storage``, times, warnings)."""
+    how the label was decided, the row weights (``weights``, weighted tables only:
+    :meth:`vmi_spark.core.weights.Weighting.report`), the parameters and how every column
+    was coded. The Spark front ends add how it ran (``execution``, ``reader``, ``storage``, times, warnings)."""
     return {
         **report_fields(selection, plan.features),
         "label": plan.label,
@@ -73,6 +74,7 @@ def selection_report(plan: EncodingPlan, selection: Selection, params: dict[str,
         "label_type": plan.label_type,
         "label_decision": {"type": plan.label_type, "reason": label_reason},
         **({"label_binning": label_report(plan)} if plan.label_type == "continuous" else {}),
+        **({"weights": dict(plan.weights)} if plan.weights is not None else {}),
         "parameters": json_parameters(params),
         "columns": [column_report(c, params.get("binning", "quantile")) for c in plan.columns],
     }

@@ -64,9 +64,26 @@ def mutual_information(counts: np.ndarray) -> np.ndarray:
     np.divide(num, den, out=ratio, where=nz)
     terms = np.where(nz, counts * explog.log(ratio), 0.0)  # numpy-independent bits
     mi = _ordered_sum(terms) / np.maximum(n_total, 1)
-    independent = np.all(counts * n_total[:, None, None] == n_a * n_y, axis=(1, 2))
+    independent = np.all(products_equal(counts, n_total[:, None, None], n_a, n_y), axis=(1, 2))
     mi[independent] = 0.0
     return mi
+
+
+#: below this many rows (or this much weight) the products of two counts fit int64
+EXACT_PRODUCTS = 3_000_000_000
+
+
+def products_equal(a, b, c, d) -> np.ndarray:
+    """``a * b == c * d`` exactly, elementwise, for non-negative int64 counts below 2**53
+    (sums of row weights can pass :data:`EXACT_PRODUCTS`, and their products int64): equal
+    modulo 2**64 (uint64 products wrap) and within 2**63 of each other in float64 (whose
+    products of numbers below 2**53 are off by at most 2**54 relative 2**-52), hence equal."""
+    a, b, c, d = (np.asarray(x, dtype=np.int64) for x in (a, b, c, d))
+    if max(int(x.max(initial=0)) for x in (a, b, c, d)) < EXACT_PRODUCTS:
+        return a * b == c * d
+    wrapped = a.astype(np.uint64) * b.astype(np.uint64) == c.astype(np.uint64) * d.astype(np.uint64)
+    near = np.abs(a.astype(np.float64) * b - c.astype(np.float64) * d) < 2.0**63
+    return wrapped & near
 
 
 def log_likelihood_sums(counts: np.ndarray) -> np.ndarray:

@@ -53,7 +53,9 @@ from ..core.rows import (
     kept_rows,
     merge_stats,
     typed_array,
+    weight_values,
 )
+from ..core.weights import units
 from . import plan
 from .blocks import BLOCK_SCHEMA, block_encoder
 from .compat import arrow_reader_note
@@ -410,19 +412,28 @@ class BatchReader:
     #: the DataFrame of the rows, for the exact counts of :meth:`top_values`
     df: DataFrame | None = None
 
+    #: the row weights' column (read last in every pass), or None
+    weight_col: str | None = None
+
+    def _cols(self, cols: list[str]) -> list[str]:
+        """``cols``, and the weight column last."""
+        return cols if self.weight_col is None else [*cols, self.weight_col]
+
     def known_rows(self) -> int | None:
         """The rows of the input if known without a pass (else None)."""
         return None
 
     def top_values(self, label: str, cols: list[str], most: int,
-                   skip_cols: list[str]) -> dict[str, TopValues]:
+                   skip_cols: list[str], weight_scale: int | None = None
+                   ) -> dict[str, TopValues]:
         """The most frequent values of string columns: counted by Spark over :attr:`df`
         (an aggregation with a shuffle, which these readers' passes do not have)."""
         from .spark_source import SparkSource
 
         if self.df is None:
             raise NotImplementedError("no DataFrame to count the values of")
-        return SparkSource(self.df).top_values(label, cols, most, skip_cols)
+        return SparkSource(self.df, self.weight_col).top_values(label, cols, most, skip_cols,
+                                                                weight_scale)
 
     def few_values(self, columns: list[str], most: int) -> set[str]:
         """Those of ``columns`` a first batch cannot hold more than ``most`` values of,
@@ -448,12 +459,14 @@ class BatchReader:
         is binned, ``mdlp``) it makes its own pass, as without :attr:`presample`.
         """
         self._presampled = None
-        rows = self.known_rows() if self.presample is not None else None
+        weighted = self.weight_col is not None
+        # the fused sample is of the rows, not their weight: not with row weights
+        rows = self.known_rows() if self.presample is not None and not weighted else None
         guess = self._sure_binned(label, features, max_categories) if rows else []
         if not guess:
             stats = column_stats_fn(len(features), max_categories, max_classes, skip,
-                                    chunks=True)
-            read = self.read_chunks([label, *features], whole=skip)
+                                    chunks=True, weighted=weighted)
+            read = self.read_chunks(self._cols([label, *features]), whole=skip or weighted)
 
             def fn(batches):
                 yield from stats(read(batches))
@@ -507,7 +520,8 @@ class BatchReader:
 
     def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
                         skip_cols: list[str], binning: str = "quantile",
-                        rule: LabelRule | None = None, hash_extra: list[str] | None = None
+                        rule: LabelRule | None = None, hash_extra: list[str] | None = None,
+                        weight_scale: int | None = None
                         ) -> dict[str, tuple[list[float], list[float]]]:
         """The split points (see :func:`_quantile_splits`), or those :meth:`column_stats`
         placed in its pass when they are the same (see there)."""
@@ -517,18 +531,19 @@ class BatchReader:
                     and rule is None):
                 return dict(splits)
         return _quantile_splits(self, label, cols, num_bins, rows, skip_cols, binning, rule,
-                                hash_extra or [])
+                                hash_extra or [], weight_scale)
 
     def encode_blocks(self, plan: EncodingPlan, block_rows: int,
                       skip_cols: list[str], partitions: int | None = None) -> DataFrame:
         """The kept rows as block rows (same codes, in blocks); with ``partitions``, in that
         many partitions of the frame."""
         skip = bool(skip_cols)  # no other feature has a missing value in a labelled row
-        read = self.read_chunks([plan.label, *plan.features], whole=skip)
+        weighted = self.weight_col is not None
+        read = self.read_chunks(self._cols([plan.label, *plan.features]), whole=skip or weighted)
         encode = block_encoder(plan, block_rows, chunks=True)
 
         def fn(batches):
-            yield from encode((at, kept_rows(rb, skip)) for at, rb in read(batches))
+            yield from encode((at, kept_rows(rb, skip, weighted)) for at, rb in read(batches))
 
         return self.frame(partitions).mapInArrow(fn, BLOCK_SCHEMA)
 
@@ -623,11 +638,13 @@ class ParquetReader(RowGroups, BatchReader):
     chunk_cells: int = READ_CELLS
 
     def __init__(self, spark, source: ParquetSource, slots: int,
-                 presample: tuple[int, str] | None = None, df: DataFrame | None = None):
+                 presample: tuple[int, str] | None = None, df: DataFrame | None = None,
+                 weight_col: str | None = None):
         self.spark, self.source, self.slots = spark, source, slots
         self.kinds = source.kinds
         self.presample = presample
         self.df = df
+        self.weight_col = weight_col
 
     def read(self, columns: list[str]):
         return read_fn(self.source, columns)
@@ -645,19 +662,23 @@ class _Sampler:
 
     A batch given to ``add`` holds the label, then the ``num_cols`` binned columns, then
     the other hashed columns (``hashed`` in all, label included), then any columns only
-    ``skip`` reads.
+    ``skip`` reads, then (``weight_scale``: row weights) the weight, whose units are sent
+    with the sampled rows.
     """
 
     def __init__(self, num_cols: int, hashed: int, threshold: int | None, skip: bool,
-                 rule: LabelRule | None, chunks: list[list[int]]):
+                 rule: LabelRule | None, chunks: list[list[int]],
+                 weight_scale: int | None = None):
         self.num_cols, self.hashed, self.threshold, self.skip = num_cols, hashed, threshold, skip
         self.rule, self.chunks = rule, chunks
+        self.weight_scale = weight_scale
         self.kept: list[list[np.ndarray]] = [[] for _ in range(num_cols)]
         self.keys: list[np.ndarray] = []
+        self.weights: list[np.ndarray] = []
 
     def add(self, rb: pa.RecordBatch) -> None:
         """Keep the sampled rows of one typed batch."""
-        rb = kept_rows(rb, self.skip)
+        rb = kept_rows(rb, self.skip, self.weight_scale is not None)
         if rb.num_rows == 0:
             return
         if self.threshold is not None:
@@ -672,17 +693,23 @@ class _Sampler:
             self.kept[j].append(doubles(rb.column(j + 1)))
         if self.rule is not None:
             self.keys.append(label_keys(rb.column(0), self.rule))
+        if self.weight_scale is not None:
+            self.weights.append(units(weight_values(rb), self.weight_scale))
 
     def rows(self) -> Iterator[pa.RecordBatch]:
-        """The sample as ``chunk int, narrow boolean, values binary`` rows: a (label keys
-        and) columns x rows float64 matrix per chunk, as float32 when every value of the
-        chunk is one (a float32 column's values are)."""
+        """The sample as ``chunk int, narrow boolean, values binary`` rows: a (label keys,
+        weight units and) columns x rows float64 matrix per chunk, as float32 when every
+        value of the chunk is one (a float32 column's values are)."""
         if self.rule is not None and not self.keys:
+            return
+        if self.weight_scale is not None and not self.weights:
             return
         for k, chunk_cols in enumerate(self.chunks):  # one row per chunk: a value < 2 GiB
             if chunk_cols and not self.kept[chunk_cols[0]]:
                 continue
             rows_ = [np.concatenate(self.keys)] if self.rule is not None else []
+            if self.weight_scale is not None:  # units below 2**53: exact as doubles
+                rows_.append(np.concatenate(self.weights).astype(np.float64))
             rows_ += [np.concatenate(self.kept[j]) for j in chunk_cols]
             mat = np.stack(rows_)
             for j in chunk_cols:
@@ -716,12 +743,14 @@ def _chunks(num_cols: int, rule: LabelRule | None) -> list[list[int]]:
     return [[]] if not chunks and rule is not None else chunks  # [[]]: the label alone
 
 
-def _fit_fn(chunks: list[list[int]], num_bins: int, binning: str, rule: LabelRule | None):
+def _fit_fn(chunks: list[list[int]], num_bins: int, binning: str, rule: LabelRule | None,
+            weighted: bool = False):
     """A ``mapInArrow`` function from the sample rows of one or more chunks (shuffled
     together by chunk) to ``column int, splits string`` rows: each column's (split points,
     spikes), the label's as column -1. Other rows (the fused pass's statistics) pass
-    through as column :data:`_PASSED`."""
-    lead = 1 if rule is not None else 0
+    through as column :data:`_PASSED`. ``weighted``: each chunk's matrix carries the rows'
+    weight units after the label's keys."""
+    lead = (1 if rule is not None else 0) + (1 if weighted else 0)
 
     def fit(batches):
         got: dict[int, list[np.ndarray]] = {}
@@ -742,8 +771,10 @@ def _fit_fn(chunks: list[list[int]], num_bins: int, binning: str, rule: LabelRul
                                               "splits": pa.array(passed, pa.string())})
         for k in sorted(got):
             mat = np.concatenate(got[k], axis=1)
-            keys = mat[0] if lead else None
-            label_split, fitted = fit_sample(list(mat[lead:]), num_bins, binning, keys, rule)
+            keys = mat[0] if rule is not None else None
+            wts = mat[lead - 1].astype(np.int64) if weighted else None
+            label_split, fitted = fit_sample(list(mat[lead:]), num_bins, binning, keys, rule,
+                                             wts)
             cols = list(chunks[k]) + ([-1] if label_split is not None else [])
             out = [json.dumps(f) for f in fitted]
             if label_split is not None:
@@ -754,12 +785,13 @@ def _fit_fn(chunks: list[list[int]], num_bins: int, binning: str, rule: LabelRul
 
 
 def _fitted(sampled: DataFrame, chunks: list[list[int]], num_bins: int, binning: str,
-            rule: LabelRule | None, slots: int) -> list:
+            rule: LabelRule | None, slots: int, weighted: bool = False) -> list:
     """The rows of :func:`_fit_fn` over the sample rows ``sampled``, shuffled by chunk
     over at most ``slots`` tasks and collected."""
     parts = max(1, min(len(chunks), slots))
     return (sampled.repartition(parts, "chunk")
-            .mapInArrow(_fit_fn(chunks, num_bins, binning, rule), _SPLITS_SCHEMA).collect())
+            .mapInArrow(_fit_fn(chunks, num_bins, binning, rule, weighted),
+                        _SPLITS_SCHEMA).collect())
 
 
 def _splits_of(result, label: str, feats: list[str]) -> dict[str, tuple[list[float], list[float]]]:
@@ -773,7 +805,8 @@ def _splits_of(result, label: str, feats: list[str]) -> dict[str, tuple[list[flo
 
 def _quantile_splits(reader: BatchReader, label: str, feats: list[str], num_bins: int,
                      rows: int, skip_cols: list[str], binning: str = "quantile",
-                     rule: LabelRule | None = None, hash_extra: tuple[str, ...] | list[str] = ()
+                     rule: LabelRule | None = None, hash_extra: tuple[str, ...] | list[str] = (),
+                     weight_scale: int | None = None
                      ) -> dict[str, tuple[list[float], list[float]]]:
     """The split points over a :class:`BatchReader`'s rows: the same rows are sampled as by
     :meth:`vmi_spark.spark.spark_source.SparkSource.quantile_splits`
@@ -788,17 +821,19 @@ def _quantile_splits(reader: BatchReader, label: str, feats: list[str], num_bins
     extra = [c for c in hash_extra if c not in feats]
     read_cols = [label, *feats, *extra]
     read_cols += [c for c in skip_cols if c not in read_cols]
-    read = reader.read(read_cols)
+    weighted = reader.weight_col is not None
+    read = reader.read(reader._cols(read_cols))
     chunks = _chunks(len(feats), rule)
     threshold = _threshold(rows)
 
     def sample(unit_batches):
         sampler = _Sampler(len(feats), 1 + len(feats) + len(extra), threshold,
-                           bool(skip_cols), rule, chunks)
+                           bool(skip_cols), rule, chunks,
+                           (weight_scale or 1) if weighted else None)
         for rb in read(unit_batches):
             sampler.add(rb)
         yield from sampler.rows()
 
     result = _fitted(reader.frame().mapInArrow(sample, _SAMPLE_SCHEMA), chunks, num_bins,
-                     binning, rule, reader.slots)
+                     binning, rule, reader.slots, weighted)
     return _splits_of(result, label, feats)

@@ -18,6 +18,11 @@ them, so the result is the same for every partitioning.
   workers hold it next to their blocks' codes and update it in place; a block whose state
   a worker cannot bring to the current block is rebuilt in the second pass from the cached
   codes and the tables the driver keeps (same integers).
+* A weighted table's blocks carry their rows' weight units; the counts are sums of them
+  and a block's partial sums are wide (:mod:`vmi_spark.core.wide`: two int64 halves).
+* :meth:`SparkBackend.masked` is the same blocks with some rows left out (a stability
+  run's half-sample, :mod:`vmi_spark.core.stability`): a backend of its own (its own
+  worker caches), whose tasks drop the rows as they decode each block.
 
 The tables travel inside the pass's function, which Spark ships once per pass.
 """
@@ -33,6 +38,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..core import wide
 from ..core.bound import (
     BlockState,
     StepOps,
@@ -74,16 +80,22 @@ _state_bytes = 0
 _SCORED: dict = {}
 
 
-def _cache_put(key, codes: np.ndarray, y: np.ndarray) -> None:
+def _nbytes(item) -> int:
+    return sum(0 if a is None else a.nbytes for a in item)
+
+
+def _cache_put(key, codes: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> None:
     global _worker_bytes
-    if key in _WORKER_BLOCKS or codes.nbytes + y.nbytes > WORKER_CACHE_BYTES:
+    size = _nbytes((codes, y, w))
+    if key in _WORKER_BLOCKS or size > WORKER_CACHE_BYTES:
         return
-    item = (np.array(codes, copy=True), np.array(y, copy=True))
+    item = (np.array(codes, copy=True), np.array(y, copy=True),
+            None if w is None else np.array(w, copy=True))
     _WORKER_BLOCKS[key] = item
-    _worker_bytes += item[0].nbytes + item[1].nbytes
+    _worker_bytes += size
     while _worker_bytes > WORKER_CACHE_BYTES:
-        old_key, (c, yy) = _WORKER_BLOCKS.popitem(last=False)
-        _worker_bytes -= c.nbytes + yy.nbytes
+        old_key, old = _WORKER_BLOCKS.popitem(last=False)
+        _worker_bytes -= _nbytes(old)
         _OWNED.pop(old_key, None)
 
 
@@ -99,7 +111,7 @@ def _cache_drop(key) -> None:
     global _worker_bytes
     item = _WORKER_BLOCKS.pop(key, None)
     if item is not None:
-        _worker_bytes -= item[0].nbytes + item[1].nbytes
+        _worker_bytes -= _nbytes(item)
     _OWNED.pop(key, None)
     _state_take(key)
 
@@ -158,24 +170,31 @@ def _state_take(key) -> BlockState | None:
     return state
 
 
-def _blocks(rb: pa.RecordBatch, num_features: int, token: str):
+def _blocks(rb: pa.RecordBatch, num_features: int, token: str, keep=None):
     """:func:`.blocks.decode_blocks`, each block also kept in this worker's cache
-    (:func:`_cache_put`)."""
-    for bid, n, c, y in decode_blocks(rb, num_features):
-        _cache_put((token, bid), c, y)
-        yield bid, n, c, y
+    (:func:`_cache_put`); with ``keep`` (a masked backend's row mask) only the rows
+    ``keep(codes, y)`` keeps."""
+    for bid, n, c, y, w in decode_blocks(rb, num_features):
+        if keep is not None:
+            m = keep(c, y)
+            c, y, w = np.ascontiguousarray(c[:, m]), y[m], None if w is None else w[m]
+            n = c.shape[1]
+        _cache_put((token, bid), c, y, w)
+        yield bid, n, c, y, w
 
 
 def _exact_sum(partials: list[bytes], num_features: int) -> np.ndarray:
-    """Exact sum of int64 partial vectors (Python integers, then an object array)."""
+    """Exact sum of int64 partial vectors, or of wide ones (weighted rows: two int64 halves,
+    :mod:`vmi_spark.core.wide`): Python integers, an object array."""
     total = np.zeros(num_features, dtype=object)
     for p in partials:
-        total += np.frombuffer(p, dtype=np.int64).astype(object)
+        part = np.frombuffer(p, dtype=np.int64)
+        total += wide.exact(part if len(part) == num_features else part.reshape(2, -1))
     return total
 
 
 def _count_fn(num_features: int, arity: int, num_classes: int, pair_with, token: str,
-              grant: bool = False):
+              grant: bool = False, keep=None):
     """Counts of a task's blocks, summed in the task: one row (its block ids, the counts).
 
     ``grant``: the first pass over the blocks, which gives each worker ownership of the
@@ -185,15 +204,15 @@ def _count_fn(num_features: int, arity: int, num_classes: int, pair_with, token:
     def fn(batches):
         total, ids = None, []
         for rb in batches:
-            for bid, _, codes, y in _blocks(rb, num_features, token):
+            for bid, _, codes, y, w in _blocks(rb, num_features, token, keep):
                 if grant:
                     _own((token, bid), 0, first_read=True)
                 if pair_with is None:
-                    c = feature_counts(codes, y, arity, num_classes)
+                    c = feature_counts(codes, y, arity, num_classes, w)
                 elif isinstance(pair_with, list):
-                    c = pair_counts_many(codes, y, pair_with, arity, num_classes)
+                    c = pair_counts_many(codes, y, pair_with, arity, num_classes, w)
                 else:
-                    c = pair_counts(codes, y, pair_with, arity, num_classes)
+                    c = pair_counts(codes, y, pair_with, arity, num_classes, w)
                 c = c.astype(np.int64, copy=False)
                 total = c.copy() if total is None else np.add(total, c, out=total)
                 ids.append(bid)
@@ -207,10 +226,10 @@ def _naive_scorers(ops: StepOps):
     """(score a block this worker holds by key, score codes read from the JVM)."""
     def held(key):
         item = _cache_get(key)
-        return naive_partials(item[0], ops) if item is not None else None
+        return naive_partials(item[0], ops, None, item[2]) if item is not None else None
 
-    def read(key, n, codes, y):
-        return naive_partials(codes, ops)
+    def read(key, n, codes, y, w):
+        return naive_partials(codes, ops, None, w)
     return held, read
 
 
@@ -235,13 +254,13 @@ def _pairwise_scorers(ops: StepOps, shipped: StepOps, num_features: int, budget:
         state = _state_take(key)
         if state is None:
             state = BlockState.initial(ops.prior, item[0].shape[1], num_features)
-        out = pairwise_partials(item[0], item[1], state, shipped)
+        out = pairwise_partials(item[0], item[1], state, shipped, item[2])
         _state_put(key, state, budget)
         return out
 
-    def read(key, n, codes, y):
+    def read(key, n, codes, y, w):
         state = BlockState.initial(ops.prior, n, num_features)
-        out = pairwise_partials(codes, y, state, ops)
+        out = pairwise_partials(codes, y, state, ops, w)
         _state_put(key, state, budget)
         return out
     return held, read
@@ -281,15 +300,15 @@ def _first_pass_fn(held, token: str, ids: list[int], serial: int):
     return fn
 
 
-def _second_pass_fn(read, num_features: int, token: str, serial: int):
-    """Pass 2 of a step, over cached block rows: ``read(key, n, codes, y)`` scores each one;
-    the worker keeps the block and owns it."""
+def _second_pass_fn(read, num_features: int, token: str, serial: int, keep=None):
+    """Pass 2 of a step, over cached block rows: ``read(key, n, codes, y, w)`` scores each
+    one; the worker keeps the block and owns it."""
     def fn(batches):
         for rb in batches:
             ids, outs = [], []
-            for bid, n, codes, y in _blocks(rb, num_features, token):
+            for bid, n, codes, y, w in _blocks(rb, num_features, token, keep):
                 key = (token, bid)
-                outs.append(read(key, n, codes, y).tobytes())
+                outs.append(read(key, n, codes, y, w).tobytes())
                 ids.append(bid)
                 _own(key, serial)
             yield pa.RecordBatch.from_pydict({"block_id": pa.array(ids, pa.int64()),
@@ -308,8 +327,10 @@ class SparkBackend:
     execution = "passes"
 
     def __init__(self, blocks: DataFrame, num_features: int, arity: int, num_classes: int,
-                 describe=None):
+                 describe=None, keep=None):
         self.blocks = blocks
+        #: the row mask of a masked backend (:meth:`masked`), or None: every row
+        self.keep = keep
         self.num_features = num_features
         self.arity = arity
         self.num_classes = num_classes
@@ -333,7 +354,7 @@ class SparkBackend:
                 shape = (len(pair_with), *shape)
         first = not self._block_ids
         fn = _count_fn(self.num_features, self.arity, self.num_classes, pair_with, self.token,
-                       grant=first)
+                       grant=first, keep=self.keep)
         rows = self.blocks.mapInArrow(fn, COUNTS_SCHEMA).collect()
         total = np.zeros(int(np.prod(shape)), dtype=np.int64)
         for r in rows:
@@ -389,7 +410,8 @@ class SparkBackend:
             source = self.blocks
             if partials:
                 source = self.blocks.where(F.col("block_id").isin(missed))
-            second = _second_pass_fn(read, self.num_features, self.token, self._serial)
+            second = _second_pass_fn(read, self.num_features, self.token, self._serial,
+                                     self.keep)
             for r in source.mapInArrow(second, PARTIALS_SCHEMA).collect():
                 partials[int(r[0])] = r[1]
             if not self._block_ids:
@@ -412,6 +434,13 @@ class SparkBackend:
         out = self._step(*_pairwise_scorers(ops, shipped, self.num_features, self.state_budget))
         self.state_block = tuple(ops.block)
         return out
+
+    def masked(self, keep) -> SparkBackend:
+        """A backend over the same cached blocks with only the rows ``keep(codes, y)``
+        keeps (a picklable mask: :class:`vmi_spark.core.stability.HalfSample`), its own
+        token, so its tasks keep the masked blocks apart from these."""
+        return SparkBackend(self.blocks, self.num_features, self.arity, self.num_classes,
+                            self.describe, keep)
 
     def notes(self) -> list[str]:
         """Nothing to report: a lost executor's blocks are re-read from the cache."""

@@ -2,7 +2,9 @@
 
 A block row holds up to ``block_rows`` input rows: ``codes`` is the (D, n) uint8
 matrix in feature-major order (one byte per cell), ``y`` the (n,) uint16 class
-codes, ``block_id`` a number unique in the run (the partition in the high 32 bits).
+codes, ``block_id`` a number unique in the run (the partition in the high 32 bits),
+``w`` the (n,) int64 weight units of a weighted table's rows
+(:mod:`vmi_spark.core.weights`; null without row weights: nothing is stored).
 Both row sources write blocks with :func:`block_encoder`; both executions read them
 with :func:`decode_blocks`. This module also holds the byte budgets the executions
 share.
@@ -24,9 +26,10 @@ from ..core.encoding import (
     encode_column,
     encode_label,
 )
-from ..core.rows import ByteColumns
+from ..core.rows import ByteColumns, weight_values, without_weight
+from ..core.weights import units
 
-BLOCK_SCHEMA = "block_id long, n int, codes binary, y binary"
+BLOCK_SCHEMA = "block_id long, n int, codes binary, y binary, w binary"
 #: bytes of pairwise state one Python worker process keeps between passes
 WORKER_STATE_BYTES = 2 << 30
 #: bytes of counts one task sends per count request (bulk pair counts are split to fit)
@@ -127,6 +130,8 @@ def block_encoder(plan: EncodingPlan, block_rows: int, chunks: bool = False
     hundred rows). Every code depends on its own value only, so the blocks are those of
     encoding block by block.
     """
+    scale = plan.weight_scale
+
     def encode(batches):
         from pyspark import TaskContext
 
@@ -134,38 +139,66 @@ def block_encoder(plan: EncodingPlan, block_rows: int, chunks: bool = False
         base = (ctx.partitionId() if ctx is not None else 0) << 32
         serial = 0
 
-        def block(codes, y):
+        def block(codes, y, w):
             nonlocal serial
             out = pa.RecordBatch.from_pydict({
                 "block_id": pa.array([base + serial], pa.int64()),
                 "n": pa.array([codes.shape[1]], pa.int32()),
                 "codes": pa.array([np.ascontiguousarray(codes).tobytes()], pa.binary()),
                 "y": pa.array([np.ascontiguousarray(y).tobytes()], pa.binary()),
+                "w": pa.array([None if w is None else np.ascontiguousarray(w).tobytes()],
+                              pa.binary()),
             })
             serial += 1
             return out
 
-        held: list[tuple[np.ndarray, np.ndarray]] = []  # encoded rows not yet in a block
+        # encoded rows not yet in a block: (codes, y, weight units or None)
+        held: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
         count = 0
         step = max(block_rows, ENCODE_CELLS // max(1, len(plan.columns)))
         pairs = batches if chunks else ((0, rb) for rb in batches)
-        for codes, y in encode_chunks(pairs, plan, step):
-            held.append((codes, y))
+        rows = (encode_chunks(pairs, plan, step) if scale is None
+                else _weighted_rows(pairs, plan, step, scale))
+        for item in rows:
+            codes, y = item[0], item[1]
+            held.append((codes, y, item[2] if len(item) > 2 else None))
             count += codes.shape[1]
             if count < block_rows:
                 continue
-            codes = np.concatenate([c for c, _ in held], axis=1) if len(held) > 1 else held[0][0]
-            y = np.concatenate([v for _, v in held]) if len(held) > 1 else held[0][1]
+            codes, y, w = _joined(held)
             full = count - count % block_rows
             for s in range(0, full, block_rows):
-                yield block(codes[:, s:s + block_rows], y[s:s + block_rows])
-            held = [(codes[:, full:].copy(), y[full:].copy())] if full < count else []
+                yield block(codes[:, s:s + block_rows], y[s:s + block_rows],
+                            None if w is None else w[s:s + block_rows])
+            held = [(codes[:, full:].copy(), y[full:].copy(),
+                     None if w is None else w[full:].copy())] if full < count else []
             count -= full
         if count:
-            codes = np.concatenate([c for c, _ in held], axis=1)
-            yield block(codes, np.concatenate([v for _, v in held]))
+            yield block(*_joined(held))
 
     return encode
+
+
+def _joined(held: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The held rows as one (codes, y, w)."""
+    if len(held) == 1:
+        return held[0]
+    w = None if held[0][2] is None else np.concatenate([h[2] for h in held])  # type: ignore[misc]
+    return (np.concatenate([h[0] for h in held], axis=1), np.concatenate([h[1] for h in held]),
+            w)
+
+
+def _weighted_rows(pairs: Iterator[tuple[int, Any]], plan: EncodingPlan, rows: int, scale: int
+                   ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(codes, y, weight units) of whole typed batches whose last column is the weight (the
+    rows kept already: :func:`~vmi_spark.core.rows.kept_rows`), in slices of ``rows``."""
+    for at, rb in pairs:
+        if at:
+            raise ValueError("weighted rows are encoded in whole batches")
+        for s in _slices([rb], rows):
+            codes, y = encode_batch(without_weight(s), plan)
+            yield codes, y, units(weight_values(s), scale)
 
 
 def binary_values(arr: pa.Array) -> list[memoryview]:
@@ -178,17 +211,21 @@ def binary_values(arr: pa.Array) -> list[memoryview]:
 
 
 def decode_blocks(rb: pa.RecordBatch, num_features: int
-                  ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
-    """(block id, n, codes (D, n) uint8, y (n,) intp) of every block row of a record batch
-    (the codes are read-only views of the batch)."""
+                  ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray | None]]:
+    """(block id, n, codes (D, n) uint8, y (n,) intp, w (n,) int64 or None) of every block
+    row of a record batch (the codes are read-only views of the batch; ``w`` the weight
+    units of a weighted table's rows)."""
     ns = rb.column("n").to_pylist()
     ids = rb.column("block_id").to_pylist()
     codes = binary_values(rb.column("codes"))
     ys = binary_values(rb.column("y"))
+    wcol = rb.column("w") if "w" in rb.schema.names else None
+    ws = None if wcol is None or wcol.null_count == len(wcol) else binary_values(wcol)
     for k, n in enumerate(ns):
         c = np.frombuffer(codes[k], dtype=np.uint8).reshape(num_features, n)
         y = np.frombuffer(ys[k], dtype=np.uint16).astype(np.intp)
-        yield ids[k], n, c, y
+        w = None if ws is None else np.frombuffer(ws[k], dtype=np.int64).copy()
+        yield ids[k], n, c, y, w
 
 
 def pair_count_chunks(fs: list[int], num_features: int, arity: int, num_classes: int

@@ -67,15 +67,15 @@ class DriverRows(SparkRows, TableRows):
     """
 
     def __init__(self, spark, batches, features: list[str], num_rows: int,
-                 read_by: str = "spark"):
-        TableRows.__init__(self, batches, features, num_rows)
+                 read_by: str = "spark", weight_col: str | None = None):
+        TableRows.__init__(self, batches, features, num_rows, weight_col=weight_col)
         self.spark, self.read_by = spark, read_by
 
     def encode_blocks(self, plan: EncodingPlan, block_rows: int,
                       skip_cols: list[str]) -> DataFrame:
         """The codes as block rows (:data:`~.blocks.BLOCK_SCHEMA`) of a DataFrame, for the
         distributed executions (a pairwise selection whose state would not fit the driver)."""
-        codes, y = self.codes(plan, skip_cols)
+        codes, y, w = self.codes(plan, skip_cols)
         starts = range(0, codes.shape[1], block_rows)
         table = pa.table({
             "block_id": pa.array(list(range(len(starts))), pa.int64()),
@@ -83,38 +83,45 @@ class DriverRows(SparkRows, TableRows):
             "codes": pa.array([np.ascontiguousarray(codes[:, s:s + block_rows]).tobytes()
                                for s in starts], pa.binary()),
             "y": pa.array([y[s:s + block_rows].astype(np.uint16).tobytes() for s in starts],
-                          pa.binary())})
+                          pa.binary()),
+            "w": pa.array([None if w is None else w[s:s + block_rows].tobytes()
+                           for s in starts], pa.binary())})
         return self.spark.createDataFrame(table.to_pandas(), schema=BLOCK_SCHEMA)
 
 
-def parquet_rows(spark, source, label: str, features: list[str]) -> DriverRows | None:
+def parquet_rows(spark, source, label: str, features: list[str],
+                 weight_col: str | None = None) -> DriverRows | None:
     """The rows of a :class:`~.arrow_source.ParquetSource`, read by pyarrow in the driver,
-    if the table is small (:data:`DRIVER_CELLS`, at most ``SAMPLE_ROWS`` rows)."""
+    if the table is small (:data:`DRIVER_CELLS`, at most ``SAMPLE_ROWS`` rows); the weight
+    column last, if any."""
     from .arrow_source import read_fn
 
     n = source.num_rows
     if n > encoding.SAMPLE_ROWS or n * (len(features) + 1) > DRIVER_CELLS:
         return None
-    read = read_fn(source, [label, *features])
+    read = read_fn(source, [label, *features, *([weight_col] if weight_col else [])])
     units = pa.RecordBatch.from_pydict({"unit": pa.array(range(len(source.units)), pa.int64())})
-    return DriverRows(spark, lambda: read(iter([units])), features, n, read_by="pyarrow")
+    return DriverRows(spark, lambda: read(iter([units])), features, n, read_by="pyarrow",
+                      weight_col=weight_col)
 
 
 def probed_rows(df: DataFrame, label: str, features: list[str],
-                vector=None) -> DriverRows | None:
+                vector=None, weight_col: str | None = None) -> DriverRows | None:
     """The rows of ``df`` if it has at most ``PROBE_CELLS / (D + 1)`` of them (one Spark
     job brings at most one more row than that to the driver); else None. With ``vector``
-    (a :class:`~.vector_source.VectorReader`) the rows are its two columns, typed by it."""
+    (a :class:`~.vector_source.VectorReader`) the rows are its two columns, typed by it.
+    The weight column comes last, if any."""
     limit = min(encoding.SAMPLE_ROWS, PROBE_CELLS // (len(features) + 1))
     if limit < 1:
         return None
-    cols = [label, *features]
+    cols = [label, *features, *([weight_col] if weight_col else [])]
     if vector is not None:
         table = to_arrow(vector.frame().limit(limit + 1))
         if table.num_rows > limit:
             return None
         typed = list(vector.read(cols)(iter(table.to_batches())))
-        return DriverRows(df.sparkSession, lambda: iter(typed), features, table.num_rows)
+        return DriverRows(df.sparkSession, lambda: iter(typed), features, table.num_rows,
+                          weight_col=weight_col)
     types = {f.name: f.dataType for f in df.schema.fields}
     # the columns as the Spark reader packs them (decimals, dates, timestamps and
     # intervals converted in Spark, the rest typed in Python by typed_array), so the
@@ -129,7 +136,7 @@ def probed_rows(df: DataFrame, label: str, features: list[str],
         [typed_array(table.column(i).combine_chunks(), k) for i, k in enumerate(kinds)],
         names=names) if table.num_rows else None
     return DriverRows(df.sparkSession, lambda: iter([batch] if batch is not None else []),
-                      features, table.num_rows)
+                      features, table.num_rows, weight_col=weight_col)
 
 
 class DriverBackend(InMemoryBackend):
@@ -140,7 +147,7 @@ class DriverBackend(InMemoryBackend):
     execution = "driver"
 
     def __init__(self, codes: np.ndarray, y: np.ndarray, arity: int, num_classes: int,
-                 threads: int | None = None):
+                 threads: int | None = None, w: np.ndarray | None = None):
         threads = threads or min(MAX_THREADS, os.cpu_count() or 1)
         n = codes.shape[1]
         # about two blocks per thread, so that every thread has work in every pass
@@ -148,7 +155,7 @@ class DriverBackend(InMemoryBackend):
         pool = ThreadPoolExecutor(threads) if threads > 1 and n > 4096 else None
         super().__init__(codes, y, arity=arity, num_classes=num_classes,
                          block_rows=min(block_rows, MAX_BLOCK_ROWS),
-                         map=pool.map if pool is not None else None)
+                         map=pool.map if pool is not None else None, w=w)
         self._pool = pool
 
     def notes(self) -> list[str]:

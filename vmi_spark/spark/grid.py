@@ -19,10 +19,11 @@ from .spark_source import SparkSource, prepare_frame
 
 
 def grid_plan(df: DataFrame, plan: EncodingPlan, cells: int = KDE_GRID,
-              skip_cols: list[str] | None = None) -> EncodingPlan:
+              skip_cols: list[str] | None = None,
+              weight_col: str | None = None) -> EncodingPlan:
     """``plan`` with its quantile-binned columns recoded on an equal-width grid over the
-    rows the plan keeps (a label, and no missing value in ``skip_cols``)."""
-    df = SparkSource(df).kept(plan.label, skip_cols or [])
+    rows the plan keeps (a label, no missing value in ``skip_cols``, a positive weight)."""
+    df = SparkSource(df, weight_col).kept(plan.label, skip_cols or [])
     cols = [c for c in plan.columns if c.kind == "bins"]
     if not cols:
         return plan

@@ -197,15 +197,43 @@ def _check_named(features: list[str], fields: Mapping[str, T.DataType], label: s
 
 
 def build_plan(df: DataFrame | T.StructType, label: str, features: list[str],
-               params: Mapping[str, Any], source: planning.PlanSource) -> Planned:
+               params: Mapping[str, Any], source: planning.PlanSource,
+               weight_col: str | None = None) -> Planned:
     """The encoding plan of ``df``'s ``features`` (:func:`vmi_spark.core.planning.
-    build_plan`) with the passes of ``source``; ``df`` (or its schema) gives the types."""
+    build_plan`) with the passes of ``source``; ``df`` (or its schema) gives the types.
+    ``weight_col``: the rows' weights, which ``source`` reads last."""
     schema = df if isinstance(df, T.StructType) else df.schema
     types = {f.name: f.dataType for f in schema.fields}
     vtypes = {c: value_type(types[c]) or FLOATING for c in features}
     return planning.build_plan(label, value_type(types[label]) or STRING, features, vtypes,
-                               params, source)
+                               params, source, weight_col)
 
 
-__all__ = ["RowSource", "SparkRows", "SPLIT_CHUNK", "TopValues", "LabelRule", "build_plan", "is_numeric",
+def check_weight_col(df: DataFrame | T.StructType, weight_col: str, label: str,
+                     features: list[str] | None, features_col: str | None) -> None:
+    """Refuse a weight column that is missing, not a number (a string, a boolean, a
+    vector), the label, the vector column or a named feature: a
+    :class:`~vmi_spark.errors.ParameterError` naming the weight parameter, before any
+    pass over the rows."""
+    from ..errors import ParameterError, literal
+
+    schema = df if isinstance(df, T.StructType) else df.schema
+    fields = {f.name: f.dataType for f in schema.fields}
+    shown = literal(weight_col)
+    if weight_col not in fields:
+        hint = literal(suggest(weight_col, list(fields)))
+        raise ParameterError("weight_col", f"{{weight_col}} '{shown}' not found in the input{hint}")
+    if weight_col == label or weight_col == features_col or weight_col in (features or []):
+        what = ("the label" if weight_col == label else "the features column"
+                if weight_col == features_col else "also listed as a feature")
+        raise ParameterError("weight_col", f"{{weight_col}} '{shown}' is {what}; weights must "
+                                           "be a column of their own")
+    if not is_numeric(fields[weight_col]):
+        raise ParameterError("weight_col", f"{{weight_col}} '{shown}' is a "
+                             f"{fields[weight_col].simpleString()} column; weights must be "
+                             "numbers")
+
+
+__all__ = ["RowSource", "SparkRows", "SPLIT_CHUNK", "TopValues", "LabelRule", "build_plan",
+           "check_weight_col", "is_numeric",
            "quote", "resolve_columns", "suggest", "value_sql", "value_type"]

@@ -44,6 +44,7 @@ import numpy as np
 from pyspark.sql import DataFrame
 
 from ..core.bound import StepOps
+from ..core.stability import HalfSample
 from .blocks import WORKER_STATE_BYTES, pair_count_chunks
 from .resident_client import task_fn
 from .resident_protocol import joined, step_request
@@ -63,8 +64,12 @@ _T = TypeVar("_T")
 
 
 def _to_all(header: dict) -> Callable[[Peer], tuple[dict, list[np.ndarray]]]:
-    """The same request, ``header`` without arrays, for every task."""
-    return lambda peer: (header, [])
+    """The same request, ``header`` without arrays, for every task (over the rows of its
+    ``mask``, if any: recorded, :meth:`~.resident_protocol.Held.view`)."""
+    def make(peer: Peer) -> tuple[dict, list[np.ndarray]]:
+        peer.held.view(header.get("mask"))
+        return header, []
+    return make
 
 
 class ResidentBackend:
@@ -143,20 +148,29 @@ class ResidentBackend:
     def run(self, ops: StepOps) -> np.ndarray:
         return self._either(lambda: self._step(ops), lambda b: b.run(ops))
 
-    def _counts(self) -> np.ndarray:
-        if self._feature_counts is None:
-            replies = self.tasks.request(_to_all({"op": "counts"}))
-            self._feature_counts = np.sum([r[0] for r in replies], axis=0)
+    def masked(self, keep: HalfSample) -> _MaskedResident:
+        """The same tasks answering over the rows ``keep`` keeps (a stability run): every
+        request carries the mask, and the tasks hold those rows of their blocks while it
+        stays the same (:class:`.resident_client.Task`). One view at a time."""
+        return _MaskedResident(self, keep)
+
+    def _counts(self, mask: dict | None = None) -> np.ndarray:
+        if mask is not None or self._feature_counts is None:
+            replies = self.tasks.request(_to_all(_masked({"op": "counts"}, mask)))
+            counts = np.sum([r[0] for r in replies], axis=0)
+            if mask is not None:
+                return counts
+            self._feature_counts = counts
         return self._feature_counts.copy()
 
-    def _pairs(self, fs: list[int]) -> np.ndarray:
+    def _pairs(self, fs: list[int], mask: dict | None = None) -> np.ndarray:
         out = []
         for chunk in pair_count_chunks(fs, self.num_features, self.arity, self.num_classes):
-            replies = self.tasks.request(_to_all({"op": "pairs", "fs": chunk}))
+            replies = self.tasks.request(_to_all(_masked({"op": "pairs", "fs": chunk}, mask)))
             out.append(np.sum([r[0] for r in replies], axis=0))
         return np.concatenate(out) if len(out) > 1 else out[0]
 
-    def _step(self, ops: StepOps) -> np.ndarray:
+    def _step(self, ops: StepOps, mask: dict | None = None) -> np.ndarray:
         prior = np.asarray(ops.prior, dtype=np.float64)
         cond = np.asarray(ops.cond, dtype=np.float64)
         same = (self._prior is not None and self._cond is not None
@@ -165,7 +179,9 @@ class ResidentBackend:
             self._prior, self._cond = prior, cond  # new tables: every task gets them again
             self._cond_version += 1
         def make(peer: Peer) -> tuple[dict, list[np.ndarray]]:
-            return step_request(ops, peer.held, self._cond_version, prior, cond)
+            peer.held.view(mask)  # other rows: the task holds no tables of these
+            header, arrays = step_request(ops, peer.held, self._cond_version, prior, cond)
+            return _masked(header, mask), arrays
 
         return joined(self.tasks.request(make), self.num_features)
 
@@ -183,3 +199,48 @@ class ResidentBackend:
         self.tasks.close()
         if self.fallback is not None:
             self.fallback.close()
+
+
+def _masked(header: dict, mask: dict | None) -> dict:
+    """``header`` with the stability run's ``mask`` (none: every row)."""
+    return header if mask is None else {**header, "mask": mask}
+
+
+class _MaskedResident:
+    """:meth:`ResidentBackend.masked`: a :class:`~vmi_spark.core.greedy.Backend` over the
+    rows of a half-sample, served by the same tasks (or, once they are lost, by the pass
+    backend's own masked view)."""
+
+    def __init__(self, parent: ResidentBackend, keep: HalfSample):
+        self.parent, self.keep, self.mask = parent, keep, keep.to_dict()
+        self._counts: np.ndarray | None = None
+        self._fallback: Any = None
+
+    def _either(self, resident: Callable[[], _T], passes: Callable[[Any], _T]) -> _T:
+        def on_passes(fallback: Any) -> _T:
+            if self._fallback is None:
+                self._fallback = fallback.masked(self.keep)
+            return passes(self._fallback)
+        return self.parent._either(resident, on_passes)
+
+    def feature_counts(self) -> np.ndarray:
+        if self._counts is None:
+            self._counts = self._either(lambda: self.parent._counts(self.mask),
+                                        lambda b: b.feature_counts())
+        return self._counts.copy()
+
+    def pair_counts(self, f: int) -> np.ndarray:
+        return self.pair_counts_many([f])[0]
+
+    def pair_counts_many(self, fs: list[int]) -> np.ndarray:
+        fs = [int(f) for f in fs]
+        return self._either(lambda: self.parent._pairs(fs, self.mask),
+                            lambda b: b.pair_counts_many(fs))
+
+    def run(self, ops: StepOps) -> np.ndarray:
+        return self._either(lambda: self.parent._step(ops, self.mask), lambda b: b.run(ops))
+
+    def close(self) -> None:
+        """Nothing to release: the tasks go back to every row at the next unmasked request."""
+        if self._fallback is not None:
+            self._fallback.close()

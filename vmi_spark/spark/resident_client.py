@@ -16,6 +16,7 @@ import time
 import numpy as np
 import pyarrow as pa
 
+from ..core import wide
 from ..core.bound import (
     BlockState,
     NaiveState,
@@ -25,6 +26,7 @@ from ..core.bound import (
     pair_counts_many,
     pairwise_partials,
 )
+from ..core.stability import HalfSample
 from . import wire
 from .blocks import decode_blocks
 from .resident_protocol import (
@@ -42,13 +44,19 @@ CONNECT_SECONDS = 120.0
 class Task:
     """What one resident task holds and computes: its blocks, tables and per-row state.
 
-    ``blocks`` is ``[(block id, codes (D, n) uint8, y (n,) intp)]``; ``state_budget`` the
-    bytes of per-row state kept from step to step.
+    ``blocks`` is ``[(block id, codes (D, n) uint8, y (n,) intp, w (n,) int64 or None)]``
+    (``w``: a weighted table's weight units); ``state_budget`` the bytes of per-row state
+    kept from step to step. A request with a ``mask`` (a stability run's
+    :class:`~vmi_spark.core.stability.HalfSample`) is answered over the rows it keeps: the
+    task keeps those rows of its blocks while the mask stays the same, and starts the
+    per-row state afresh when it changes.
     """
 
     def __init__(self, blocks: list, num_features: int, arity: int, num_classes: int,
                  state_budget: int):
+        self.all_blocks = blocks
         self.blocks = blocks
+        self.mask: dict | None = None
         self.num_features = num_features
         self.arity = arity
         self.num_classes = num_classes
@@ -60,20 +68,42 @@ class Task:
         self.naive_states: dict[int, NaiveState] = {}
         self.state_bytes = 0
 
+    def _view(self, mask: dict | None) -> None:
+        """Hold the rows of ``mask`` (None: all of them); a new mask drops the states."""
+        if mask == self.mask:
+            return
+        keep = None if mask is None else HalfSample.from_dict(mask)
+        self.states.clear()
+        self.naive_states.clear()
+        self.state_bytes = 0
+        self.prior = self.cond = None  # tables of other rows: the driver sends them again
+        self.tables = {}
+        self.blocks = []  # the old view goes before the new one is made
+        self.mask = mask
+        if keep is None:
+            self.blocks = self.all_blocks
+            return
+        for bid, codes, y, w in self.all_blocks:
+            m = keep(codes, y)
+            self.blocks.append((bid, np.ascontiguousarray(codes[:, m]), y[m],
+                                None if w is None else w[m]))
+
     def handle(self, header: dict, arrays: list[np.ndarray]) -> tuple[dict, list[np.ndarray]]:
         """The reply (header, arrays) to a request (``ValueError`` for an unknown one)."""
         op = header.get("op")
+        if op in ("counts", "pairs", "step"):
+            self._view(header.get("mask"))
         if op == "counts":
             total = np.zeros((self.num_features, self.arity, self.num_classes), dtype=np.int64)
-            for _, codes, y in self.blocks:
-                total += feature_counts(codes, y, self.arity, self.num_classes)
+            for _, codes, y, w in self.blocks:
+                total += feature_counts(codes, y, self.arity, self.num_classes, w)
             return {}, [total]
         if op == "pairs":
             fs = [int(f) for f in header["fs"]]
             total = np.zeros((len(fs), self.num_features, self.arity, self.arity,
                               self.num_classes), dtype=np.int64)
-            for _, codes, y in self.blocks:
-                total += pair_counts_many(codes, y, fs, self.arity, self.num_classes)
+            for _, codes, y, w in self.blocks:
+                total += pair_counts_many(codes, y, fs, self.arity, self.num_classes, w)
             return {}, [total]
         if op == "step":
             return {}, list(self._step(header, arrays))
@@ -92,12 +122,16 @@ class Task:
         hi = np.zeros(self.num_features, dtype=np.int64)
         lo = np.zeros(self.num_features, dtype=np.int64)
         try:
-            for bid, codes, y in self.blocks:
+            for bid, codes, y, w in self.blocks:
                 if ops.pairwise:
-                    p = pairwise_partials(codes, y, self._state(bid, codes.shape[1]), ops)
+                    p = pairwise_partials(codes, y, self._state(bid, codes.shape[1]), ops, w)
                 else:
-                    p = naive_partials(codes, ops, self._naive_state(bid, codes.shape[1]))
-                add_split(hi, lo, p)
+                    p = naive_partials(codes, ops, self._naive_state(bid, codes.shape[1]), w)
+                if wide.is_wide(p):  # weighted rows: the halves already
+                    hi += p[0]
+                    lo += p[1]
+                else:
+                    add_split(hi, lo, p)
         except BaseException:
             self.states.clear()  # a half-updated state must not be reused
             self.naive_states.clear()
@@ -190,8 +224,8 @@ def task_fn(address: tuple[str, int], secret: str, num_features: int, arity: int
         ctx = BarrierTaskContext.get()
         held = []
         for rb in batches:
-            for bid, _, codes, y in decode_blocks(rb, num_features):
-                held.append((int(bid), np.array(codes, copy=True), y))
+            for bid, _, codes, y, w in decode_blocks(rb, num_features):
+                held.append((int(bid), np.array(codes, copy=True), y, w))
         held.sort(key=lambda b: b[0])
         task = Task(held, num_features, arity, num_classes, state_budget)
         rows = int(sum(b[1].shape[1] for b in held))

@@ -19,6 +19,9 @@ step      ``method``, ``block``, ``cond`` (the     the candidates' exact sums as
 stop      --                                       (none: the task ends)
 ========  =======================================  =====================================
 
+A ``counts``, ``pairs`` or ``step`` request may carry ``mask`` (a stability run's
+half-sample, :class:`vmi_spark.core.stability.HalfSample`): the task then answers over
+the rows it keeps, and drops its tables when the mask changes (:meth:`Held.view`).
 A reply header carries ``seconds`` (the task's time on the request), or ``error`` (one
 line) instead of arrays. The driver sends a task the tables it does not hold yet only
 (:class:`Held`). The size limits are checked before anything is parsed or allocated.
@@ -71,10 +74,19 @@ def hello_fields(header: dict) -> tuple[int, int, int, int]:
 @dataclass
 class Held:
     """What one task holds of the step tables, as the driver recorded it: the version of
-    (p(y), p(x_i | y)) last sent to it and the features whose pair tables it keeps."""
+    (p(y), p(x_i | y)) last sent to it and the features whose pair tables it keeps, and the
+    rows it answers over (``mask``: a stability run's half-sample, None for all; a task
+    that changes its rows drops its tables, :meth:`view`)."""
 
     cond: int = -1
     tables: set[int] = field(default_factory=set)
+    mask: dict | None = None
+
+    def view(self, mask: dict | None) -> None:
+        """Record a request over the rows of ``mask``: after a change the task holds no
+        tables (they were those of other rows), so all of them are sent again."""
+        if mask != self.mask:
+            self.cond, self.tables, self.mask = -1, set(), mask
 
 
 def step_request(ops: StepOps, held: Held, version: int, prior: np.ndarray,

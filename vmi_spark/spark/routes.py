@@ -35,6 +35,7 @@ from ..core.bound import MAX_BLOCK_ROWS, whole_strides
 from ..core.criteria import criterion
 from ..core.encoding import SAMPLE_ROWS, EncodingPlan
 from ..core.greedy import Backend
+from ..core.stability import HalfSample
 from ..errors import InputError
 from ..params import Settings
 from .arrow_source import ParquetReader, ParquetSource, parquet_source
@@ -48,7 +49,7 @@ from .driver import (
     parquet_rows,
     probed_rows,
 )
-from .plan import RowSource, resolve_columns
+from .plan import RowSource, check_weight_col, resolve_columns
 from .resident import ResidentBackend, ResidentUnavailable
 from .session import is_local, parallelism, storage_memory, task_slots, unavailable_reason
 from .spark_source import SparkSource
@@ -83,7 +84,8 @@ class RowRoute:
     and ``schema`` what gives the features' types (the frame, or a vector's elements);
     ``source`` reads the rows for the planner's and the encoder's passes; ``driver`` holds
     every row in the driver when the table is small enough to select there (then
-    ``source`` is ``driver``); ``notes`` says which columns were left out.
+    ``source`` is ``driver``); ``notes`` says which columns were left out;
+    ``weight_col`` the rows' weights (every reader reads it last), or None.
     """
 
     df: DataFrame
@@ -92,6 +94,7 @@ class RowRoute:
     source: RowSource
     driver: DriverRows | None
     notes: list[str] = field(default_factory=list)
+    weight_col: str | None = None
 
     @property
     def read_by(self) -> str:
@@ -101,48 +104,59 @@ class RowRoute:
 
 def choose_rows(df: DataFrame, label: str, features: list[str] | None,
                 exclude: list[str] | None, features_col: str | None,
-                source: ParquetSource | None, settings: Settings) -> RowRoute:
+                source: ParquetSource | None, settings: Settings,
+                weight_col: str | None = None) -> RowRoute:
     """The row source of a run, from the input's kind (columns or a vector; a plain
     Parquet scan or any frame), its size (a small table is read into the driver when the
-    steps may run there) and the settings (``reader``, ``estimator``, ``execution``)."""
+    steps may run there) and the settings (``reader``, ``estimator``, ``execution``).
+    ``weight_col`` is checked (:func:`.plan.check_weight_col`), never a feature, and read
+    last by every source."""
     estimator, execution = settings.estimator, settings.execution
     auto = settings.reader == "auto" and estimator == "histogram"
     slots = parallelism(df.sparkSession)
     notes: list[str] = []
     vector: VectorReader | None = None
     schema: DataFrame | T.StructType = df
+    weight = [] if weight_col is None else [weight_col]
+    if weight_col is not None:
+        check_weight_col(df, weight_col, label, features, features_col)
+        if features is None and features_col is None:  # never a feature
+            exclude = [*(exclude or []), weight_col]
     if features_col is not None:
         if estimator == "kde":  # the KDE grid is computed over the expanded columns
-            df, features = expand_vector(df, features_col, label)
+            df, features = expand_vector(df, features_col, label, weight_col)
         else:  # the workers cut the vectors (vector_source): no projection of D columns
             features = vector_names(df, features_col, label, check=False)
-            vector = VectorReader(df, label, features_col, features, slots)
+            vector = VectorReader(df, label, features_col, features, slots, weight_col)
             schema = vector_schema(df, label, features)
         names = [f for f in features if f not in (exclude or [])]
     if vector is None:
         names, notes = resolve_columns(df, label, features, exclude)
     if source is None and auto and features_col is None:
-        source = parquet_source(df, [label, *names])
+        source = parquet_source(df, [label, *names, *weight])
     presample = None if settings.label_type == "continuous" else (settings.num_bins,
                                                                   settings.binning)
     driver = _driver_rows(df, label, names, source if features_col is None else None,
-                          execution, estimator, vector)
+                          execution, estimator, vector, weight_col)
     if driver is not None:
-        return RowRoute(df, schema, names, driver, driver, notes)
+        return RowRoute(df, schema, names, driver, driver, notes, weight_col)
     if vector is not None:
-        files = parquet_source(df, [label, vector.features_col]) if auto else None
+        files = parquet_source(df, [label, vector.features_col, *weight]) if auto else None
         rows: RowSource = vector if files is None else ParquetVectorReader(
-            df, label, vector.features_col, names, slots, files, presample=presample)
+            df, label, vector.features_col, names, slots, files, presample=presample,
+            weight_col=weight_col)
     elif source is not None and estimator == "histogram":
-        rows = ParquetReader(df.sparkSession, source, slots, presample=presample, df=df)
+        rows = ParquetReader(df.sparkSession, source, slots, presample=presample, df=df,
+                             weight_col=weight_col)
     else:
-        rows = SparkSource(df)
-    return RowRoute(df, schema, names, rows, None, notes)
+        rows = SparkSource(df, weight_col)
+    return RowRoute(df, schema, names, rows, None, notes, weight_col)
 
 
 def _driver_rows(df: DataFrame, label: str, features: list[str],
                  source: ParquetSource | None, execution: str, estimator: str,
-                 vector: VectorReader | None = None) -> DriverRows | None:
+                 vector: VectorReader | None = None,
+                 weight_col: str | None = None) -> DriverRows | None:
     """The rows in the driver when the selection may run there (:mod:`.driver`): asked
     for (``execution="driver"``) or, with ``auto``, for a small table; else None."""
     if execution not in ("auto", "driver"):
@@ -152,9 +166,9 @@ def _driver_rows(df: DataFrame, label: str, features: list[str],
             raise InputError("execution 'driver' needs estimator 'histogram'")
         return None
     if source is not None:
-        rows = parquet_rows(df.sparkSession, source, label, features)
+        rows = parquet_rows(df.sparkSession, source, label, features, weight_col)
     else:
-        rows = probed_rows(df, label, features, vector)
+        rows = probed_rows(df, label, features, vector, weight_col)
     if rows is None and execution == "driver":
         raise InputError(f"execution 'driver' takes tables of at most {SAMPLE_ROWS:,} rows and "
                          f"{DRIVER_CELLS if source is not None else PROBE_CELLS:,} cells "
@@ -177,6 +191,11 @@ class Execution(Backend, Protocol):
 
     def notes(self) -> list[str]:
         """What happened that the run's warnings should say (lost tasks, a fallback)."""
+        ...
+
+    def masked(self, keep: HalfSample) -> Backend:
+        """A view of the same blocks with only the rows ``keep`` keeps (a stability run,
+        :mod:`vmi_spark.core.stability`): no second read of the input."""
         ...
 
 
@@ -265,9 +284,9 @@ def start_execution(route: ExecutionRoute, rows: RowRoute, plan: EncodingPlan,
     d, num_classes = len(rows.features), len(plan.classes)
     if route.kind == "driver":
         assert rows.driver is not None
-        codes, y = rows.driver.codes(plan, skip_cols)
+        codes, y, w = rows.driver.codes(plan, skip_cols)
         laps("encode")
-        return DriverBackend(codes, y, plan.arity, num_classes), None
+        return DriverBackend(codes, y, plan.arity, num_classes, w=w), None
     kept = _encoded(rows, plan, skip_cols, route, settings, storage_level, notes, laps)
     laps("encode")
     try:

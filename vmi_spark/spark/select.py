@@ -15,9 +15,10 @@ from pyspark.sql import DataFrame
 
 from ..checkpoint import Checkpoint, fingerprint
 from ..core.encoding import EncodingPlan
-from ..core.greedy import ResumeMismatch, Selection, select
+from ..core.greedy import Backend, ResumeMismatch, Selection, select
 from ..core.kde import kde_conditional
 from ..core.planning import AUTO_ROWS_PER_VALUE, Planned, thin_classes
+from ..core.stability import run_stability, summarize
 from ..core.summary import selection_report
 from ..errors import InputError, literal, phrase, phrased
 from ..params import (
@@ -112,6 +113,8 @@ class SelectionRun:
     phases: dict[str, float] = field(default_factory=dict)
     reader: str = "spark"
     label_reason: str = ""
+    #: the stability runs' summary (:func:`vmi_spark.core.stability.summarize`), or None
+    stability: dict[str, Any] | None = None
 
     def report(self) -> dict[str, Any]:
         """The run's ``selection.json`` (:func:`vmi_spark.core.summary.selection_report`
@@ -120,6 +123,8 @@ class SelectionRun:
         out.update(execution=self.execution, storage=self.storage, reader=self.reader,
                    prepare_seconds=self.prepare_seconds, phase_seconds=dict(self.phases),
                    total_seconds=self.total_seconds, warnings=list(self.warnings))
+        if self.stability is not None:
+            out["stability"] = self.stability
         return out
 
 
@@ -138,11 +143,16 @@ def _saving(ckpt: Checkpoint, on_step: Callable[[Selection], None] | None):
 
 def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *,
                   features: list[str] | None = None, exclude: list[str] | None = None,
-                  features_col: str | None = None,
+                  features_col: str | None = None, weight_col: str | None = None,
                   on_step: Callable[[Selection], None] | None = None,
                   storage_level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
                   source: ParquetSource | None = None, **values: Any) -> SelectionRun:
     """Select features of ``df`` for ``label`` on Spark (see :class:`vmi_spark.VMISelector`).
+
+    ``weight_col`` names a numeric column of row weights (:mod:`vmi_spark.core.weights`:
+    a row of weight w counts as w rows, 0 as none); it is never a feature. With
+    ``stability`` B > 0 the selection is also run on B half-samples of the encoded rows
+    (:mod:`vmi_spark.core.stability`), reported as ``report()["stability"]``.
 
     With ``checkpoint_dir`` the state of the selection is saved there after every
     completed step (:mod:`vmi_spark.checkpoint`), and a run that finds a checkpoint of
@@ -192,7 +202,8 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
         if settings.checkpoint_dir is not None:
             check_checkpoint_dir(df, settings.checkpoint_dir)
         check_execution(df.sparkSession, settings)
-        route = choose_rows(df, label, features, exclude, features_col, source, settings)
+        route = choose_rows(df, label, features, exclude, features_col, source, settings,
+                            weight_col)
         planned = _plan(route, label, settings, phases)
     plan, d = planned.plan, len(route.features)
     notes = route.notes + planned.notes + _plan_notes(plan, settings.style)
@@ -213,9 +224,17 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
                                     storage_level, notes, phases.lap)
     phases.lap("start_execution")
     t_prep = time.perf_counter() - t0
+    stability = None
     try:
         selection = _select(backend, plan, settings, k, min_gain, on_step, notes)
         phases.lap("steps")
+        if settings.stability:
+            runs = run_stability(backend, partial(_select_view, plan=plan, settings=settings,
+                                                  k=k, min_gain=min_gain),
+                                 settings.stability, settings.stability_seed,
+                                 settings.stability_fraction, on_run=_log_run)
+            stability = summarize(runs, route.features, selection.selected)
+            phases.lap("stability")
     finally:
         backend.close()
         if kept is not None:
@@ -230,7 +249,21 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
                      "cannot cache DataFrames)")
     return SelectionRun(plan, selection, settings.result(), time.perf_counter() - t0, t_prep,
                         notes, backend.execution, how, dict(phases), route.read_by,
-                        planned.label.reason)
+                        planned.label.reason, stability)
+
+
+def _select_view(view: Backend, plan: EncodingPlan, settings: Settings, k: int,
+                 min_gain: float | None) -> Selection:
+    """A stability run's selection over ``view``: the main selection's method, K,
+    thresholds and gain correction, no checkpoint."""
+    return select(view, settings.method, k, restart_tolerance=settings.restart_tolerance,
+                  conditional_fn=_smoothing(plan, settings), min_gain=min_gain,
+                  **corrections(settings))
+
+
+def _log_run(b: int, sel: Selection) -> None:
+    log.info("stability run %d: %d features on %d rows", b + 1, len(sel.selected),
+             sel.num_rows)
 
 
 def _settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
@@ -245,9 +278,10 @@ def _plan(route: RowRoute, label: str, settings: Settings, phases: Phases) -> Pl
     timed as phases; with the ``kde`` estimator its grid columns)."""
     with route.source.reading():
         planned = build_plan(route.schema, label, route.features, settings,
-                             _TimedSource(route.source, phases))
+                             _TimedSource(route.source, phases), route.weight_col)
     if settings.estimator == "kde":
-        planned.plan = grid_plan(route.df, planned.plan, skip_cols=planned.skip_cols)
+        planned.plan = grid_plan(route.df, planned.plan, skip_cols=planned.skip_cols,
+                                 weight_col=route.weight_col)
     return planned
 
 
@@ -260,9 +294,9 @@ def _plan_notes(plan: EncodingPlan, style: str) -> list[str]:
     if plan.rows_skipped:
         notes.append(f"skipped {plan.rows_skipped} rows with missing feature values")
     if plan.label_type == "categorical" and plan.label_dtype != "string" and \
-            thin_classes(len(plan.classes), plan.num_rows):
+            thin_classes(len(plan.classes), plan.weight_rows):
         notes.append(phrase(f"label '{literal(plan.label)}' has {len(plan.classes)} classes "
-                            f"in {plan.num_rows} rows, fewer than {AUTO_ROWS_PER_VALUE} rows a "
+                            f"in {plan.weight_rows} rows, fewer than {AUTO_ROWS_PER_VALUE} rows a "
                             "class: it looks like a regression target; set {label_type} to "
                             "continuous or auto to bin it", style))
     return notes
@@ -290,13 +324,7 @@ def _select(backend: Execution, plan: EncodingPlan, settings: Settings, k: int,
                                  "this run selects")
             notes.append(f"resumed from the checkpoint after step {len(resume.selected)}")
         on_step = _saving(ckpt, on_step)
-    smoothing = None
-    if settings.estimator == "kde":
-        grid = [j for j, c in enumerate(plan.columns) if c.kind == "grid"]
-        cells = [len(c.splits or []) + 1 for c in plan.columns]
-        missing = [c.missing for c in plan.columns]
-        smoothing = partial(kde_conditional, grid_columns=grid, grid_cells=cells,
-                            missing=missing)
+    smoothing = _smoothing(plan, settings)
     try:
         return select(backend, method, k, restart_tolerance=settings.restart_tolerance,
                       report_candidates=report_candidates, on_step=on_step, resume=resume,
@@ -306,3 +334,13 @@ def _select(backend: Execution, plan: EncodingPlan, settings: Settings, k: int,
         raise InputError(f"the checkpoint in {checkpoint_dir} does not replay: {exc}; it was "
                          "edited, or written by another version: remove it to start over"
                          ) from None
+
+
+def _smoothing(plan: EncodingPlan, settings: Settings) -> Callable | None:
+    """The ``kde`` estimator's p(x_i | y) of the plan's grid columns, else None."""
+    if settings.estimator != "kde":
+        return None
+    grid = [j for j, c in enumerate(plan.columns) if c.kind == "grid"]
+    cells = [len(c.splits or []) + 1 for c in plan.columns]
+    missing = [c.missing for c in plan.columns]
+    return partial(kde_conditional, grid_columns=grid, grid_cells=cells, missing=missing)

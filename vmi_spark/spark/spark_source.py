@@ -23,6 +23,7 @@ from ..core import encoding
 from ..core.encoding import EncodingPlan, LabelRule, TopValues, fit_sample, label_keys
 from ..core.planning import FLOATING
 from ..core.rows import column_stats_fn, feature_array, merge_stats, typed_array
+from ..core.weights import FRACTION_SCALE, units
 from . import plan
 from .blocks import BLOCK_SCHEMA, block_encoder
 from .compat import to_arrow
@@ -96,15 +97,17 @@ def unpacked(fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
     return run
 
 
-def prepare_frame(df: DataFrame, label: str, features: list[str]) -> DataFrame:
-    """Select the label and features with canonical types (double / string).
+def prepare_frame(df: DataFrame, label: str, features: list[str],
+                  weight_col: str | None = None) -> DataFrame:
+    """Select the label and features with canonical types (double / string), and the
+    weight column (as a double) last if given.
 
     Numeric values are normalised so that -0.0 becomes 0.0: they compare equal, but
     Arrow's hashing (distinct values, ``index_in``) tells them apart.
     """
     fields = {f.name: f.dataType for f in df.schema.fields}
     cols = []
-    for c in [label, *features]:
+    for c in [label, *features, *([weight_col] if weight_col is not None else [])]:
         dt, q = fields[c], quote(c)
         vt = value_type(dt) or FLOATING
         if vt.kind == "string":
@@ -117,16 +120,35 @@ def prepare_frame(df: DataFrame, label: str, features: list[str]) -> DataFrame:
     return df.selectExpr(*cols)  # one JVM call (see positional)
 
 
-def top_values_of(df: DataFrame, cols: list[str], most: int) -> dict[str, TopValues]:
+def weight_units_sql(weight_col: str, scale: int) -> str:
+    """The SQL of a row's weight units (:func:`vmi_spark.core.weights.units`): the weight
+    as a BIGINT (whole numbers, ``scale`` 1) or ``rint(w * 1024)`` (half to even, as
+    numpy's ``rint``; ``w * 1024`` is exact)."""
+    w = f"CAST({quote(weight_col)} AS DOUBLE)"
+    return f"CAST({w} AS BIGINT)" if scale == 1 else f"CAST(rint({w} * {scale}D) AS BIGINT)"
+
+
+def weight_present_sql(weight_col: str) -> str:
+    """The SQL of :func:`vmi_spark.core.weights.present`: the weight rounds to at least one
+    1/1024 unit (a null or NaN weight is not present)."""
+    return f"rint(CAST({quote(weight_col)} AS DOUBLE) * {FRACTION_SCALE}D) > 0"
+
+
+def top_values_of(df: DataFrame, cols: list[str], most: int, weight_col: str | None = None,
+                  weight_scale: int | None = None) -> dict[str, TopValues]:
     """:class:`~vmi_spark.core.encoding.TopValues` of the string columns ``cols`` of
     ``df``: their ``most`` most frequent values (ties to the smaller value), the number
-    of distinct values and of non-null values. One Spark job."""
+    of distinct values and of non-null values. One Spark job. With ``weight_col`` every
+    count is a sum of weight units (:func:`weight_units_sql` at ``weight_scale``)."""
     from pyspark.sql import Window
 
+    parts = [F.lit(1).cast("long").alias("u")] if weight_col is None else [
+        F.expr(weight_units_sql(weight_col, weight_scale or 1)).alias("u")]
     pairs = F.explode(F.array(*[F.struct(F.lit(i).alias("i"), F.col(quote(c)).cast("string")
                                          .alias("v")) for i, c in enumerate(cols)]))
-    counts = (df.select(pairs.alias("p")).select("p.i", "p.v").where(F.col("v").isNotNull())
-              .groupBy("i", "v").count())
+    counts = (df.select(pairs.alias("p"), *parts).select("p.i", "p.v", "u")
+              .where(F.col("v").isNotNull())
+              .groupBy("i", "v").agg(F.sum("u").alias("count")))
     by_col = Window.partitionBy("i")
     ranked = counts.select(
         "i", "v", "count",
@@ -151,27 +173,38 @@ def top_values_of(df: DataFrame, cols: list[str], most: int) -> dict[str, TopVal
 class SparkSource(SparkRows):
     """The rows of a DataFrame as a :class:`vmi_spark.spark.plan.RowSource`.
 
-    ``df`` holds the label and feature columns with any supported types.
+    ``df`` holds the label and feature columns with any supported types; ``weight_col``
+    (optional) a numeric column of row weights (:mod:`vmi_spark.core.weights`), read last
+    in every pass.
     """
 
-    def __init__(self, df: DataFrame):
+    def __init__(self, df: DataFrame, weight_col: str | None = None):
         self.df = df
+        self.weight_col = weight_col
+
+    def _cols(self, cols: list[str]) -> list[str]:
+        """``cols``, and the weight column last."""
+        return cols if self.weight_col is None else [*cols, self.weight_col]
 
     def kept(self, label: str, skip_cols: list[str]) -> DataFrame:
-        """The rows the plan keeps: a label, and no missing value in ``skip_cols``."""
+        """The rows the plan keeps: a label, no missing value in ``skip_cols``, and a
+        weight that is present."""
         types = {f.name: f.dataType for f in self.df.schema.fields}
         cond = _missing(label, types[label])
         for c in skip_cols:
             cond = cond | _missing(c, types[c])
+        if self.weight_col is not None:
+            cond = cond | ~F.coalesce(F.expr(weight_present_sql(self.weight_col)), F.lit(False))
         return self.df.where(~cond)
 
     def column_stats(self, label: str, features: list[str], max_categories: int,
                      max_classes: int, skip: bool) -> dict[str, Any]:
         """One exact pass: rows, null labels, missing values, and distinct values capped
-        at ``max_categories`` per feature (``max_classes`` for the label)."""
+        at ``max_categories`` per feature (``max_classes`` for the label); the weights."""
         d = len(features)
-        fn = column_stats_fn(d, max_categories, max_classes, skip)
-        cols = [label, *features]
+        fn = column_stats_fn(d, max_categories, max_classes, skip,
+                             weighted=self.weight_col is not None)
+        cols = self._cols([label, *features])
         frame = packed(self.df, cols).mapInArrow(unpacked(fn, column_kinds(self.df, cols)),
                                                  "stats string")
         parts = [json.loads(r[0]) for r in frame.collect()]
@@ -179,13 +212,17 @@ class SparkSource(SparkRows):
 
     def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
                         skip_cols: list[str], binning: str = "quantile",
-                        rule: LabelRule | None = None, hash_extra: list[str] | None = None
+                        rule: LabelRule | None = None, hash_extra: list[str] | None = None,
+                        weight_scale: int | None = None
                         ) -> dict[str, tuple[list[float], list[float]]]:
         """Split points of the kept rows (:func:`vmi_spark.core.encoding.fit_sample`):
         of all of them or, above :data:`~vmi_spark.core.encoding.SAMPLE_ROWS` rows, of a
-        hashed sample. With a continuous label (``rule``), ``label`` maps to its own."""
+        hashed sample. With a continuous label (``rule``), ``label`` maps to its own.
+        With row weights each sampled row counts by its weight units (``weight_scale``);
+        the hash is of the row's values, not its weight, and the sample is drawn over the
+        rows (``rows`` is their number)."""
         hashed = [label, *cols, *(hash_extra or [])]
-        df = prepare_frame(self.kept(label, skip_cols), label, hashed[1:])
+        df = prepare_frame(self.kept(label, skip_cols), label, hashed[1:], self.weight_col)
         sample = df
         if rows > encoding.SAMPLE_ROWS:
             # keep a row iff a hash of its content falls below a threshold: the same rows
@@ -198,23 +235,28 @@ class SparkSource(SparkRows):
         # the columns come to the driver a chunk at a time; with more than one chunk the
         # sample is cached first, so that the input is read (and hashed) once, not per chunk
         chunk = plan.SPLIT_CHUNK
-        frame = positional(sample, [label, *cols])
+        weighted = self.weight_col is not None
+        frame = positional(sample, self._cols([label, *cols]))
         kept = None
         if len(cols) > chunk:  # a session that refuses caching hashes the input per chunk
             kept = keep(frame, StorageLevel.MEMORY_AND_DISK, materialize=False, warn=False)
             frame = kept.df
         lead = frame.columns[:1] if rule is not None else []  # the label, row-aligned
+        tail = frame.columns[-1:] if weighted else []  # the weight, row-aligned
         try:
             for start in range(0, max(len(cols), 1), chunk):
-                names = frame.columns[1 + start:1 + start + chunk]
+                names = frame.columns[1 + start:1 + min(start + chunk, len(cols))]
                 if not names and not lead:
                     break
-                table = to_arrow(frame.select(*lead, *names))
+                table = to_arrow(frame.select(*lead, *names, *tail))
                 values = [table.column(len(lead) + i).to_numpy(zero_copy_only=False)
                           .astype(np.float64) for i in range(len(names))]
                 keys = (label_keys(table.column(0).combine_chunks(), rule)
                         if rule is not None else None)
-                label_split, splits = fit_sample(values, num_bins, binning, keys, rule)
+                wts = None if not weighted else units(
+                    table.column(table.num_columns - 1).to_numpy(zero_copy_only=False),
+                    weight_scale or 1)
+                label_split, splits = fit_sample(values, num_bins, binning, keys, rule, wts)
                 if label_split is not None:
                     out[label] = label_split
                 out.update(zip(cols[start:start + chunk], splits))
@@ -225,17 +267,19 @@ class SparkSource(SparkRows):
         return out
 
     def top_values(self, label: str, cols: list[str], most: int,
-                   skip_cols: list[str]) -> dict[str, TopValues]:
+                   skip_cols: list[str], weight_scale: int | None = None
+                   ) -> dict[str, TopValues]:
         """The ``most`` most frequent values of each string column of ``cols`` over the
         kept rows, exactly (one aggregation job over the rows: counts of every
         (column, value), ranked by count and then value, Spark's binary string order
         being Python's code-point order)."""
-        return top_values_of(self.kept(label, skip_cols), cols, most)
+        return top_values_of(self.kept(label, skip_cols), cols, most, self.weight_col,
+                             weight_scale)
 
     def encode_blocks(self, plan: EncodingPlan, block_rows: int,
                       skip_cols: list[str]) -> DataFrame:
         """The kept rows as block rows of codes (:mod:`.blocks`)."""
         df = self.kept(plan.label, skip_cols)
-        cols = [plan.label, *plan.features]
+        cols = self._cols([plan.label, *plan.features])
         return packed(df, cols).mapInArrow(
             unpacked(block_encoder(plan, block_rows), column_kinds(df, cols)), BLOCK_SCHEMA)

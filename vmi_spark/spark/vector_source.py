@@ -254,16 +254,22 @@ class VectorReader(BatchReader):
     chunk_cells: int = READ_CELLS
 
     def __init__(self, df: DataFrame, label: str, features_col: str, names: list[str],
-                 slots: int):
+                 slots: int, weight_col: str | None = None):
         ldt = next(f.dataType for f in df.schema.fields if f.name == label)
         lab = F.expr(value_sql(label, ldt))  # as the Spark reader packs it
-        self._frame = df.select(lab.alias("_label"), vector_array(features_col).alias("_v"))
+        weight = [] if weight_col is None else [
+            F.col(quote(weight_col)).cast("double").alias("_w")]
+        self._frame = df.select(lab.alias("_label"), vector_array(features_col).alias("_v"),
+                                *weight)
         self.names, self.slots = list(names), slots
         self.kinds = {label: (value_type(ldt) or FLOATING).kind,
                       **dict.fromkeys(names, "double")}
+        if weight_col is not None:
+            self.kinds[weight_col] = "double"
         self.df = df
         self._pos = {n: i for i, n in enumerate(names)}
         self.label, self.features_col = label, features_col
+        self.weight_col = weight_col
 
     def frame(self, partitions: int | None = None) -> DataFrame:
         return self._frame
@@ -280,8 +286,10 @@ class VectorReader(BatchReader):
         return self.kinds[columns[0]], idx, rows
 
     def read(self, columns: list[str]):
-        """Typed batches of ``columns``: the label (first) and the named elements."""
-        label_kind, idx, rows = self._layout(columns)
+        """Typed batches of ``columns``: the label (first) and the named elements (and the
+        weight column, last, if it is asked for)."""
+        weighted = self.weight_col is not None and columns[-1] == self.weight_col
+        label_kind, idx, rows = self._layout(columns[:-1] if weighted else columns)
         width = len(self.names)
         names = [f"_c{j}" for j in range(len(columns))]
         raw, matrix = self._batches(rows), self._matrix
@@ -290,6 +298,8 @@ class VectorReader(BatchReader):
             for rb in joined(raw(it), rows):
                 mat, null = matrix(rb.column(1), width)
                 cols = [typed_array(rb.column(0), label_kind), *element_columns(mat, idx, null)]
+                if weighted:
+                    cols.append(typed_array(rb.column(2), "double"))
                 yield pa.RecordBatch.from_arrays(cols, names=names)
         return batches
 
@@ -353,8 +363,9 @@ class ParquetVectorReader(RowGroups, VectorReader):
     read_by = "pyarrow"
 
     def __init__(self, df: DataFrame, label: str, features_col: str, names: list[str],
-                 slots: int, source: ParquetSource, presample: tuple[int, str] | None = None):
-        super().__init__(df, label, features_col, names, slots)
+                 slots: int, source: ParquetSource, presample: tuple[int, str] | None = None,
+                 weight_col: str | None = None):
+        super().__init__(df, label, features_col, names, slots, weight_col)
         self.spark, self.source, self.presample = df.sparkSession, source, presample
 
     def reading(self) -> AbstractContextManager[None]:
@@ -362,7 +373,9 @@ class ParquetVectorReader(RowGroups, VectorReader):
         return nullcontext()
 
     def _batches(self, rows: int):
-        return row_group_batches(self.source, [self.label, self.features_col], rows)
+        cols = [self.label, self.features_col]
+        return row_group_batches(self.source, cols if self.weight_col is None
+                                 else [*cols, self.weight_col], rows)
 
 
 # ---------------------------------------------------------------------------
@@ -440,14 +453,17 @@ def vector_lengths_checked(df: DataFrame, features_col: str | None,
         raise
 
 
-def expand_vector(df: DataFrame, features_col: str, label: str) -> tuple[DataFrame, list[str]]:
+def expand_vector(df: DataFrame, features_col: str, label: str,
+                  weight_col: str | None = None) -> tuple[DataFrame, list[str]]:
     """Replace a vector column by one double column per element (names from ML metadata),
-    in one projection (:func:`vector_names` checks it first)."""
+    in one projection (:func:`vector_names` checks it first); the weight column is kept."""
     names = vector_names(df, features_col, label)
+    weight = [] if weight_col is None else [F.col(quote(weight_col)).alias("_vmi_w")]
     arr = df.select(F.col(quote(label)).alias("_vmi_label"),
-                    vector_array(features_col).alias("_vmi_v"))
+                    vector_array(features_col).alias("_vmi_v"), *weight)
     out = arr.selectExpr(f"_vmi_label AS {quote(label)}",
-                         *[f"_vmi_v[{i}] AS {quote(n)}" for i, n in enumerate(names)])
+                         *[f"_vmi_v[{i}] AS {quote(n)}" for i, n in enumerate(names)],
+                         *([f"_vmi_w AS {quote(weight_col)}"] if weight_col else []))
     return out, names
 
 
