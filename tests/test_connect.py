@@ -320,8 +320,10 @@ def test_job_rejects_bad_remote(capsys, tmp_path):
     assert main(["--remote", f"sc://localhost:{port}", "--input", str(tmp_path / "in"),
                  "--label", "y", "--output", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1
-    assert err[0].startswith(f"select_features: error: cannot reach the Spark Connect server at "
+    # the job's first progress line ("...; starting Spark"), then the one error line
+    assert len(err) == 2 and " INFO vmi_spark: selecting " in err[0], err
+    assert err[0].endswith("starting Spark")
+    assert err[1].startswith(f"select_features: error: cannot reach the Spark Connect server at "
                              f"localhost:{port}")
     assert not (tmp_path / "out").exists()
 
