@@ -79,7 +79,11 @@ def _slow_select(codes: np.ndarray, y: np.ndarray, k: int, level: float | None) 
         if block and level is not None:
             crit = chi2.ppf(1 - level / len(cands), (states - 1) * (classes - 1)) / (2 * n)
             gains = {i: g if raw[i] > crit[i] else -np.inf for i, g in gains.items()}
+        if not block:  # a block starts with plug-in information, or the loop stops
+            gains = {i: g if raw[i] > 0 else -np.inf for i, g in gains.items()}
         best = max(cands, key=lambda i: (gains[i], -i))
+        if not block and gains[best] == -np.inf:
+            break
         if block and not gains[best] > 0:
             block, bound, index = [], 0.0, index + 1
             continue
@@ -137,3 +141,18 @@ def test_never_restarting_means_no_test():
     one = select(InMemoryBackend(codes.astype(np.uint8), y), "vmi_naive", 5,
                  restart_tolerance=-np.inf, chance=True, significance=0.05)
     assert one.restarts == 0 and len(one.selected) == 5
+
+
+def test_a_new_block_starts_from_a_feature_with_information():
+    """Corrected, a 3-state column independent of the label in the sample (plug-in MI 0)
+    ranks above a 5-state one with a little information (its chance level is higher), but
+    only a column with information starts a block; with none, the loop stops."""
+    codes = np.array([[i % 3 for i in range(24)], [(i * 7) % 5 for i in range(24)]],
+                     dtype=np.uint8)
+    y = np.array([i % 2 for i in range(24)], dtype=np.uint8)
+    fixed = select(InMemoryBackend(codes, y), "vmi_naive", 1, chance=True)
+    assert fixed.mutual_information[0] == 0.0 < fixed.mutual_information[1]
+    assert fixed.selected == [1] and fixed.stop_reason == "num_features"
+    with pytest.warns(RuntimeWarning, match="no remaining feature has positive"):
+        none = select(InMemoryBackend(codes[:1], y), "vmi_naive", 1, chance=True)
+    assert none.selected == [] and none.stop_reason == "no_information"

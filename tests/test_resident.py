@@ -121,7 +121,7 @@ def test_resident_selection_on_lung_equals_the_core(spark, method):
     if method == "vmi_pairwise":
         assert expected.restarts >= 1
     run = run_selection(spark.createDataFrame(lung_frame()).repartition(3), "label",
-                        method=method, num_features=12, restart_tolerance=tol,
+                        bias_correction="none", method=method, num_features=12, restart_tolerance=tol,
                         execution="resident")
     assert run.execution == "resident"
     assert run.report()["execution"] == "resident"
@@ -249,7 +249,7 @@ def test_lost_tasks_mid_selection_hand_over_to_passes(spark, monkeypatch):
     monkeypatch.setattr(ResidentTasks, "request", lost_at_the_fifth_request)
     monkeypatch.setattr(driver, "PROBE_CELLS", 0)  # not in the driver: a small table
     run = run_selection(spark.createDataFrame(lung_frame()).repartition(3), "label",
-                        method="vmi_pairwise", num_features=8, restart_tolerance=0.01)
+                        bias_correction="none", method="vmi_pairwise", num_features=8, restart_tolerance=0.01)
     assert calls["n"] == 5  # nothing more ran on the resident tasks
     assert run.execution == "resident"
     assert any("went on with one Spark job per pass" in w for w in run.warnings)

@@ -30,7 +30,7 @@ def test_spark_matches_numpy_core_for_any_partitioning(spark, method, seed, exec
     expected = select_vmi(InMemoryBackend(codes_of(x), pdf["y"].to_numpy()), method, 6, 0.0)
     df = spark.createDataFrame(pdf)
     for parts in (1, 3, 7):
-        run = run_selection(df.repartition(parts), "y", method=method, num_features=6,
+        run = run_selection(df.repartition(parts), "y", bias_correction="none", method=method, num_features=6,
                             execution=execution)
         assert run.execution == execution
         sel = run.selection
@@ -43,7 +43,7 @@ def test_spark_matches_numpy_core_for_any_partitioning(spark, method, seed, exec
 
 def test_lung_first_block_through_the_estimator(spark):
     df = spark.createDataFrame(lung_frame()).repartition(3)
-    model = VMISelector(inputCols=[f"f{i}" for i in range(325)], labelCol="label",
+    model = VMISelector(biasCorrection="none", inputCols=[f"f{i}" for i in range(325)], labelCol="label",
                         numTopFeatures=9, restartTolerance=0.01).fit(df)
     first = [i for i, b in zip(model.selectedFeatures, model.blocks) if b == 0]
     assert first == LUNG_BLOCK

@@ -225,11 +225,14 @@ def _corrected(scorer: Scorer, raw: np.ndarray, block: Sequence[int], candidates
     it reaches by chance; with ``significance`` too, only the gains that extend a block
     significantly at that level (Bonferroni over the candidates: the G-test's critical
     value at 1 - level / m) stay, the others are -inf (none: a restart). The first
-    feature of a block is the best by its corrected relevance, tested or not."""
+    feature of a block is the best by its corrected relevance, tested or not, among the
+    candidates with some plug-in information (with none left, the loop stops)."""
     if not chance:
         return raw
     gains = raw - scorer.chance(block)
-    if significance is not None and len(block):  # a new block takes the best, tested or not
+    if not len(block):  # a feature independent of the label in the sample never starts one
+        return np.where(raw > 0.0, gains, -np.inf)
+    if significance is not None:  # a new block takes the best, tested or not
         m = max(int(candidates.sum()), 1)
         gains = np.where(raw > scorer.chance(block, 1.0 - significance / m), gains, -np.inf)
     return gains

@@ -111,7 +111,8 @@ def make_spark_selector(spark=None) -> Selector:
             warnings.simplefilter("ignore")
             run = run_selection(df, "y", features=features, method=method,
                                 num_features=cap_num_features(k, codes.shape[1])[0],
-                                max_categories=spark_max_categories(codes))
+                                max_categories=spark_max_categories(codes),
+                                bias_correction="none")  # the paper's plug-in gains
         select.plan_kinds.update(c.kind for c in run.plan.columns)  # type: ignore[attr-defined]
         select.calls += 1  # type: ignore[attr-defined]
         return list(run.selection.selected)
