@@ -194,3 +194,17 @@ def test_fit_logs_one_progress_line_per_step(spark, assembled):
         assert fields["elapsed"].endswith("s") and float(fields["eta"][:-1]) >= 0
     if k == 5:
         assert float(dict(f.split("=", 1) for f in steps[-1].split()[2:])["eta"][:-1]) == 0.0
+
+
+def test_every_public_setter_and_accessor_has_a_docstring():
+    """The estimator's and the model's public methods and properties say what they do
+    (the estimator's setters are made from the spec, one a Param)."""
+    for cls in (VMISelector, VMISelectorModel):
+        names = [n for n in dir(cls) if not n.startswith("_")
+                 and n not in ("uid", "params") and n in vars(cls)]
+        assert any(n.startswith("set") for n in names), cls
+        for n in names:
+            obj = vars(cls)[n]
+            obj = getattr(obj, "fget", None) or getattr(obj, "__func__", obj)
+            if callable(obj):
+                assert (obj.__doc__ or "").strip(), f"{cls.__name__}.{n} has no docstring"

@@ -9,6 +9,7 @@ refuses bad arguments before a SparkSession exists. No test here starts Spark.
 from __future__ import annotations
 
 import inspect
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -183,12 +184,40 @@ def test_every_sklearn_param_comes_from_the_spec():
 
 
 def test_readme_parameters_table_is_rendered_from_the_spec():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """docs/parameters.md holds the full table, the README the compact one: both are
+    params.markdown_table, so neither can drift from the spec."""
+    full = (ROOT / "docs" / "parameters.md").read_text(encoding="utf-8")
     table = P.markdown_table()
-    assert table in readme, "README's Parameters table differs from params.markdown_table()"
+    assert table in full, "docs/parameters.md's table differs from params.markdown_table()"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    compact = P.markdown_table(compact=True)
+    assert compact in readme, \
+        "README's Parameters table differs from params.markdown_table(compact=True)"
+    assert "docs/parameters.md" in readme
     for p in P.SPEC:
         if p.key in P.README_KEYS and p.flag:
-            assert f"`{p.flag}`" in table
+            assert f"`{p.flag}`" in table and f"`{p.flag}`" in compact
+    for full_row, short_row in zip(table.splitlines(), compact.splitlines()):
+        assert _cells(full_row)[:-1] == _cells(short_row)[:-1]  # same names and defaults
+        assert len(short_row) <= len(full_row)
+
+
+def _cells(row):
+    """A markdown table row's cells (an escaped ``\\|`` stays inside its cell)."""
+    return [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
+
+
+def test_compact_meaning_is_the_first_clause_and_names_every_choice():
+    def meaning(key, compact):
+        return _cells(P.markdown_table((key,), compact=compact).splitlines()[-1])[-1]
+
+    short = {p.key: meaning(p.key, True) for p in P.SPEC}
+    assert short["weight_col"] == "row weights, a numeric column"
+    assert short["stability_fraction"].endswith("in (0, 1)")  # a range in parentheses is kept
+    for p in P.SPEC:
+        assert len(short[p.key]) <= len(meaning(p.key, False))
+        for c in p.choices or ():
+            assert f"`{c}`" in short[p.key], (p.key, c)
 
 
 # ---------------------------------------------------------------- one validation

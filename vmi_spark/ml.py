@@ -345,10 +345,13 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
         return self._set(**kwargs)
 
     def write(self) -> MLWriter:
+        """A writer that saves this estimator's Params as JSON (``overwrite()`` works
+        under Spark Connect too)."""
         return _Writer(self)
 
     @classmethod
     def read(cls) -> DefaultParamsReader:
+        """A reader of a saved :class:`VMISelector` (JSON metadata)."""
         return _Reader(cls)
 
     def _fit(self, dataset: DataFrame) -> VMISelectorModel:
@@ -414,22 +417,30 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
 
     @property
     def report(self) -> dict[str, Any]:
+        """The full selection report, the fields of the job's ``selection.json`` (a copy)."""
         return dict(self._report)
 
     @property
     def selectedFeatures(self) -> list[int]:
+        """Indices of the selected features among the inputs, in selection order."""
         return list(self._report.get("selected_indices", []))
 
     @property
     def selectedFeatureNames(self) -> list[str]:
+        """Names of the selected features (input column names, or the vector's ML
+        attribute names, else ``<featuresCol>[i]``), in selection order."""
         return list(self._report.get("selected", []))
 
     @property
     def scores(self) -> list[float]:
+        """Per step: the bound of the current block after adding that feature (nats); for a
+        comparison criterion, the criterion's value."""
         return list(self._report.get("scores", []))
 
     @property
     def blocks(self) -> list[int]:
+        """Per step: 0 for the first block, +1 at each restart (all 0 for a comparison
+        criterion)."""
         return list(self._report.get("blocks", []))
 
     @property
@@ -475,9 +486,13 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
         return SparkSession.active().createDataFrame(step_rows(self._report), schema=_STEPS_SCHEMA)
 
     def setFeaturesCol(self, value: str) -> VMISelectorModel:
+        """Sets the value of :py:attr:`featuresCol`, the vector column ``transform`` reads
+        the selected elements from; returns this VMISelectorModel."""
         return self._set(featuresCol=value)
 
     def setOutputCol(self, value: str) -> VMISelectorModel:
+        """Sets the value of :py:attr:`outputCol`, the vector column ``transform`` adds
+        (vector input only); returns this VMISelectorModel."""
         return self._set(outputCol=value)
 
     def _transform(self, dataset: DataFrame) -> DataFrame:
@@ -518,19 +533,24 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
         return dataset.withColumn(out, array_to_vector(picked).alias(out, metadata=meta))
 
     def copy(self, extra: dict | None = None) -> VMISelectorModel:
+        """A copy of this model with the same selection (and ``extra`` Params)."""
         that = super().copy(extra)
         that._report = dict(self._report)
         return that
 
     def write(self) -> MLWriter:
+        """A writer that saves this model's Params and its report as JSON."""
         return _ModelWriter(self)
 
     @classmethod
     def read(cls) -> MLReader:
+        """A reader that validates a saved model (class, every Param, the report) before
+        returning it."""
         return _ModelReader(cls)  # type: ignore[arg-type]
 
     @classmethod
     def load(cls, path: str) -> VMISelectorModel:
+        """The model saved at ``path``, validated; anything else is refused with one line."""
         return cls.read().load(path)
 
 

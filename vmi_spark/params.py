@@ -11,7 +11,8 @@ each front end, phrased in that front end's own names::
     numTopFeatures must be >= 1, got 0        (VMISelector)
     n_features_to_select must be >= 1, got 0  (VMIFeatureSelector)
 
-The README's Parameters table is :func:`markdown_table`.
+The Parameters tables (docs/parameters.md's in full, the README's compact) are
+:func:`markdown_table`.
 """
 
 from __future__ import annotations
@@ -607,14 +608,58 @@ def _cell_default(p: Parameter) -> str:
     return f"`{v}`" if isinstance(v, str) else str(v)
 
 
-def markdown_table(keys: tuple[str, ...] = README_KEYS) -> str:
-    """The README's Parameters table: estimator param, CLI flag, default, meaning."""
+#: a meaning at most this long is shown whole in the compact table
+_SHORT_DOC = 110
+
+
+def _short_doc(p: Parameter) -> str:
+    """The compact table's meaning: the whole meaning when it is short, else its first
+    clause (up to the first ``:`` or ``;`` outside backticks and parentheses) without
+    its worded asides in parentheses, followed by the choices it does not name."""
+    text = p.readme()
+    if len(text) <= _SHORT_DOC:
+        return text
+    out: list[str] = []
+    aside: list[str] = []
+    depth, code = 0, False
+    for ch in text:
+        if ch == "`":
+            code = not code
+        if not code and ch == "(" and (depth or (out and out[-1] == " ")):
+            depth += 1
+        if depth:
+            aside.append(ch)
+            if not code and ch == ")":
+                depth -= 1
+                if not depth:  # an aside in words is dropped, "(0, 1)" or "(2..255)" kept
+                    words = any(c.isalpha() for c in "".join(aside))
+                    if words:
+                        out.pop()  # its space
+                    else:
+                        out.extend(aside)
+                    aside = []
+            continue
+        if not code and ch in ":;":
+            break
+        out.append(ch)
+    short = "".join(out).rstrip(" ,")
+    missing = [c for c in p.choices or () if f"`{c}`" not in short]
+    if missing:
+        short += ": " + ", ".join(f"`{c}`" for c in p.choices or ())
+    return short
+
+
+def markdown_table(keys: tuple[str, ...] = README_KEYS, compact: bool = False) -> str:
+    """The Parameters table: estimator param, CLI flag, default, meaning.
+
+    The full table is docs/parameters.md's; ``compact=True`` gives the README's, whose
+    meaning is the first clause of each (:func:`_short_doc`)."""
     lines = ["| estimator param | CLI | default | meaning |", "|---|---|---|---|"]
     for key in keys:
         p = _SPEC[key]
         ml = "`featuresCol` / `inputCols`" if key == "features" else \
             (f"`{p.ml}`" if p.ml else "")
         flag = f"`{p.flag}`" if p.flag else ""
-        cells = (ml, flag, _cell_default(p), p.readme())
+        cells = (ml, flag, _cell_default(p), _short_doc(p) if compact else p.readme())
         lines.append("|" + "|".join(f" {c} " if c else " " for c in cells) + "|")
     return "\n".join(lines) + "\n"
