@@ -59,20 +59,37 @@ run_tier() {
 SPARK35_DEFAULT_PINS="pyspark==3.5.2 pandas==1.5.3 numpy==1.26.4 pyarrow==15.0.2 \
 grpcio==1.60.0 grpcio-status==1.60.0 protobuf==4.24.1 googleapis-common-protos==1.65.0"
 
-run_spark35() {
-    local venv=${SPARK35_VENV:-$PWD/.venv35} pins=${SPARK35_PINS:-$SPARK35_DEFAULT_PINS}
-    local work wheel rc t0=$SECONDS
-    work=$(mktemp -d)
-    echo "+ $venv: $pins"
+SPARK35_VENV=${SPARK35_VENV:-$PWD/.venv35}
+SPARK35_PINS=${SPARK35_PINS:-$SPARK35_DEFAULT_PINS}
+
+prepare_spark35() {
+    # the Spark 3.5 venv: downloads and builds (PySpark 3.5 is a source distribution), no
+    # tests, so it runs in the background while the other steps test (see below)
+    local venv=$SPARK35_VENV t0=$SECONDS
+    echo "+ $venv: $SPARK35_PINS"
     # the venv stays in the checkout (gitignored): a rerun reuses its downloads
     [ -x "$venv/bin/python" ] || python3 -m venv "$venv" || return 1
-    printf '%s\n' $pins > "$work/pins.txt"
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$work/pins.txt" \
+    printf '%s\n' $SPARK35_PINS > "$venv/vmi-pins.txt"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$venv/vmi-pins.txt" \
         || return 1
     # test tools under the pins as constraints: they may not change a runtime library
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check -c "$work/pins.txt" \
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -c "$venv/vmi-pins.txt" \
         "pytest>=8" || return 1
     echo "   (venv ready after $((SECONDS - t0))s)"
+}
+
+run_spark35() {
+    local venv=$SPARK35_VENV pins=$SPARK35_PINS
+    local work wheel rc t0=$SECONDS
+    work=$(mktemp -d)
+    if [ -n "${prep_pid:-}" ]; then  # started with the first step
+        wait "$prep_pid"; rc=$?
+        cat "$prep_log"; rm -f "$prep_log"
+        [ "$rc" -eq 0 ] || return 1
+        echo "   (waited $((SECONDS - t0))s for it)"
+    else
+        prepare_spark35 || return 1
+    fi
     echo "+ the plain wheel, built from this tree"
     "$PY" -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation \
         -w "$work/dist" . || return 1
@@ -93,6 +110,15 @@ run_spark35() {
     rm -rf "$work"
     return "$rc"
 }
+
+# the Spark 3.5 venv is installed while the steps before spark35 run (mostly network and
+# disk: the download and build of PySpark 3.5), so the tier only waits for what is left
+prep_pid=""
+if [[ " ${steps[*]} " == *" spark35 "* ]] && [ "${steps[0]}" != spark35 ]; then
+    prep_log=$(mktemp)
+    prepare_spark35 > "$prep_log" 2>&1 &
+    prep_pid=$!
+fi
 
 for step in "${steps[@]}"; do
     case $step in

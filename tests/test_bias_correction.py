@@ -156,3 +156,19 @@ def test_a_new_block_starts_from_a_feature_with_information():
     with pytest.warns(RuntimeWarning, match="no remaining feature has positive"):
         none = select(InMemoryBackend(codes[:1], y), "vmi_naive", 1, chance=True)
     assert none.selected == [] and none.stop_reason == "no_information"
+
+
+@pytest.mark.parametrize("method", ["mim", "mrmr", "jmi", "cmim", "cife", "spec_cmi"])
+def test_the_comparison_criteria_are_not_corrected(method):
+    """chance / significance are the bound's: a comparison criterion selects the same
+    features with them (mRMR's gains go negative here: each feature still once)."""
+    rng = np.random.default_rng(8)
+    y = rng.integers(0, 3, 180).astype(np.uint8)
+    codes = rng.integers(0, 4, (7, 180)).astype(np.uint8)
+    codes[1] = np.where(rng.random(180) < 0.7, y, codes[1])
+    codes[2] = codes[1]  # a copy: redundant
+    plain = select(InMemoryBackend(codes, y), method, 6)
+    for level in (None, 0.05):
+        got = select(InMemoryBackend(codes, y), method, 6, chance=True, significance=level)
+        assert got.selected == plain.selected and got.scores == plain.scores
+        assert len(set(got.selected)) == len(got.selected)
