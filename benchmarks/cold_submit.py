@@ -113,7 +113,8 @@ def _rss_mb(pid: int) -> float:
 
 
 def _role(pid: int, name: str) -> str:
-    """``name``, with what a Python process is: the driver or a Spark worker."""
+    """``name``, with what a Python process is: the driver, a Spark worker (forked by
+    ``pyspark.daemon``), or another (its command line)."""
     if not name.startswith("python"):
         return name
     try:
@@ -121,7 +122,11 @@ def _role(pid: int, name: str) -> str:
             cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return name
-    return "python worker" if "pyspark.daemon" in cmd or "pyspark.worker" in cmd else "python driver"
+    if "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
+        return "python worker"
+    if "select_features.py" in cmd or "count.py" in cmd:
+        return "python driver"
+    return "python: " + cmd[:80]
 
 
 class Peaks(threading.Thread):
