@@ -122,6 +122,8 @@ def _role(pid: int, name: str) -> str:
             cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return name
+    if not cmd.strip():  # exiting (a zombie has no command line): keep what it was
+        return ""
     if "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
         return "python worker"
     if "select_features.py" in cmd or "count.py" in cmd:
@@ -149,7 +151,7 @@ class Peaks(threading.Thread):
                 total += rss
                 row = self.procs.setdefault(p, {"name": name, "peak_mb": 0.0})
                 # spark-submit is a shell script that execs the JVM: the latest name counts
-                row["name"] = _role(p, name)
+                row["name"] = _role(p, name) or row["name"]
                 row["peak_mb"] = max(row["peak_mb"], hwm, rss)
             self.tree_peak = max(self.tree_peak, total)
             self.disk_peak = max(self.disk_peak, _dir_bytes(self.local_dir))
