@@ -246,7 +246,6 @@ def parquet_source(df: DataFrame, columns: list[str]) -> ParquetSource | None:
 #: 30,000 int32 columns read alone: 5.4 GB peak RSS and 25.8 s in batches of 16,384
 #: rows, 1.9 GB and 27.9 s in batches of 2,236 (2**26 cells), 1.3 GB and 62.6 s at 2**24
 BATCH_CELLS = 1 << 26
-BATCH_CELLS = 1 << 26
 
 #: cells of a row group decoded in one call (:func:`group_chunks`). A wide row group is
 #: decoded a few columns at a time: at 4,096 rows x 30,000 int32 columns one call for the
