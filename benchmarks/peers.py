@@ -18,7 +18,10 @@ then a lower bound and ``finished`` is false), ``--reps`` times, alternating:
 * ``ours_inmemory_vmi_naive`` and ``ours_inmemory_mrmr``: ``vmi_spark.VMIFeatureSelector``
   (the Spark-free core, numba kernels) on the same CSV, in this venv.
 * ``ours_job``: ``spark-submit jobs/select_features.py`` on the Parquet file (local[2],
-  default memory, ``--execution auto``).
+  default memory, ``--execution auto``, the job's defaults: chance-corrected gains).
+* ``ours_job_authors`` and ``ours_inmemory_vmi_naive_authors``: the same with the
+  authors' settings (:data:`AUTHORS_SETTINGS`: ``--restart-tolerance 0.01
+  --bias-correction none``), which reproduce the C++ code's selection.
 
 For each run: ``wall`` (process start to exit, input read included), ``select`` (the
 selection call alone, timed inside the process; the whole run for the C++ code and the
@@ -27,7 +30,8 @@ per cell per core** = ``select`` x cores / (rows x features x k), with cores = 1
 single-threaded peers and our in-memory selector (one thread), the machine's cores for
 ``mrmrs`` (Polars' thread pool) and 2 for the job (local[2]; the driver execution runs
 blocks on two threads). Agreement with our
-``vmi_naive`` (in memory): the length of the common prefix and the size of the common set.
+``vmi_naive`` (in memory) and with the C++ code: the length of the common prefix and the
+size of the common set.
 The 1-minute load is recorded with every run.
 
     python3 -m venv /tmp/peers-venv && /tmp/peers-venv/bin/pip install -r benchmarks/requirements-peers.txt
@@ -56,6 +60,11 @@ sys.path.insert(0, HERE)
 
 from run import load, save  # noqa: E402
 from time_to_answer import spark_submit  # noqa: E402
+
+#: the settings of the authors' program: restart below a gain of 0.01 nats, plain
+#: (uncorrected) gains -- with them our vmi_naive picks what their C++ picks
+AUTHORS_SETTINGS = {"restart_tolerance": 0.01, "bias_correction": "none"}
+AUTHORS_FLAGS = ["--restart-tolerance", "0.01", "--bias-correction", "none"]
 
 #: each peer: a script run as ``python -c SCRIPT CSV K`` printing one JSON line
 #: {"select": seconds, "selected": [feature indices]}; the CSV has f0..f{D-1} and label
@@ -104,9 +113,10 @@ OURS_INMEMORY = """
 import sys, time, json, pandas as pd
 from vmi_spark.sklearn import VMIFeatureSelector
 df = pd.read_csv(sys.argv[1]); k = int(sys.argv[2]); method = sys.argv[3]
+extra = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
 X, y = df.drop(columns="label").to_numpy(), df["label"].to_numpy()
 t = time.perf_counter()
-sel = VMIFeatureSelector(n_features_to_select=k, method=method).fit(X, y)
+sel = VMIFeatureSelector(n_features_to_select=k, method=method, **extra).fit(X, y)
 print(json.dumps({"select": time.perf_counter() - t,
                   "selected": [int(i) for i in sel.selected_features_]}))
 """
@@ -204,12 +214,17 @@ def main(argv=None) -> int:
         for method in ("vmi_naive", "mrmr"):
             runners[f"ours_inmemory_{method}"] = (
                 [sys.executable, "-c", OURS_INMEMORY, paths["csv"], str(k), method], 1, "json")
+        # the authors' settings: their restart tolerance, the paper's uncorrected gains
+        runners["ours_inmemory_vmi_naive_authors"] = (
+            [sys.executable, "-c", OURS_INMEMORY, paths["csv"], str(k), "vmi_naive",
+             json.dumps(AUTHORS_SETTINGS)], 1, "json")
         out_dir = os.path.join(tmp, "out")
-        runners["ours_job"] = ([spark_submit(), "--master", "local[2]", "--conf",
-                                "spark.ui.enabled=false",
-                                os.path.join(ROOT, "jobs", "select_features.py"), "--input",
-                                paths["parquet"], "--label", "label", "--output", out_dir,
-                                "--num-features", str(k), "--quiet"], 2, "job")
+        job = [spark_submit(), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+               os.path.join(ROOT, "jobs", "select_features.py"), "--input",
+               paths["parquet"], "--label", "label", "--output", out_dir,
+               "--num-features", str(k), "--quiet"]
+        runners["ours_job"] = (job, 2, "job")
+        runners["ours_job_authors"] = (job + AUTHORS_FLAGS, 2, "job")
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                    PYTHONPATH=ROOT)
         for rep in range(args.reps):
@@ -236,16 +251,19 @@ def main(argv=None) -> int:
                     row["ns_per_cell_core"] = round(row["select"] * cores / cells * 1e9, 2)
                 res["runs"].append(row)
                 print(json.dumps({k_: v for k_, v in row.items() if k_ != "selected"}), flush=True)
-        ref = next((r["selected"] for r in res["runs"]
-                    if r["peer"] == "ours_inmemory_vmi_naive" and r.get("selected")), None)
-        if ref is not None:
+        for ref_name in ("ours_inmemory_vmi_naive", "vmi_cpp"):
+            ref = next((r["selected"] for r in res["runs"]
+                        if r["peer"] == ref_name and r.get("selected")), None)
+            if ref is None:
+                continue
             for r in res["runs"]:
                 sel = r.get("selected")
                 if sel:
                     prefix = next((i for i, (a, b) in enumerate(zip(sel, ref)) if a != b),
                                   min(len(sel), len(ref)))
-                    r["agree_with_ours_vmi_naive"] = {"prefix": prefix,
-                                                      "common": len(set(sel) & set(ref))}
+                    key = ("agree_with_ours_vmi_naive" if ref_name != "vmi_cpp"
+                           else "agree_with_vmi_cpp")
+                    r[key] = {"prefix": prefix, "common": len(set(sel) & set(ref))}
         res["load_end"] = load()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -259,6 +277,7 @@ def main(argv=None) -> int:
             s["select"].append(r["select"])
             s["ns_per_cell_core"].append(r["ns_per_cell_core"])
         s["agree"] = r.get("agree_with_ours_vmi_naive")
+        s["agree_with_vmi_cpp"] = r.get("agree_with_vmi_cpp")
     res["summary"] = summary
     print(json.dumps(summary), flush=True)
     save(res, args.out)

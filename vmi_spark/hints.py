@@ -163,7 +163,9 @@ def explain(exc: BaseException, spark=None, table: str | None = None) -> str | N
       pyarrow): name ``PYSPARK_PYTHON``;
     * a worker Python that does not exist (``Cannot run program``);
     * ``--table`` not found: say which catalog the session has and how to reach a
-      metastore.
+      metastore;
+    * the JVM's heap ran out (or the context stopped after it did): name
+      ``--driver-memory``.
     """
     text = str(exc)
     missing = _NO_MODULE.search(text)
@@ -177,7 +179,16 @@ def explain(exc: BaseException, spark=None, table: str | None = None) -> str | N
                 "PYSPARK_PYTHON to a Python that has vmi_spark installed")
     if table and "TABLE_OR_VIEW_NOT_FOUND" in text:
         return _table_hint(spark, table)
+    if any(m in text for m in _HEAP_MARKS):
+        return ("Spark's JVM ran out of memory (Java heap space) or stopped; give it more: "
+                "spark-submit --driver-memory 4g (spark.driver.memory; on a cluster also "
+                "--executor-memory), and please report the table's size")
     return None
+
+
+#: what a Spark failure says when the JVM's heap ran out (and the context stopped with it)
+_HEAP_MARKS = ("OutOfMemoryError", "Java heap space", "RpcEndpointRef",
+               "SparkContext was shut down")
 
 
 def _table_hint(spark, table: str) -> str:

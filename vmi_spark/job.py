@@ -643,9 +643,11 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
                     raise InputError(f"--remote needs the Spark Connect client "
                                      f"(pip install 'pyspark[connect]'): {exc}") from exc
             else:
-                from .spark.session import preset_log_level
+                from .spark.session import job_confs, preset_log_level
 
                 builder = SparkSession.builder.appName("vmi_spark select_features")
+                for key, value in job_confs().items():
+                    builder = builder.config(key, value)
                 if not preset_log_level(_spark_log_level(args)):  # then after its INFO lines
                     builder = builder.config("spark.log.level", _spark_log_level(args))
                 spark = builder.getOrCreate()

@@ -23,6 +23,7 @@ kind in :func:`choose_execution` and :func:`start_execution`.
 from __future__ import annotations
 
 import warnings
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
@@ -53,7 +54,7 @@ from .plan import RowSource, check_weight_col, resolve_columns
 from .resident import ResidentBackend, ResidentUnavailable
 from .session import is_local, parallelism, storage_memory, task_slots, unavailable_reason
 from .spark_source import SparkSource
-from .storage import Kept, batch_rows, cache_batch_rows, keep
+from .storage import Kept, batch_rows, cache_batch_rows, keep, session_confs
 from .vector_source import (
     ParquetVectorReader,
     VectorReader,
@@ -70,6 +71,10 @@ CACHE_SHARE = 0.5
 BLOCK_BYTES = 8 << 20
 #: bytes of per-row state (a pairwise selection's) a block may hold
 PAIR_BLOCK_BYTES = 32 << 20
+#: the conf that bounds the rows of one Arrow batch a task sends its Python worker
+ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
+#: most bytes of encoded blocks in one such batch (less where the heap is small)
+ARROW_BATCH_BYTES = 64 << 20
 
 
 # ---------------------------------------------------------------------------
@@ -250,25 +255,26 @@ def choose_execution(plan: EncodingPlan, rows: RowRoute, settings: Settings) -> 
     why_not = ("not asked for" if settings.execution == "passes"
                else unavailable_reason(spark))
     parts = parallelism(spark) if why_not is not None else task_slots(spark)
-    block_rows = block_rows_for(plan.num_rows, parts, d, settings.method, num_classes)
+    block_rows = block_rows_for(plan.num_rows, parts, d, settings.method, num_classes,
+                                disk_object_bytes(spark, plan.num_rows * (d + 2), parts))
     return ExecutionRoute("passes" if why_not is not None else "resident", why_not, parts,
                           block_rows)
 
 
 def block_rows_for(num_rows: int, parts: int, num_features: int, method: str,
-                   num_classes: int) -> int:
+                   num_classes: int, most_bytes: int | None = None) -> int:
     """Rows of an encoded block on the executors.
 
     About four blocks per task slot (``parts``), so that every core has work in every
     pass; at most :data:`BLOCK_BYTES` a block, because the JVM copies each block whole
     (Arrow, cache) and large byte arrays crowd a small heap (a 5M x 100 table under the
     default 1g driver); with per-row state (``vmi_pairwise``) at most
-    :data:`PAIR_BLOCK_BYTES` of it; a multiple of
-    :data:`~vmi_spark.core.bound.BLOCK_ROW_STEP` (at least 256).
+    :data:`PAIR_BLOCK_BYTES` of it; at most ``most_bytes`` (:func:`disk_object_bytes`)
+    when given; a multiple of :data:`~vmi_spark.core.bound.BLOCK_ROW_STEP` (at least 256).
     """
     rows = min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, whole_strides(-(-num_rows // (4 * parts)),
                                                                  up=True)))
-    most = BLOCK_BYTES // (num_features + 2)
+    most = min(BLOCK_BYTES, most_bytes or BLOCK_BYTES) // (num_features + 2)
     state = criterion(method).row_state_bytes(num_features, num_classes)
     if state:
         most = min(most, PAIR_BLOCK_BYTES // state)
@@ -277,10 +283,14 @@ def block_rows_for(num_rows: int, parts: int, num_features: int, method: str,
 
 def start_execution(route: ExecutionRoute, rows: RowRoute, plan: EncodingPlan,
                     skip_cols: list[str], settings: Settings, storage_level: StorageLevel,
-                    notes: list[str], laps) -> tuple[Execution, Kept | None]:
+                    notes: list[str], laps, steps: ExitStack | None = None
+                    ) -> tuple[Execution, Kept | None]:
     """Encode the rows and start the chosen execution over them: in the driver, or the
     blocks kept on the executors (``Kept``) and resident tasks or one Spark job a pass
-    over them. ``laps(name)`` closes a phase of the run's timings."""
+    over them. ``laps(name)`` closes a phase of the run's timings. ``steps`` holds what
+    the steps run under until the caller closes it (the Arrow batches of blocks sized
+    for the heap, :func:`block_batches`); without it that setting is left as it was
+    when this returns."""
     d, num_classes = len(rows.features), len(plan.classes)
     if route.kind == "driver":
         assert rows.driver is not None
@@ -289,12 +299,62 @@ def start_execution(route: ExecutionRoute, rows: RowRoute, plan: EncodingPlan,
         return DriverBackend(codes, y, plan.arity, num_classes, w=w), None
     kept = _encoded(rows, plan, skip_cols, route, settings, storage_level, notes, laps)
     laps("encode")
+    stack = steps if steps is not None else ExitStack()
     try:
+        if kept.how != "recompute" or rows.read_by == "pyarrow":
+            # the steps' tasks read blocks: a few per Arrow batch, not the partition's
+            # 10,000 (recomputed from Spark's reader, the stage reads rows: left alone)
+            stack.enter_context(block_batches(rows.df.sparkSession,
+                                              route.block_rows * (d + 2)))
         return _backend(kept.df, d, plan.arity, num_classes, settings, route.why_not,
                         notes), kept
     except BaseException:
         kept.release()
         raise
+    finally:
+        if steps is None:
+            stack.close()
+
+
+def block_batches(spark, block_bytes: int):
+    """Run the block with Spark's Arrow batches to the Python workers holding
+    :func:`arrow_batch_blocks` block rows each, restored after.
+
+    Spark's default is 10,000 rows a batch: for block rows (a block is up to
+    :data:`BLOCK_BYTES`) that is a whole partition, which the task builds in the JVM's
+    heap before the worker sees any of it -- 500 MB a task for a 1M x 1,000 table, the
+    "Java heap space" of spark-submit's default 1g driver.
+    """
+    return session_confs(spark, {ARROW_BATCH_CONF: str(arrow_batch_blocks(spark, block_bytes))})
+
+
+def arrow_batch_blocks(spark, block_bytes: int) -> int:
+    """Block rows of one Arrow batch: at most :func:`arrow_batch_budget` bytes (from the
+    heap the session actually has), at least one."""
+    return max(1, arrow_batch_budget(spark) // max(1, block_bytes))
+
+
+def arrow_batch_budget(spark) -> int:
+    """Bytes of blocks one task may hold in the JVM at once: :data:`ARROW_BATCH_BYTES`,
+    or a quarter of a block manager's cache memory over the tasks its JVM runs at once
+    if that is less (54 MB under a 1g local[2] driver)."""
+    budget = ARROW_BATCH_BYTES
+    memory = storage_memory(spark)
+    if memory is not None:
+        budget = min(budget, memory // (4 * jvm_slots(spark)))
+    return budget
+
+
+def jvm_slots(spark) -> int:
+    """Tasks one JVM runs at once: the driver's slots in local mode, else an executor's
+    cores (``spark.executor.cores``; 2 where it is not set)."""
+    if is_local(spark):
+        return parallelism(spark)
+    try:
+        cores = spark.sparkContext.getConf().get("spark.executor.cores", None)
+        return max(1, int(cores)) if cores else 2
+    except Exception:  # noqa: BLE001 - Spark Connect: no SparkContext
+        return 2
 
 
 def _encoded(rows: RowRoute, plan: EncodingPlan, skip_cols: list[str], route: ExecutionRoute,
@@ -308,7 +368,8 @@ def _encoded(rows: RowRoute, plan: EncodingPlan, skip_cols: list[str], route: Ex
     # The range partitioner samples its input in a job of its own: the encoded blocks are
     # kept for the shuffle to read, so that every row is read and encoded once, not twice.
     # A cached batch holds a few blocks, not a whole partition (see cache_batch_rows).
-    with batch_rows(spark, cache_batch_rows(block_rows * (d + 2))), source.reading():
+    cap = disk_object_bytes(spark, plan.num_rows * (d + 2), parts) if level.useDisk else None
+    with batch_rows(spark, cache_batch_rows(block_rows * (d + 2), cap)), source.reading():
         even = source.evened(parts)
         if even is not None:
             # row groups (and pieces of them) split evenly over the task slots: encoded
@@ -349,12 +410,54 @@ def _storage_level(spark, level: StorageLevel, encoded_bytes: int, parts: int,
     if level != StorageLevel.MEMORY_AND_DISK:
         return level
     memory = storage_memory(spark)
-    share = encoded_bytes / max(1, parts) * (parts if is_local(spark) else 1)
-    if memory is None or share <= CACHE_SHARE * memory:
+    if not _cached_on_disk(spark, encoded_bytes, parts):
         return level
+    assert memory is not None
     notes.append(f"the encoded rows ({encoded_bytes >> 20} MiB) are cached on disk: more than "
                  f"half of the {memory >> 20} MiB a block manager may cache")
     return StorageLevel.DISK_ONLY
+
+
+def _cached_on_disk(spark, encoded_bytes: int, parts: int) -> bool:
+    """Whether the encoded rows (``encoded_bytes`` over ``parts`` partitions) take more
+    than :data:`CACHE_SHARE` of a block manager's cache memory, so that the default
+    storage level's cache goes to disk (:func:`_storage_level`)."""
+    memory = storage_memory(spark)
+    share = encoded_bytes / max(1, parts) * (parts if is_local(spark) else 1)
+    return memory is not None and share > CACHE_SHARE * memory
+
+
+#: the conf that says after how many objects Spark's Java serializer forgets the ones
+#: it wrote (Spark's default: 100)
+STREAM_RESET_CONF = "spark.serializer.objectStreamReset"
+
+
+def disk_object_bytes(spark, encoded_bytes: int, parts: int) -> int | None:
+    """Most bytes of one block (and one cached batch) when the cache goes to disk.
+
+    A cache on disk is written with Spark's serializer; the Java serializer (Spark's
+    default) keeps every object it wrote until it has written
+    ``spark.serializer.objectStreamReset`` of them (100 by default): 100 cached batches
+    of 16 MiB are 1.6 GiB of heap per task, more than a whole partition of the encoded
+    rows of a 1M x 1,000 table -- the "Java heap space" of spark-submit's default 1g
+    driver. The job starts its session with the reset at 1 (:func:`.session.job_confs`);
+    in any other session a block and a cached batch are made small enough that the
+    objects a task keeps fit the heap's share of a task (:func:`arrow_batch_budget`).
+    None when there is nothing to bound (the cache stays in memory, Kryo, a reset of 1,
+    Spark Connect).
+    """
+    if not _cached_on_disk(spark, encoded_bytes, parts):
+        return None
+    try:
+        conf = spark.sparkContext.getConf()
+        serializer = conf.get("spark.serializer", "org.apache.spark.serializer.JavaSerializer")
+        reset = int(conf.get(STREAM_RESET_CONF, "100"))
+    except Exception:  # noqa: BLE001 - Spark Connect: the server's settings are not known
+        return None
+    if "JavaSerializer" not in serializer or reset == 1:
+        return None
+    budget = arrow_batch_budget(spark)
+    return max(1, budget // (reset if reset > 0 else 10_000))
 
 
 def _backend(blocks: DataFrame, d: int, arity: int, num_classes: int, settings: Settings,

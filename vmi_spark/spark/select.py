@@ -6,6 +6,7 @@ import logging
 import time
 import warnings
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -220,25 +221,27 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
         notes.append(str(capped))
         warnings.warn(capped, stacklevel=2)
     execution = choose_execution(plan, route, settings)
-    backend, kept = start_execution(execution, route, plan, planned.skip_cols, settings,
-                                    storage_level, notes, phases.lap)
-    phases.lap("start_execution")
-    t_prep = time.perf_counter() - t0
-    stability = None
-    try:
-        selection = _select(backend, plan, settings, k, min_gain, on_step, notes)
-        phases.lap("steps")
-        if settings.stability:
-            runs = run_stability(backend, partial(_select_view, plan=plan, settings=settings,
-                                                  k=k, min_gain=min_gain),
-                                 settings.stability, settings.stability_seed,
-                                 settings.stability_fraction, on_run=_log_run)
-            stability = summarize(runs, route.features, selection.selected)
-            phases.lap("stability")
-    finally:
-        backend.close()
-        if kept is not None:
-            kept.release()
+    with ExitStack() as steps:  # what the steps run under (Arrow batches sized for the heap)
+        backend, kept = start_execution(execution, route, plan, planned.skip_cols, settings,
+                                        storage_level, notes, phases.lap, steps)
+        phases.lap("start_execution")
+        t_prep = time.perf_counter() - t0
+        stability = None
+        try:
+            selection = _select(backend, plan, settings, k, min_gain, on_step, notes)
+            phases.lap("steps")
+            if settings.stability:
+                runs = run_stability(backend, partial(_select_view, plan=plan,
+                                                      settings=settings, k=k,
+                                                      min_gain=min_gain),
+                                     settings.stability, settings.stability_seed,
+                                     settings.stability_fraction, on_run=_log_run)
+                stability = summarize(runs, route.features, selection.selected)
+                phases.lap("stability")
+        finally:
+            backend.close()
+            if kept is not None:
+                kept.release()
     phases.lap("release")
     notes += backend.notes()
     if selection.stopped_early and selection.stop_reason != "threshold":

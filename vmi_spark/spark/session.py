@@ -78,6 +78,26 @@ def storage_memory(spark) -> int | None:
         return None
 
 
+#: settings the job starts its own session with, where the user set none:
+#: Spark's Java serializer forgets what it wrote after every object, not after 100
+#: (a cache on disk of 100 blocks' batches would otherwise stay in the heap, see
+#: :func:`vmi_spark.spark.routes.disk_object_bytes`)
+JOB_CONFS = {"spark.serializer.objectStreamReset": "1"}
+
+
+def job_confs() -> dict[str, str]:
+    """Those of :data:`JOB_CONFS` the user did not set (``--conf``, spark-defaults.conf),
+    for the session the job starts; nothing where that cannot be asked."""
+    try:
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()  # the gateway JVM: the submitted settings
+        conf = SparkConf()
+        return {k: v for k, v in JOB_CONFS.items() if not conf.contains(k)}
+    except Exception:  # noqa: BLE001 - no JVM to ask: Spark's defaults
+        return {}
+
+
 def unavailable_reason(spark) -> str | None:
     """Why resident tasks (:mod:`.resident`) cannot run in ``spark`` (None: they can)."""
     if is_connect(spark):

@@ -64,15 +64,16 @@ BATCH_SIZE_CONF = "spark.sql.inMemoryColumnarStorage.batchSize"
 CACHE_BATCH_BYTES = 16 << 20
 
 
-def cache_batch_rows(block_bytes: int) -> int:
-    """Block rows per cached batch so that a batch holds about :data:`CACHE_BATCH_BYTES`.
+def cache_batch_rows(block_bytes: int, most_bytes: int | None = None) -> int:
+    """Block rows per cached batch so that a batch holds about :data:`CACHE_BATCH_BYTES`
+    (or ``most_bytes``, if less; at least one block).
 
     A block row carries up to 64k encoded rows (megabytes); at Spark's default of 10,000
     rows per batch one batch would hold a whole partition's blocks, which the memory store
     must build in the heap before it can spill it (the "Java heap space" of a 5M-row
     table under the default 1g driver).
     """
-    return max(1, CACHE_BATCH_BYTES // max(1, block_bytes))
+    return max(1, min(CACHE_BATCH_BYTES, most_bytes or CACHE_BATCH_BYTES) // max(1, block_bytes))
 
 
 @contextmanager

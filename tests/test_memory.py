@@ -1,0 +1,83 @@
+"""Sizing from the memory the session has (issue 38): blocks, cached batches and the Arrow
+batches of blocks, the job's serializer setting, and the one line a heap failure gives.
+
+The 1M x 1,000 table that needed them is in ``benchmarks/cold_submit.py`` (minutes, not a
+test); here the rules, and that the settings are set for the steps and restored after.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vmi_spark import hints
+from vmi_spark.spark import routes
+from vmi_spark.spark.storage import CACHE_BATCH_BYTES, cache_batch_rows
+
+
+@pytest.mark.parametrize("d", [5, 100, 1000, 30_000])
+@pytest.mark.parametrize("most", [None, 540_000, 4 << 20, 1 << 30])
+def test_blocks_stay_within_the_object_bound(d, most):
+    """With ``most_bytes`` a block holds no more than that (unless 256 rows already do),
+    and never more than without it."""
+    plain = routes.block_rows_for(1_000_000, 2, d, "vmi_naive", 2)
+    rows = routes.block_rows_for(1_000_000, 2, d, "vmi_naive", 2, most)
+    assert 256 <= rows <= plain
+    if most is not None and rows > 256:
+        assert rows * (d + 2) <= most
+
+
+def test_cached_batches_stay_within_the_object_bound():
+    assert cache_batch_rows(1 << 20) == CACHE_BATCH_BYTES >> 20
+    assert cache_batch_rows(1 << 20, 4 << 20) == 4
+    assert cache_batch_rows(8 << 20, 1 << 20) == 1  # at least one block
+    assert cache_batch_rows(1 << 20, 1 << 40) == CACHE_BATCH_BYTES >> 20  # never more
+
+
+@pytest.mark.parametrize("text", [
+    "java.lang.OutOfMemoryError: Java heap space",
+    'Cannot invoke "org.apache.spark.rpc.RpcEndpointRef.askSync(Object, scala.reflect.ClassTag)"'
+    ' because the return value of "org.apache.spark.executor.Executor.heartbeatReceiverRef()"'
+    " is null",
+    "Job 6 cancelled because SparkContext was shut down"])
+def test_a_heap_failure_names_driver_memory(text):
+    line = hints.explain(RuntimeError(text))
+    assert line is not None and "--driver-memory" in line and "\n" not in line
+
+
+def test_the_steps_run_with_small_arrow_batches_and_the_setting_is_restored(spark):
+    """While the steps run, an Arrow batch holds a few blocks (at most ARROW_BATCH_BYTES,
+    at most a quarter of the cache memory over the JVM's slots); after, the session's own
+    value is back."""
+    key = routes.ARROW_BATCH_CONF
+    before = spark.conf.get(key)
+    block = 8 << 20
+    n = routes.arrow_batch_blocks(spark, block)
+    assert 1 <= n <= routes.ARROW_BATCH_BYTES // block
+    assert routes.arrow_batch_blocks(spark, 1 << 40) == 1
+    with routes.block_batches(spark, block):
+        assert spark.conf.get(key) == str(n)
+    assert spark.conf.get(key) == before
+
+
+def test_small_arrow_batches_give_the_same_selection(spark):
+    """Batches of one block through the steps select what the default batches select."""
+    from vmi_spark.spark.select import run_selection
+
+    rng = np.random.default_rng(3)
+    n, d = 3000, 12
+    y = rng.integers(0, 2, n)
+    x = rng.integers(0, 4, (n, d))
+    x[:, 0] = (x[:, 0] + y) % 4
+    x[:, 5] = np.where(rng.random(n) < 0.5, y, x[:, 5])
+    rows = [(int(y[i]), *map(int, x[i])) for i in range(n)]
+    df = spark.createDataFrame(rows, ["label", *[f"f{j}" for j in range(d)]]).repartition(3)
+    plain = run_selection(df, "label", num_features=5, execution="passes")
+    old = routes.ARROW_BATCH_BYTES
+    routes.ARROW_BATCH_BYTES = 1  # one block per batch
+    try:
+        small = run_selection(df, "label", num_features=5, execution="passes")
+    finally:
+        routes.ARROW_BATCH_BYTES = old
+    assert small.selection.selected == plain.selection.selected
+    assert small.selection.scores == plain.selection.scores
