@@ -329,6 +329,7 @@ def test_job_rejects_bad_remote(capsys, tmp_path):
 
 
 @needs_connect
+@pytest.mark.driver_auto  # the classic session chooses the execution as Connect's does
 def test_connect_weights_and_stability_equal_classic(connect_run, spark):
     """weightCol and stabilityRuns under Connect give the classic session's selection,
     stability runs and index (a small table: in the driver, as in the classic session)."""
