@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -180,6 +181,28 @@ def write_report(path: str, report: dict[str, Any]) -> None:
         log.info("matplotlib not installed: no bounds.png (pip install 'vmi_spark[plots]')")
 
 
+def _warm_report_imports() -> None:
+    """Import matplotlib's Agg canvas on a daemon thread while Spark starts.
+
+    The report needs it after the steps, and importing it then adds about half a second
+    to the job's wall time; while the JVM starts, the driver's Python mostly waits. The
+    report imports it again (then a no-op); a failure here is left for the report to
+    meet. Only modules that never import back into pyspark or vmi_spark are loaded here,
+    so the import locks of the two threads cannot wait on each other.
+    """
+    if importlib.util.find_spec("matplotlib") is None:
+        return
+
+    def load() -> None:
+        try:
+            import matplotlib.backends.backend_agg  # noqa: F401
+            import matplotlib.figure  # noqa: F401
+        except Exception:  # noqa: BLE001 - the report says what is missing
+            pass
+
+    threading.Thread(target=load, name="vmi_spark-warm-imports", daemon=True).start()
+
+
 def _read_option(text: str) -> tuple[str, str]:
     """``KEY=VALUE`` of ``--read-option`` (argparse type)."""
     key, sep, value = text.partition("=")
@@ -275,7 +298,7 @@ def _quiet_jvm_logs(spark, args: argparse.Namespace) -> None:
 
 def _log_step(total: int, names: list[str] | None = None):
     """One INFO line per step: ``step 7/50 feature=x12 bound=0.4312 gain=0.0123 block=0 ...``."""
-    from .ml import StepLogger
+    from .progress import StepLogger
 
     return StepLogger(cap_num_features(total, len(names))[0] if names else total, names, log)
 
@@ -629,6 +652,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
             from pyspark.sql import SparkSession
 
             log.info("%s; starting Spark", _what(args))
+            _warm_report_imports()
 
             if args.remote:
                 from .spark.session import check_reachable, remote_session

@@ -3,7 +3,7 @@
 :class:`VMIFeatureSelector` encodes ``X`` column by column with the rules of the
 encoding plan (:mod:`vmi_spark.core.encoding`, shared with Spark) and runs the same greedy loop
 (:func:`vmi_spark.core.greedy.select`, every method) on an
-:class:`~vmi_spark.core.inmemory.InMemoryBackend`. For the same table and
+:class:`~vmi_spark.core.inmemory.ThreadedBackend` (the steps on the process's cores). For the same table and
 parameters it selects the same features, with the same scores, as
 :class:`vmi_spark.VMISelector` on Spark (up to tables larger than
 :data:`~vmi_spark.core.encoding.SAMPLE_ROWS` rows, where Spark places the bin edges on
@@ -49,7 +49,7 @@ from .core.encoding import (
 )
 from .core.encoding import encode_column as _encode_typed
 from .core.greedy import Backend, Selection, select
-from .core.inmemory import InMemoryBackend
+from .core.inmemory import ThreadedBackend
 from .core.planning import (
     BOOLEAN,
     FLOATING,
@@ -82,6 +82,17 @@ _SKLEARN_KEYS = {p.sklearn: p.key for p in SPEC if p.sklearn is not None}
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, (numbers.Number, np.bool_)) and not isinstance(v, complex)
+
+
+def _has_missing(values: Any) -> bool:
+    """True if a 1-d array has a missing value (NaN, None); whole-number and boolean
+    arrays cannot, float arrays are checked at once, others value by value."""
+    arr = np.asarray(values)
+    if arr.dtype.kind in "biu":
+        return False
+    if arr.dtype.kind == "f":
+        return bool(np.isnan(arr).any())
+    return any(_is_missing(v) for v in arr.astype(object))
 
 
 def _is_missing(v: Any) -> bool:
@@ -513,7 +524,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         settings = self._check_params()
         frame = X if hasattr(X, "iloc") and hasattr(X, "columns") else None
         X_checked, y_checked = self._validate(X, y)
-        if any(_is_missing(v) for v in np.asarray(y_checked, dtype=object)):
+        if _has_missing(y_checked):
             raise ValueError("y has missing values (NaN or None)")
         n_rows, n_cols = X_checked.shape
         weights = _sample_weight(sample_weight, n_rows)
@@ -533,7 +544,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         k, min_gain, capped = plan_size(settings, len(keep))
         if capped is not None:
             warnings.warn(capped.phrase("sklearn"), UserWarning, stacklevel=2)
-        backend = InMemoryBackend(codes, y_codes, arity=plan.arity,
+        backend = ThreadedBackend(codes, y_codes, arity=plan.arity,
                                   num_classes=len(plan.classes), w=w)
         def run(b: Backend) -> Selection:
             return select(b, settings.method, k, restart_tolerance=settings.restart_tolerance,

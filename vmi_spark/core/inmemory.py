@@ -6,7 +6,9 @@ block kernels as the Spark executors, block by block.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -21,9 +23,22 @@ from .bound import (
     pair_counts,
     pair_counts_many,
     run_block,
+    whole_strides,
 )
 
 _in_turn = map
+
+#: most threads a :class:`ThreadedBackend` uses
+MAX_THREADS = 8
+
+
+def process_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform says;
+    a container or ``taskset`` limit counts), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 class InMemoryBackend:
@@ -136,3 +151,32 @@ class InMemoryBackend:
         """Forget the per-row states (the codes stay: nothing else is held)."""
         self.states = None
         self.naive_states = [NaiveState() for _ in self.blocks]
+
+
+class ThreadedBackend(InMemoryBackend):
+    """:class:`InMemoryBackend` whose blocks run on a pool of threads (the kernels release
+    the GIL). A step's sums are exact integers, so the result is the one-thread result bit
+    for bit, whatever the number of threads.
+
+    ``threads`` defaults to the process's cores (:func:`process_cores`, at most
+    :data:`MAX_THREADS`). The rows are cut into about two blocks per thread, so that every
+    thread has work in every pass; a table of at most 4096 rows runs on the calling thread.
+    """
+
+    def __init__(self, codes: np.ndarray, y: np.ndarray, arity: int | None = None,
+                 num_classes: int | None = None, threads: int | None = None,
+                 w: np.ndarray | None = None):
+        threads = threads or min(MAX_THREADS, process_cores())
+        n = np.shape(codes)[1]
+        block_rows = max(4096, whole_strides(-(-n // (2 * threads)), up=True)) if n else 4096
+        pool = ThreadPoolExecutor(threads) if threads > 1 and n > 4096 else None
+        super().__init__(codes, y, arity=arity, num_classes=num_classes,
+                         block_rows=min(block_rows, MAX_BLOCK_ROWS),
+                         map=pool.map if pool is not None else None, w=w)
+        self._pool = pool
+
+    def close(self) -> None:
+        super().close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None

@@ -14,7 +14,7 @@ functions the executors run:
   sample is drawn);
 * the codes come from :func:`vmi_spark.core.encoding.encode_column` and
   :func:`~vmi_spark.core.encoding.encode_label`, and the steps run on
-  :class:`vmi_spark.core.inmemory.InMemoryBackend` over the driver's cores.
+  :class:`vmi_spark.core.inmemory.ThreadedBackend` over the driver's cores.
 
 The result is the one the distributed executions give, bit for bit: the plan is a pure
 function of the rows, and a step's sums are exact integers in any order. The report
@@ -28,17 +28,13 @@ fewer come back, those are all of them.
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from ..core import encoding
-from ..core.bound import MAX_BLOCK_ROWS, whole_strides
 from ..core.encoding import EncodingPlan
-from ..core.inmemory import InMemoryBackend
+from ..core.inmemory import ThreadedBackend
 from ..core.planning import FLOATING, TableRows
 from ..core.rows import typed_array
 from .blocks import BLOCK_SCHEMA
@@ -53,8 +49,6 @@ PROBE_CELLS = 8_000_000
 #: most bytes of pairwise state (8 per row, feature and class) the driver keeps; a larger
 #: pairwise selection ships the driver's codes to the executors instead
 DRIVER_PAIR_BYTES = 512 << 20
-#: most threads the driver's steps use
-MAX_THREADS = 8
 
 
 class DriverRows(SparkRows, TableRows):
@@ -139,30 +133,11 @@ def probed_rows(df: DataFrame, label: str, features: list[str],
                       features, table.num_rows, weight_col=weight_col)
 
 
-class DriverBackend(InMemoryBackend):
-    """:class:`~vmi_spark.core.inmemory.InMemoryBackend` whose blocks run on threads (the
-    kernels release the GIL; integer sums, so the order does not matter), with the
-    execution interface of :class:`vmi_spark.spark.routes.Execution`."""
+class DriverBackend(ThreadedBackend):
+    """:class:`~vmi_spark.core.inmemory.ThreadedBackend` (the blocks on the driver's
+    threads) with the execution interface of :class:`vmi_spark.spark.routes.Execution`."""
 
     execution = "driver"
 
-    def __init__(self, codes: np.ndarray, y: np.ndarray, arity: int, num_classes: int,
-                 threads: int | None = None, w: np.ndarray | None = None):
-        threads = threads or min(MAX_THREADS, os.cpu_count() or 1)
-        n = codes.shape[1]
-        # about two blocks per thread, so that every thread has work in every pass
-        block_rows = max(4096, whole_strides(-(-n // (2 * threads)), up=True)) if n else 4096
-        pool = ThreadPoolExecutor(threads) if threads > 1 and n > 4096 else None
-        super().__init__(codes, y, arity=arity, num_classes=num_classes,
-                         block_rows=min(block_rows, MAX_BLOCK_ROWS),
-                         map=pool.map if pool is not None else None, w=w)
-        self._pool = pool
-
     def notes(self) -> list[str]:
         return []
-
-    def close(self) -> None:
-        super().close()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None

@@ -1,0 +1,171 @@
+"""Start-up work the job and the in-memory selector avoid (issue 38, item 4).
+
+Each test checks what the change does (which copy of PySpark is imported, which modules
+a job's progress lines pull in, how many threads the in-memory selector's steps use),
+not how long anything takes: the figures are in benchmarks/peers.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from importlib.metadata import version
+
+import numpy as np
+import pytest
+
+from vmi_spark._deps import prefer_installed_pyspark
+
+
+def _layout(tmp_path, py4j_version: str):
+    """A pip-style site directory whose ``pyspark`` package holds spark-submit's zips."""
+    site = tmp_path / "site"
+    home = site / "pyspark"
+    lib = home / "python" / "lib"
+    lib.mkdir(parents=True)
+    (home / "__init__.py").write_text("")
+    zips = [str(lib / "pyspark.zip"), str(lib / f"py4j-{py4j_version}-src.zip")]
+    for z in zips:
+        with zipfile.ZipFile(z, "w") as fh:
+            fh.writestr("placeholder.txt", "")
+    return site, home, zips
+
+
+def test_spark_submits_zips_go_behind_the_package_they_came_from(tmp_path):
+    site, home, (pyspark_zip, py4j_zip) = _layout(tmp_path, version("py4j"))
+    path = ["/script", pyspark_zip, py4j_zip, "/stdlib", str(site)]
+    moved = prefer_installed_pyspark(path, str(home))
+    assert moved == [pyspark_zip, py4j_zip]
+    assert path == ["/script", "/stdlib", str(site), pyspark_zip, py4j_zip]
+
+
+def test_a_py4j_zip_of_another_version_stays_first(tmp_path):
+    site, home, (pyspark_zip, py4j_zip) = _layout(tmp_path, "0.0.0")
+    path = [pyspark_zip, py4j_zip, str(site)]
+    assert prefer_installed_pyspark(path, str(home)) == [pyspark_zip]
+    assert path == [py4j_zip, str(site), pyspark_zip]
+
+
+def test_zips_stay_when_the_path_would_find_another_pyspark(tmp_path):
+    site, home, zips = _layout(tmp_path, version("py4j"))
+    other = tmp_path / "other"
+    (other / "pyspark").mkdir(parents=True)
+    (other / "pyspark" / "__init__.py").write_text("")
+    path = [*zips, str(other), str(site)]  # another venv's pyspark comes first
+    assert prefer_installed_pyspark(path, str(home)) == []
+    assert path == [*zips, str(other), str(site)]
+    path = [*zips]  # no package at all: the zips are all there is
+    assert prefer_installed_pyspark(path, str(home)) == [] and path == zips
+
+
+def test_a_spark_distribution_is_left_alone(tmp_path):
+    home = tmp_path / "spark-4.0.0-bin"
+    (home / "python" / "lib").mkdir(parents=True)  # no __init__.py: not a pip package
+    path = [str(home / "python" / "lib" / "pyspark.zip"), "/site"]
+    assert prefer_installed_pyspark(path, str(home)) == []
+    assert prefer_installed_pyspark(list(path), "") == []
+
+
+def test_the_entry_point_imports_the_installed_pyspark_under_spark_submits_path():
+    """The job's entry point with spark-submit's path: PySpark comes from the package."""
+    import pyspark
+
+    home = os.path.dirname(pyspark.__file__)
+    lib = os.path.join(home, "python", "lib")
+    if not os.path.isfile(os.path.join(lib, "pyspark.zip")):
+        pytest.skip("this PySpark has no zipped copy (not a pip install)")
+    zips = [os.path.join(lib, z) for z in sorted(os.listdir(lib)) if z.endswith(".zip")]
+    entry = os.path.join(os.path.dirname(__file__), "..", "jobs", "select_features.py")
+    code = ("import runpy, sys\nsys.argv = ['select_features.py', '--help']\n"
+            f"try:\n    runpy.run_path({entry!r}, run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "import pyspark\nprint(pyspark.__file__)")
+    env = dict(os.environ, SPARK_HOME=home,
+               PYTHONPATH=os.pathsep.join([*zips, os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = out.stdout.strip().splitlines()[-1]
+    assert ".zip" not in got and os.path.dirname(os.path.realpath(got)) == \
+        os.path.realpath(home)
+
+
+def test_job_progress_lines_do_not_import_pyspark_ml():
+    """The job logs its steps with :class:`vmi_spark.progress.StepLogger`, which the
+    estimator shares, without importing ``pyspark.ml`` (most of a second)."""
+    code = ("import sys\nfrom vmi_spark import job\n"
+            "logger = job._log_step(3, ['a', 'b', 'c'])\n"
+            "print('pyspark.ml' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+    from vmi_spark.ml import StepLogger
+    from vmi_spark.progress import StepLogger as progress_logger
+
+    assert StepLogger is progress_logger
+
+
+def test_report_imports_are_warmed_on_a_daemon_thread():
+    pytest.importorskip("matplotlib")
+    code = ("import sys, threading\nfrom vmi_spark import job\n"
+            "job._warm_report_imports()\n"
+            "t = [t for t in threading.enumerate() if t.name == 'vmi_spark-warm-imports']\n"
+            "assert len(t) == 1 and t[0].daemon\nt[0].join(120)\n"
+            "print('matplotlib.figure' in sys.modules, "
+            "'matplotlib.backends.backend_agg' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True True"
+
+
+def test_inmemory_selector_runs_its_steps_on_the_process_cores(monkeypatch):
+    """The scikit-learn selector's blocks go to a pool of process_cores() threads, and
+    the selection is the one block-at-a-time selection bit for bit."""
+    pytest.importorskip("sklearn")
+    from vmi_spark.core import inmemory
+    from vmi_spark.sklearn import VMIFeatureSelector
+
+    pools = []
+
+    class Recording(inmemory.ThreadPoolExecutor):
+        def __init__(self, n):
+            pools.append(n)
+            super().__init__(n)
+
+    rng = np.random.default_rng(5)
+    y = rng.integers(0, 2, 20_000)
+    X = rng.integers(0, 4, (20_000, 8))
+    X[:, 3] = (y + rng.integers(0, 2, 20_000)) % 4
+    X[:, 6] = (y * 2 + rng.integers(0, 3, 20_000)) % 4
+    monkeypatch.setattr(inmemory, "ThreadPoolExecutor", Recording)
+    got = {}
+    for cores in (1, 3):
+        monkeypatch.setattr(inmemory, "process_cores", lambda c=cores: c)
+        for method in ("vmi_naive", "vmi_pairwise"):
+            sel = VMIFeatureSelector(n_features_to_select=4, method=method).fit(X, y)
+            got[cores, method] = (list(sel.selected_features_), list(sel.scores_))
+    assert pools == [3, 3]  # one thread: no pool
+    for method in ("vmi_naive", "vmi_pairwise"):
+        assert got[1, method] == got[3, method]
+        assert got[1, method][0][:2] in ([3, 6], [6, 3])
+
+
+def test_process_cores_follows_the_affinity():
+    from vmi_spark.core.inmemory import process_cores
+
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    assert process_cores() == len(os.sched_getaffinity(0))
+
+
+def test_missing_label_check_reads_arrays_at_once():
+    from vmi_spark.sklearn import _has_missing
+
+    assert not _has_missing(np.arange(5)) and not _has_missing(np.array([True, False]))
+    assert _has_missing(np.array([1.0, np.nan])) and not _has_missing(np.array([1.0, 2.0]))
+    assert _has_missing(np.array(["a", None], dtype=object))
+    assert not _has_missing(np.array(["a", "b"]))
