@@ -48,8 +48,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+from procs import dir_bytes, proc_tree, status_mb  # noqa: E402
 from run import load, save  # noqa: E402
-from tall import _dir_bytes, _tree  # noqa: E402
 from time_to_answer import spark_submit  # noqa: E402
 
 #: name -> (rows, columns, kind, K)
@@ -89,29 +89,6 @@ def write_table(path: str, rows: int, cols: int, kind: str) -> None:
     os.replace(tmp, path)
 
 
-def _hwm_mb(pid: int) -> float:
-    """Peak RSS so far (``VmHWM``) of ``pid`` in MB (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def _rss_mb(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
 def _role(pid: int, name: str) -> str:
     """``name``, with what a Python process is: the driver, a Spark worker (forked by
     ``pyspark.daemon``), or another (its command line)."""
@@ -146,15 +123,15 @@ class Peaks(threading.Thread):
     def run(self) -> None:
         while not self.done.is_set():
             total = 0.0
-            for p, name in _tree(self.pid).items():
-                hwm, rss = _hwm_mb(p), _rss_mb(p)
+            for p, name in proc_tree(self.pid).items():
+                hwm, rss = status_mb(p, "VmHWM"), status_mb(p)
                 total += rss
                 row = self.procs.setdefault(p, {"name": name, "peak_mb": 0.0})
                 # spark-submit is a shell script that execs the JVM: the latest name counts
                 row["name"] = _role(p, name) or row["name"]
                 row["peak_mb"] = max(row["peak_mb"], hwm, rss)
             self.tree_peak = max(self.tree_peak, total)
-            self.disk_peak = max(self.disk_peak, _dir_bytes(self.local_dir))
+            self.disk_peak = max(self.disk_peak, dir_bytes(self.local_dir))
             time.sleep(0.2)
 
     def summary(self) -> dict:

@@ -16,7 +16,9 @@ then a lower bound and ``finished`` is false), ``--reps`` times, alternating:
   ``skfeature_mrmr`` (scikit-feature, Python): CSV input, run in ``--peer-python`` (a
   separate venv: they are benchmark-only dependencies, ``benchmarks/requirements-peers.txt``).
 * ``ours_inmemory_vmi_naive`` and ``ours_inmemory_mrmr``: ``vmi_spark.VMIFeatureSelector``
-  (the Spark-free core, numba kernels) on the same CSV, in this venv.
+  (the Spark-free core, numba kernels, its steps on the process's cores) on the same CSV,
+  in this venv; ``ours_inmemory_vmi_naive_parquet`` reads the Parquet file with pyarrow
+  instead (issue 38's in-memory target: process start to exit).
 * ``ours_job``: ``spark-submit jobs/select_features.py`` on the Parquet file (local[2],
   default memory, ``--execution auto``, the job's defaults: chance-corrected gains).
 * ``ours_job_authors`` and ``ours_inmemory_vmi_naive_authors``: the same with the
@@ -27,7 +29,7 @@ For each run: ``wall`` (process start to exit, input read included), ``select`` 
 selection call alone, timed inside the process; the whole run for the C++ code and the
 job, whose reading cannot be timed apart from outside), the selected features, and **ns
 per cell per core** = ``select`` x cores / (rows x features x k), with cores = 1 for the
-single-threaded peers and our in-memory selector (one thread), the machine's cores for
+single-threaded peers, the process's cores for our in-memory selector and for
 ``mrmrs`` (Polars' thread pool) and 2 for the job (local[2]; the driver execution runs
 blocks on two threads). Agreement with our
 ``vmi_naive`` (in memory) and with the C++ code: the length of the common prefix and the
@@ -121,6 +123,21 @@ print(json.dumps({"select": time.perf_counter() - t,
                   "selected": [int(i) for i in sel.selected_features_]}))
 """
 
+#: the in-memory selector as the issue's target has it: the Parquet file read by pyarrow
+#: (label ``label``, features ``f0..``), vmi_naive with the defaults; the whole process timed
+OURS_INMEMORY_PARQUET = """
+import sys, time, json
+import numpy as np, pyarrow.parquet as pq
+from vmi_spark.sklearn import VMIFeatureSelector
+t = pq.read_table(sys.argv[1]); k = int(sys.argv[2])
+X = np.column_stack([t.column(c).to_numpy() for c in t.column_names if c != "label"])
+y = t.column("label").to_numpy()
+s = time.perf_counter()
+sel = VMIFeatureSelector(n_features_to_select=k).fit(X, y)
+print(json.dumps({"select": time.perf_counter() - s,
+                  "selected": [int(i) for i in sel.selected_features_]}))
+"""
+
 
 def write_inputs(tmp: str, rows: int, features: int) -> dict[str, str]:
     """The table as Parquet (ours), CSV (the Python peers) and the C++ code's text files."""
@@ -211,13 +228,18 @@ def main(argv=None) -> int:
                 cores = (os.cpu_count() or 1) if name == "mrmrs" else 1
                 runners[name] = ([args.peer_python, "-c", script, paths["csv"], str(k)], cores,
                                  "json")
+        cores = len(os.sched_getaffinity(0))  # the in-memory selector's steps: every core it has
         for method in ("vmi_naive", "mrmr"):
             runners[f"ours_inmemory_{method}"] = (
-                [sys.executable, "-c", OURS_INMEMORY, paths["csv"], str(k), method], 1, "json")
+                [sys.executable, "-c", OURS_INMEMORY, paths["csv"], str(k), method], cores,
+                "json")
+        runners["ours_inmemory_vmi_naive_parquet"] = (
+            [sys.executable, "-c", OURS_INMEMORY_PARQUET, paths["parquet"], str(k)], cores,
+            "json")
         # the authors' settings: their restart tolerance, the paper's uncorrected gains
         runners["ours_inmemory_vmi_naive_authors"] = (
             [sys.executable, "-c", OURS_INMEMORY, paths["csv"], str(k), "vmi_naive",
-             json.dumps(AUTHORS_SETTINGS)], 1, "json")
+             json.dumps(AUTHORS_SETTINGS)], cores, "json")
         out_dir = os.path.join(tmp, "out")
         job = [spark_submit(), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
                os.path.join(ROOT, "jobs", "select_features.py"), "--input",

@@ -31,52 +31,9 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import numpy as np  # noqa: E402
+from procs import dir_bytes, proc_tree, status_mb  # noqa: E402
 from run import load, save  # noqa: E402
 from time_to_answer import spark_submit  # noqa: E402
-
-
-def _tree(root: int) -> dict[int, str]:
-    """pid -> command name of ``root`` and all its descendants."""
-    parent, name = {}, {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as fh:
-                    text = fh.read()
-            except OSError:
-                continue
-            pid = int(d)
-            name[pid] = text[text.index("(") + 1:text.rindex(")")]
-            parent[pid] = int(text.rsplit(")", 1)[1].split()[1])
-    out, todo = {}, [root]
-    while todo:
-        p = todo.pop()
-        if p in name:
-            out[p] = name[p]
-            todo.extend(c for c, q in parent.items() if q == p)
-    return out
-
-
-def _rss_mb(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def _dir_bytes(root: str) -> int:
-    total = 0
-    for d, _, files in os.walk(root):
-        for f in files:
-            try:
-                total += os.path.getsize(os.path.join(d, f))
-            except OSError:
-                pass
-    return total
 
 
 class PeakRss(threading.Thread):
@@ -91,10 +48,10 @@ class PeakRss(threading.Thread):
 
     def run(self):
         while not self.done.is_set():
-            for p, name in _tree(self.pid).items():
-                self.peaks[name] = max(self.peaks.get(name, 0.0), _rss_mb(p))
+            for p, name in proc_tree(self.pid).items():
+                self.peaks[name] = max(self.peaks.get(name, 0.0), status_mb(p))
             if self.local_dir:
-                self.disk_peak = max(self.disk_peak, _dir_bytes(self.local_dir))
+                self.disk_peak = max(self.disk_peak, dir_bytes(self.local_dir))
             time.sleep(0.2)
 
 

@@ -172,3 +172,23 @@ def test_the_comparison_criteria_are_not_corrected(method):
         got = select(InMemoryBackend(codes, y), method, 6, chance=True, significance=level)
         assert got.selected == plain.selected and got.scores == plain.scores
         assert len(set(got.selected)) == len(got.selected)
+
+
+def test_the_registry_says_which_criteria_are_corrected():
+    """Whether the loop corrects a criterion's gains is its registry entry's ``corrected``
+    (the bound's two Q-distributions), not a test of ``vmi`` in the loop."""
+    from dataclasses import replace
+
+    from vmi_spark.core.criteria import CRITERIA, criterion
+
+    assert {c.name for c in CRITERIA if c.corrected} == {"vmi_naive", "vmi_pairwise"}
+    rng = np.random.default_rng(4)
+    y = rng.integers(0, 2, 400)
+    codes = rng.integers(0, 2, (6, 400)).astype(np.uint8)
+    codes[5] = rng.integers(0, 12, 400)  # many states: a plug-in gain mostly from chance
+    plain = select(InMemoryBackend(codes, y), "vmi_naive", 1)
+    assert plain.selected == [5]  # the paper's uncorrected gains pick it
+    uncorrected = replace(criterion("vmi_naive"), corrected=False)
+    got = select(InMemoryBackend(codes, y), uncorrected, 1, chance=True)
+    assert got.selected == plain.selected and got.scores == plain.scores
+    assert select(InMemoryBackend(codes, y), "vmi_naive", 1, chance=True).selected != [5]

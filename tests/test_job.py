@@ -285,3 +285,25 @@ def test_messages_and_warnings_use_the_flag_names(spark, table, capsys, tmp_path
     for text in (cap.err, cap2.err, json.dumps(rep["warnings"]), json.dumps(rep2["warnings"]),
                  json.dumps(rep2["label_decision"])):
         assert not [n for n in ML_NAMES if n in text], text
+
+def test_a_selection_that_cannot_fit_is_one_line_before_any_pass(spark, table, capsys,
+                                                                 tmp_path, monkeypatch):
+    """SPEC_CMI's D x D tables larger than the memory available: exit 2, one line naming
+    --method, no pass over the rows (the planner is never called), nothing written."""
+    from vmi_spark.core import planning
+    from vmi_spark.spark import select as spark_select
+
+    base, _ = table
+    monkeypatch.setattr(planning, "available_memory", lambda: 1000)
+
+    def no_pass(*a, **k):
+        raise AssertionError("the rows were read")
+
+    monkeypatch.setattr(spark_select, "_plan", no_pass)
+    out = tmp_path / "o"
+    rc, cap = _run(spark, capsys, "--input", str(base / "t.parquet"), "--label", "y",
+                   "--method", "spec_cmi", "--output", str(out))
+    assert rc == 2 and not out.exists()
+    err = [ln for ln in cap.err.splitlines() if "error" in ln]
+    assert len(err) == 1 and "spec_cmi on 8 features needs at least" in err[0]
+    assert "--exclude" in err[0] and "another --method" in err[0]

@@ -169,3 +169,40 @@ def test_missing_label_check_reads_arrays_at_once():
     assert _has_missing(np.array([1.0, np.nan])) and not _has_missing(np.array([1.0, 2.0]))
     assert _has_missing(np.array(["a", None], dtype=object))
     assert not _has_missing(np.array(["a", "b"]))
+
+
+def test_a_selection_that_cannot_fit_is_refused_before_reading():
+    """SPEC_CMI's D x D tables against the memory available: refused in one line naming
+    the method, the bytes and what to change; a selection that fits passes."""
+    import vmi_spark.params  # noqa: F401 - the front ends' names of the parameters
+    from vmi_spark.core.criteria import criterion
+    from vmi_spark.core.planning import available_memory, check_fits
+    from vmi_spark.errors import ParameterError
+
+    assert criterion("spec_cmi").driver_bytes(30_000) == 3 * 8 * 30_000**2
+    assert all(criterion(m).driver_bytes(30_000) == 0 for m in ("vmi_naive", "mrmr"))
+    with pytest.raises(ParameterError) as err:
+        check_fits("spec_cmi", 30_000, available=16 * 2**30)
+    msg = err.value.phrase("cli")
+    assert "spec_cmi on 30,000 features needs at least 20.1 GiB" in msg
+    assert "16.0 GiB available" in msg and "--exclude" in msg and "--method" in msg
+    assert "\n" not in msg
+    check_fits("spec_cmi", 30_000, available=21 * 2**30)  # fits
+    check_fits("vmi_naive", 10**7, available=1)  # nothing D x D: nothing to refuse
+    have = available_memory()
+    assert have is None or 0 < have <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def test_the_selectors_refuse_it_before_reading(monkeypatch):
+    """The scikit-learn selector refuses it before encoding X (the Spark front ends call
+    the same check before their first pass: tests/test_job.py)."""
+    pytest.importorskip("sklearn")
+    from vmi_spark.core import planning
+    from vmi_spark.sklearn import VMIFeatureSelector
+
+    monkeypatch.setattr(planning, "available_memory", lambda: 1000)
+    monkeypatch.setattr(planning, "build_plan", None)  # reading would fail differently
+    X = np.zeros((10, 7))
+    with pytest.raises(ValueError, match=r"spec_cmi on 7 features needs at least .* "
+                       r"another method"):
+        VMIFeatureSelector(method="spec_cmi").fit(X, np.arange(10) % 2)

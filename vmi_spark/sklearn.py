@@ -59,6 +59,7 @@ from .core.planning import (
     TableRows,
     ValueType,
     build_plan,
+    check_fits,
     suggest_name,
 )
 from .core.stability import run_stability, summarize
@@ -532,6 +533,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
             [f"x{j}" for j in range(n_cols)]
         keep = self._candidates(names)
         with phrased("sklearn"):
+            check_fits(settings.method, len(keep))
             planned, codes, y_codes, w = _plan_and_code(
                 frame, X_checked, y_checked, [names[j] for j in keep], keep, settings,
                 weights)

@@ -234,6 +234,7 @@ class BoundCriterion(Criterion):
     """
 
     vmi: bool = True
+    corrected: bool = True
 
     def start(self, backend: Backend,
               conditional_fn: Callable[[np.ndarray], np.ndarray] | None = None) -> Scorer:
@@ -514,6 +515,12 @@ class SpecCMI(Criterion):
 
     all_pair_tables: bool = True
     unit: str = "eigenvector entries"
+
+    def driver_bytes(self, num_features: int) -> int:
+        """Three D x D float64 matrices at once: the conditional informations, their
+        symmetric mean and ``eigh``'s eigenvectors (:func:`spec_cmi_matrix`,
+        :func:`dominant_eigenvector`)."""
+        return 3 * 8 * num_features * num_features
 
     def start(self, backend: Backend,
               conditional_fn: Callable[[np.ndarray], np.ndarray] | None = None) -> Scorer:

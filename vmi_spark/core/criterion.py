@@ -156,6 +156,11 @@ class Criterion:
         Needs the pair tables of every pair of features up front (spec_cmi).
     kde : bool
         Supports the ``kde`` estimator of p(x_i | y) (``conditional_fn`` of the loop).
+    corrected : bool
+        The loop's bias corrections (``chance``, ``significance``) apply to its gains:
+        plug-in gains of the bound, which grow with a candidate's number of states
+        (:meth:`Scorer.chance`). A comparison criterion's value is its own score, never
+        corrected.
     unit : str
         What the values are: ``"nats"``, or what they are instead (the gain threshold
         of ``selectionMode='gain'`` is defined in nats only).
@@ -167,6 +172,7 @@ class Criterion:
     pair_tables_per_step: bool = False
     all_pair_tables: bool = False
     kde: bool = False
+    corrected: bool = False
     unit: str = "nats"
 
     @property
@@ -187,6 +193,13 @@ class Criterion:
         """The report's sentence for a selection that stopped on the gain threshold."""
         return (f"the best candidate's {self.name} criterion is {gain:.6g} nats, below the "
                 f"threshold {min_gain:g}")
+
+    def driver_bytes(self, num_features: int) -> int:
+        """The least bytes the selection's own tables take at once in the process that
+        runs the greedy loop, for ``num_features`` candidates, whatever the rows: a lower
+        bound known before reading (the states and classes are not). 0 for criteria whose
+        tables grow with the features only linearly (small next to the rows)."""
+        return 0
 
     def row_state_bytes(self, num_features: int, num_classes: int) -> int:
         """Bytes a row's state takes next to its codes on the executors (from step to

@@ -374,7 +374,7 @@ def select(
     A Unifying Framework for Information Theoretic Feature Selection. JMLR 13, 2012.
     """
     crit = _criterion(criterion, conditional_fn, min_gain)
-    if not crit.vmi:  # a comparison criterion's gain is its own score: nothing to correct
+    if not crit.corrected:  # a comparison criterion's gain is its own score
         chance, significance = False, None
     if restart_tolerance == -np.inf:  # one block: nothing to restart on
         significance = None

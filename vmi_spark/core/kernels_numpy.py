@@ -54,13 +54,18 @@ def mix_log_sums_np(codes, cands, post, cond):
     """Per candidate i: sum_k rint(2**32 log max(sum_y r_k(y) p(x_i^k | y), TINY))."""
     out = np.zeros(len(cands), dtype=np.int64)
     for j, i in enumerate(cands):
-        a = codes[i].astype(np.intp)
-        c = cond[i]
-        mix = post[0] * c[:, 0].take(a)
-        for k in range(1, post.shape[0]):
-            mix += post[k] * c[:, k].take(a)
-        out[j] = fixed_log(mix).sum()
+        out[j] = fixed_log(_mixture(post, cond[i], codes[i])).sum()
     return out
+
+
+def _mixture(post, cond_i, codes_i):
+    """(n,) sum_y r_k(y) p(x_i^k | y) for each row k: the naive posterior ``post`` (L, n)
+    against candidate i's table ``cond_i`` (A, L) at its codes ``codes_i``."""
+    a = codes_i.astype(np.intp)
+    mix = post[0] * cond_i[:, 0].take(a)
+    for k in range(1, post.shape[0]):
+        mix += post[k] * cond_i[:, k].take(a)
+    return mix
 
 
 def pattern_counts_np(codes, cands, ids, num, arity):
@@ -189,12 +194,7 @@ def mix_log_sums_w_np(codes, cands, post, cond, w):
     out = wide.zeros(len(cands))
     w = np.asarray(w, dtype=np.int64)[None, :]
     for j, i in enumerate(cands):
-        a = codes[i].astype(np.intp)
-        c = cond[i]
-        mix = post[0] * c[:, 0].take(a)
-        for k in range(1, post.shape[0]):
-            mix += post[k] * c[:, k].take(a)
-        out[:, j] = wide.limb_dot(w, fixed_log(mix)[None, :])[:, 0]
+        out[:, j] = wide.limb_dot(w, fixed_log(_mixture(post, cond[i], codes[i]))[None, :])[:, 0]
     return out
 
 

@@ -18,7 +18,7 @@ from ..checkpoint import Checkpoint, fingerprint
 from ..core.encoding import EncodingPlan
 from ..core.greedy import Backend, ResumeMismatch, Selection, select
 from ..core.kde import kde_conditional
-from ..core.planning import AUTO_ROWS_PER_VALUE, Planned, thin_classes
+from ..core.planning import AUTO_ROWS_PER_VALUE, Planned, check_fits, thin_classes
 from ..core.stability import run_stability, summarize
 from ..core.summary import selection_report
 from ..errors import InputError, literal, phrase, phrased
@@ -205,6 +205,7 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
         check_execution(df.sparkSession, settings)
         route = choose_rows(df, label, features, exclude, features_col, source, settings,
                             weight_col)
+        check_fits(settings.method, len(route.features))  # before the rows are read
         planned = _plan(route, label, settings, phases)
     plan, d = planned.plan, len(route.features)
     notes = route.notes + planned.notes + _plan_notes(plan, settings.style)
