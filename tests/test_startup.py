@@ -155,11 +155,13 @@ def test_inmemory_selector_runs_its_steps_on_the_process_cores(monkeypatch):
 
 
 def test_process_cores_follows_the_affinity():
-    from vmi_spark.core.inmemory import process_cores
+    from vmi_spark.core.resources import _cpu_quota, process_cores
 
     if not hasattr(os, "sched_getaffinity"):
         pytest.skip("no CPU affinity on this platform")
-    assert process_cores() == len(os.sched_getaffinity(0))
+    quota = _cpu_quota("/")
+    cores = len(os.sched_getaffinity(0))
+    assert process_cores() == (min(cores, quota) if quota else cores)
 
 
 def test_missing_label_check_reads_arrays_at_once():
@@ -176,7 +178,8 @@ def test_a_selection_that_cannot_fit_is_refused_before_reading():
     the method, the bytes and what to change; a selection that fits passes."""
     import vmi_spark.params  # noqa: F401 - the front ends' names of the parameters
     from vmi_spark.core.criteria import criterion
-    from vmi_spark.core.planning import available_memory, check_fits
+    from vmi_spark.core.planning import check_fits
+    from vmi_spark.core.resources import available_memory
     from vmi_spark.errors import ParameterError
 
     assert criterion("spec_cmi").driver_bytes(30_000) == 3 * 8 * 30_000**2
@@ -185,7 +188,8 @@ def test_a_selection_that_cannot_fit_is_refused_before_reading():
         check_fits("spec_cmi", 30_000, available=16 * 2**30)
     msg = err.value.phrase("cli")
     assert "spec_cmi on 30,000 features needs at least 20.1 GiB" in msg
-    assert "16.0 GiB available" in msg and "--exclude" in msg and "--method" in msg
+    assert "16.0 GiB available" in msg and "(--exclude)" in msg and "another --method" in msg
+    assert "(excludeCols)" in err.value.phrase("ml") and "(exclude)" in err.value.phrase("sklearn")
     assert "\n" not in msg
     check_fits("spec_cmi", 30_000, available=21 * 2**30)  # fits
     check_fits("vmi_naive", 10**7, available=1)  # nothing D x D: nothing to refuse
@@ -206,3 +210,54 @@ def test_the_selectors_refuse_it_before_reading(monkeypatch):
     with pytest.raises(ValueError, match=r"spec_cmi on 7 features needs at least .* "
                        r"another method"):
         VMIFeatureSelector(method="spec_cmi").fit(X, np.arange(10) % 2)
+
+
+def _fake_root(tmp_path, cgroup: str, files: dict[str, str], meminfo_kb: int | None = None):
+    """A made-up /proc and /sys/fs/cgroup under ``tmp_path`` for :mod:`.resources`."""
+    (tmp_path / "proc" / "self").mkdir(parents=True)
+    (tmp_path / "proc" / "self" / "cgroup").write_text(cgroup)
+    if meminfo_kb is not None:
+        (tmp_path / "proc" / "meminfo").write_text(
+            f"MemTotal:       99999999 kB\nMemAvailable:   {meminfo_kb} kB\n")
+    for rel, text in files.items():
+        path = tmp_path / "sys" / "fs" / "cgroup" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return str(tmp_path)
+
+
+def test_memory_and_cores_are_held_to_the_control_group_v2(tmp_path):
+    from vmi_spark.core.resources import _cpu_quota, available_memory, process_cores
+
+    root = _fake_root(tmp_path, "0::/pod/driver\n", {
+        "pod/driver/memory.max": "8589934592\n", "pod/driver/memory.current": "1073741824\n",
+        "pod/driver/cpu.max": "150000 100000\n"}, meminfo_kb=200 * 2**20)
+    assert available_memory(root) == 7 * 2**30  # the group's room, not the host's 200 GiB
+    assert _cpu_quota(root) == 2  # 1.5 cores, rounded up
+    assert process_cores(root) == min(2, len(os.sched_getaffinity(0)))
+    free = _fake_root(tmp_path / "b", "0::/\n", {"memory.max": "max\n",
+                                                  "cpu.max": "max 100000\n"}, meminfo_kb=1024)
+    assert available_memory(free) == 2**20 and _cpu_quota(free) is None
+
+
+def test_memory_and_cores_are_held_to_the_control_group_v1(tmp_path):
+    from vmi_spark.core.resources import _cpu_quota, available_memory
+
+    cgroup = "4:memory:/yarn/c1\n2:cpu,cpuacct:/yarn/c1\n0::/\n"
+    root = _fake_root(tmp_path, cgroup, {
+        "memory/yarn/c1/memory.limit_in_bytes": str(4 * 2**30),
+        "memory/yarn/c1/memory.usage_in_bytes": str(3 * 2**30),
+        "cpu,cpuacct/yarn/c1/cpu.cfs_quota_us": "300000", "cpu,cpuacct/yarn/c1/cpu.cfs_period_us": "100000"},
+        meminfo_kb=64 * 2**20)
+    assert available_memory(root) == 2**30 and _cpu_quota(root) == 3
+    # no limit (about 2^63), no quota (-1): the machine's figures
+    unlimited = _fake_root(tmp_path / "b", cgroup, {
+        "memory/yarn/c1/memory.limit_in_bytes": str(2**63 - 4096),
+        "cpu,cpuacct/yarn/c1/cpu.cfs_quota_us": "-1", "cpu,cpuacct/yarn/c1/cpu.cfs_period_us": "100000"},
+        meminfo_kb=64 * 2**20)
+    assert available_memory(unlimited) == 64 * 2**30 and _cpu_quota(unlimited) is None
+    # a container that sees only its own group, mounted at the top of the controller
+    own = _fake_root(tmp_path / "c", "4:memory:/docker/abc\n", {
+        "memory/memory.limit_in_bytes": str(2**31), "memory/memory.usage_in_bytes": "0"})
+    assert available_memory(own) == 2**31
+    assert available_memory(str(tmp_path / "nothing")) is None

@@ -652,7 +652,8 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
             from pyspark.sql import SparkSession
 
             log.info("%s; starting Spark", _what(args))
-            _warm_report_imports()
+            if args.output:  # the report's plot (the demo writes none)
+                _warm_report_imports()
 
             if args.remote:
                 from .spark.session import check_reachable, remote_session

@@ -6,7 +6,6 @@ block kernels as the Spark executors, block by block.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -25,20 +24,12 @@ from .bound import (
     run_block,
     whole_strides,
 )
+from .resources import process_cores
 
 _in_turn = map
 
 #: most threads a :class:`ThreadedBackend` uses
 MAX_THREADS = 8
-
-
-def process_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the platform says;
-    a container or ``taskset`` limit counts), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 class InMemoryBackend:

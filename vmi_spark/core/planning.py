@@ -57,6 +57,7 @@ from .encoding import (
     label_keys,
     top_values,
 )
+from .resources import available_memory
 from .rows import column_stats_fn, kept_rows, merge_stats, missing_mask, weight_values
 from .weights import Weighting, WeightStats, units
 
@@ -168,25 +169,13 @@ def decide_label(requested: str, classes: list[Any] | None, rows: float, vtype: 
     return LabelDecision("categorical", f"{k} distinct whole-number values in {rows} rows")
 
 
-def available_memory() -> int | None:
-    """Bytes of memory this machine can still give a process without swapping
-    (``MemAvailable`` of ``/proc/meminfo``); None where that cannot be read."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def check_fits(method: str, num_features: int, available: int | None = None) -> None:
     """Refuse, before any row is read, a selection whose own tables cannot fit in this
     process: ``method``'s least table size for ``num_features`` candidates
     (:meth:`~.criterion.Criterion.driver_bytes`, a lower bound) against the memory
     available (:func:`available_memory`; nothing is checked where it is unknown). One line
-    naming the method, the bytes needed and had, and what to change."""
+    naming the method, the bytes needed and had, and what to change. Swap is not counted:
+    a selection that would only fit by swapping would not end in useful time."""
     from .criteria import criterion
 
     need = criterion(method).driver_bytes(num_features)
@@ -195,8 +184,8 @@ def check_fits(method: str, num_features: int, available: int | None = None) -> 
         return
     raise ParameterError("method", literal(
         f"{method} on {num_features:,} features needs at least {need / 2**30:.1f} GiB of "
-        f"tables in one process and this machine has {have / 2**30:.1f} GiB available") +
-        ": select from fewer columns ({features}, {exclude}) or use another {method}")
+        f"tables in one process and this process has {have / 2**30:.1f} GiB available") +
+        ": leave columns out ({exclude}) or use another {method}")
 
 
 def suggest_name(name: str, names: list[str]) -> str:
