@@ -109,7 +109,7 @@ def test_params_and_clone():
                       "selection_mode": "numTopFeatures", "selection_threshold": None,
                       "binning": "quantile", "label_type": "auto", "label_bins": 10,
                       "exclude": None, "bias_correction": "chance", "stability": 0,
-                      "stability_seed": 0, "stability_fraction": 0.5}
+                      "stability_seed": 0, "stability_fraction": 0.5, "n_jobs": None}
     other = clone(sel)
     assert other is not sel and other.get_params() == params
     assert VMIFeatureSelector().get_params()["n_features_to_select"] == 10

@@ -152,6 +152,14 @@ def test_inmemory_selector_runs_its_steps_on_the_process_cores(monkeypatch):
     for method in ("vmi_naive", "vmi_pairwise"):
         assert got[1, method] == got[3, method]
         assert got[1, method][0][:2] in ([3, 6], [6, 3])
+    # n_jobs: 1 runs in the calling thread, a number is that many, -1 is the default
+    for n_jobs, want in ((1, []), (2, [2]), (-1, [3]), (None, [3])):
+        pools.clear()
+        sel = VMIFeatureSelector(n_features_to_select=4, n_jobs=n_jobs).fit(X, y)
+        assert pools == want, n_jobs
+        assert (list(sel.selected_features_), list(sel.scores_)) == got[1, "vmi_naive"]
+    with pytest.raises(ValueError, match="n_jobs must be a number of threads"):
+        VMIFeatureSelector(n_jobs=0).fit(X, y)
 
 
 def test_process_cores_follows_the_affinity():

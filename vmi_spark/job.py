@@ -140,8 +140,10 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
         raise InputError("--output is required")
     if args.num_features is None:
         args.num_features = default("num_features", "demo" if demo else "cli")
-    args.settings = Settings.of({k: getattr(args, k) for k in Settings.KEYS}, "cli",
-                                "demo" if demo else "cli")
+    # the job's flags (a setting without one, e.g. the in-memory selector's threads, keeps
+    # its default)
+    args.settings = Settings.of({k: getattr(args, k) for k in Settings.KEYS if hasattr(args, k)},
+                                "cli", "demo" if demo else "cli")
     vars(args).update(args.settings)
     vars(args).update(validate({"demo_rows": args.demo_rows}, "cli"))
     for flag in ("features", "exclude"):

@@ -289,6 +289,9 @@ SPEC: tuple[Parameter, ...] = (
     Parameter("fail_on_change", bool, False, "exit with status 3, after writing the outputs, "
               "when the selected set differs from `--previous`'s", flag="--fail-on-change",
               role="job"),
+    Parameter("threads", int, None, "threads the in-memory selector's steps run on: None or "
+              "-1 every core the process may use (its CPU affinity and CPU quota, at most 8), "
+              "1 one; the same result on any number", sklearn="n_jobs", low=-1, role="run"),
 )
 _SPEC = {p.key: p for p in SPEC}
 
@@ -445,6 +448,9 @@ def validate(values: Mapping[str, Any], style: str = "ml") -> dict[str, Any]:
         raise ParameterError("selection_mode", f"{{selection_mode}} 'gain' is not defined for "
                              f"{{method}} {m!r} (its scores are {method(m).unit}, not nats)",
                              style)
+    if out.get("threads") == 0:
+        raise ParameterError("threads", "{threads} must be a number of threads, or -1 or None "
+                             "(every core the process may use), got 0", style)
     fraction = out.get("stability_fraction")
     if fraction is not None and not 0.0 < fraction < 1.0:
         raise ParameterError("stability_fraction", "{stability_fraction} must be a fraction "

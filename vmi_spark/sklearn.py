@@ -358,6 +358,11 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         and the run: the rows Spark keeps for the same table).
     stability_fraction : float, default=0.5
         The share of the rows each subsample keeps, in (0, 1).
+    n_jobs : int or None, default=None
+        Threads the steps run on. None (unlike most scikit-learn estimators, whose None
+        means one) or -1: every core the process may use (its CPU affinity and cgroup CPU
+        quota, at most 8); 1 runs them in the calling thread (e.g. inside joblib workers).
+        The result is the same, bit for bit, on any number.
 
     Attributes
     ----------
@@ -451,7 +456,8 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
                  bias_correction: str = default("bias_correction", "sklearn"),
                  stability: int = default("stability", "sklearn"),
                  stability_seed: int = default("stability_seed", "sklearn"),
-                 stability_fraction: float = default("stability_fraction", "sklearn")
+                 stability_fraction: float = default("stability_fraction", "sklearn"),
+                 n_jobs: int | None = default("threads", "sklearn")
                  ) -> None:
         self.n_features_to_select = n_features_to_select
         self.selection_mode = selection_mode
@@ -468,6 +474,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         self.stability = stability
         self.stability_seed = stability_seed
         self.stability_fraction = stability_fraction
+        self.n_jobs = n_jobs
 
     # -- tags -------------------------------------------------------------------
     def __sklearn_tags__(self):  # scikit-learn >= 1.6
@@ -546,8 +553,9 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         k, min_gain, capped = plan_size(settings, len(keep))
         if capped is not None:
             warnings.warn(capped.phrase("sklearn"), UserWarning, stacklevel=2)
+        threads = settings.threads if settings.threads not in (None, -1) else None
         backend = ThreadedBackend(codes, y_codes, arity=plan.arity,
-                                  num_classes=len(plan.classes), w=w)
+                                  num_classes=len(plan.classes), threads=threads, w=w)
         def run(b: Backend) -> Selection:
             return select(b, settings.method, k, restart_tolerance=settings.restart_tolerance,
                           min_gain=min_gain, **corrections(settings))
