@@ -19,6 +19,14 @@ import pytest
 from vmi_spark._deps import prefer_installed_pyspark
 
 
+def _python(code: str, env: dict[str, str] | None = None) -> str:
+    """What ``python -c code`` prints (stripped), in a fresh process; its exit must be 0."""
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
 def _layout(tmp_path, py4j_version: str):
     """A pip-style site directory whose ``pyspark`` package holds spark-submit's zips."""
     site = tmp_path / "site"
@@ -84,10 +92,7 @@ def test_the_entry_point_imports_the_installed_pyspark_under_spark_submits_path(
             "import pyspark\nprint(pyspark.__file__)")
     env = dict(os.environ, SPARK_HOME=home,
                PYTHONPATH=os.pathsep.join([*zips, os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
-    got = out.stdout.strip().splitlines()[-1]
+    got = _python(code, env).splitlines()[-1]
     assert ".zip" not in got and os.path.dirname(os.path.realpath(got)) == \
         os.path.realpath(home)
 
@@ -98,10 +103,7 @@ def test_job_progress_lines_do_not_import_pyspark_ml():
     code = ("import sys\nfrom vmi_spark import job\n"
             "logger = job._log_step(3, ['a', 'b', 'c'])\n"
             "print('pyspark.ml' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "False"
+    assert _python(code) == "False"
     from vmi_spark.ml import StepLogger
     from vmi_spark.progress import StepLogger as progress_logger
 
@@ -116,10 +118,7 @@ def test_report_imports_are_warmed_on_a_daemon_thread():
             "assert len(t) == 1 and t[0].daemon\nt[0].join(120)\n"
             "print('matplotlib.figure' in sys.modules, "
             "'matplotlib.backends.backend_agg' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=180)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "True True"
+    assert _python(code) == "True True"
 
 
 def test_inmemory_selector_runs_its_steps_on_the_process_cores(monkeypatch):
