@@ -390,12 +390,39 @@ def test_pair_counts_against_a_plain_loop(n, num_classes):
     assert np.array_equal(bound.pair_counts_many(codes, y, [2, 0], 3, num_classes)[0], expected)
 
 
+@pytest.mark.parametrize("n", _COUNT_ROWS)
+@pytest.mark.parametrize("num_classes", [2, 3])
+def test_feature_counts_against_a_plain_loop(n, num_classes):
+    # the same row counts as the pair counts' (whole turns of the interleaved histograms,
+    # remainders; one, four and eight histograms: checked below), skewed codes included
+    rng = np.random.default_rng(40 + n)
+    codes = rng.integers(0, 3, (5, n)).astype(np.uint8)
+    codes[4] = 2  # every row in one cell
+    y = rng.integers(0, num_classes, n)
+    expected = np.zeros((5, 3, num_classes), dtype=np.int64)
+    for i in range(5):
+        for k in range(n):
+            expected[i, codes[i, k], y[k]] += 1
+    assert np.array_equal(kernels.feature_counts(codes, y, 3, num_classes), expected)
+    assert np.array_equal(kernels.feature_counts_np(codes, y, 3, num_classes), expected)
+    assert np.array_equal(bound.feature_counts(codes, y, 3, num_classes), expected)
+    w = rng.integers(0, 5, n)
+    weighted = np.zeros((5, 3, num_classes), dtype=np.int64)
+    for i in range(5):
+        for k in range(n):
+            weighted[i, codes[i, k], y[k]] += w[k]
+    assert np.array_equal(kernels.feature_counts_w(codes, y, 3, num_classes, w), weighted)
+    assert np.array_equal(kernels.feature_counts_w_np(codes, y, 3, num_classes, w), weighted)
+    assert np.array_equal(bound.feature_counts(codes, y, 3, num_classes, w), weighted)
+
+
 @numba_only  # the histograms are the compiled count loop's
 @pytest.mark.parametrize("num_classes", [2, 3])
 def test_the_pair_count_tests_meet_every_number_of_histograms(num_classes):
     from vmi_spark.core.kernels_numba import count_ways
 
     assert {count_ways(n, 9 * num_classes) for n in _COUNT_ROWS} == {1, 4, 8}
+    assert {count_ways(n, 3 * num_classes) for n in _COUNT_ROWS} == {1, 4, 8}
     assert count_ways(64 * 10, 10) == 8 and count_ways(64 * 10 - 1, 10) == 4
     assert count_ways(4 * 10, 10) == 4 and count_ways(4 * 10 - 1, 10) == 1
 

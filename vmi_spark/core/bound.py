@@ -456,18 +456,11 @@ def pair_counts(codes: np.ndarray, y: np.ndarray, f: int, arity: int, num_classe
 def feature_counts(codes: np.ndarray, y: np.ndarray, arity: int, num_classes: int,
                    w: np.ndarray | None = None) -> np.ndarray:
     """``n(x_i = a, y)`` for every feature i: shape (D, A, L), int64 (sums of the row
-    weights ``w`` if given: exact in float64, a table weighs less than 2**53)."""
-    num_features, n = codes.shape
-    per = arity * num_classes
-    idx = (np.arange(num_features, dtype=np.int64)[:, None] * per
-           + codes.astype(np.int64) * num_classes + y.astype(np.int64)[None, :])
-    if w is None:
-        flat = np.bincount(idx.ravel(), minlength=num_features * per)
-    else:
-        weights = np.broadcast_to(np.asarray(w, dtype=np.float64), idx.shape).ravel()
-        flat = np.bincount(idx.ravel(), weights=weights,
-                           minlength=num_features * per).astype(np.int64)
-    return flat.reshape(num_features, arity, num_classes)
+    weights ``w`` if given)."""
+    y64 = np.asarray(y, dtype=np.int64)
+    if w is not None:
+        return kernels.feature_counts_w(codes, y64, arity, num_classes, w)
+    return kernels.feature_counts(codes, y64, arity, num_classes)
 
 
 def pair_counts_many(codes: np.ndarray, y: np.ndarray, fs, arity: int,

@@ -7,7 +7,7 @@ dominate a ``vmi_pairwise`` pass: adding log p(x_i | x_f, c) - log p(x_i | x_f, 
 for the classes c other than the row's own into every candidate's running sum, and
 the per-row mixture ``r_k(y_k) + sum_c r_k(c) e^{d_c}`` of the geometric means' ratios
 and its rounded log. Counting ``n(x_i, x_f, y)`` (pairwise and the classic criteria)
-is an integer loop. Each has a numba and a numpy implementation doing the same IEEE
+and ``n(x_i, y)`` (every criterion's first tables) are integer loops. Each has a numba and a numpy implementation doing the same IEEE
 operations in the same order (products and left-to-right sums, never a fused
 multiply-add), and every ``exp`` and ``log`` is :mod:`.explog`'s (the same operations
 in numba and numpy, no libm), so both give the same integers bit for bit, on every
@@ -30,6 +30,8 @@ from typing import Any
 from .kernels_numpy import (
     SCALE,
     TINY,
+    feature_counts_np,
+    feature_counts_w_np,
     fixed,
     fixed_log,
     mix_log_sums_np,
@@ -59,7 +61,8 @@ __all__ = ["SCALE", "TINY", "BACKEND", "LOOPS", "Loop", "Guarded", "load_numba",
            "pair_cell_scores_np", "pair_counts_np", "pair_fold_scores_np", "pair_posterior_np",
            "mix_log_sums_w", "pattern_counts_w", "pair_scores_w", "pair_cell_scores_w",
            "pair_counts_w", "mix_log_sums_w_np", "pattern_counts_w_np", "pair_scores_w_np",
-           "pair_cell_scores_w_np", "pair_counts_w_np"]
+           "pair_cell_scores_w_np", "pair_counts_w_np", "feature_counts", "feature_counts_w",
+           "feature_counts_np", "feature_counts_w_np"]
 
 
 #: a per-row loop (its arguments are those of its numpy twin)
@@ -81,7 +84,7 @@ def load_numba():
 LOOPS = ("row_posterior", "mix_log_sums", "pattern_counts", "pair_fold", "pair_scores",
          "pair_cell_scores", "pair_counts", "pair_fold_scores", "pair_posterior",
          "mix_log_sums_w", "pattern_counts_w", "pair_scores_w", "pair_cell_scores_w",
-         "pair_counts_w")
+         "pair_counts_w", "feature_counts", "feature_counts_w")
 
 
 class Guarded:
@@ -138,6 +141,8 @@ if _numba is not None:
     pair_scores_w: Loop = Guarded(_compiled.pair_scores_w, pair_scores_w_np)
     pair_cell_scores_w: Loop = Guarded(_compiled.pair_cell_scores_w, pair_cell_scores_w_np)
     pair_counts_w: Loop = Guarded(_compiled.pair_counts_w, pair_counts_w_np)
+    feature_counts: Loop = Guarded(_compiled.feature_counts, feature_counts_np)
+    feature_counts_w: Loop = Guarded(_compiled.feature_counts_w, feature_counts_w_np)
     #: which loops run: ``numba`` (compiled) or ``numpy``
     BACKEND = "numba"
 else:
@@ -148,5 +153,6 @@ else:
     (mix_log_sums_w, pattern_counts_w, pair_scores_w, pair_cell_scores_w, pair_counts_w) = (
         mix_log_sums_w_np, pattern_counts_w_np, pair_scores_w_np, pair_cell_scores_w_np,
         pair_counts_w_np)
+    feature_counts, feature_counts_w = feature_counts_np, feature_counts_w_np
     _fused_fold_scores = None
     BACKEND = "numpy"

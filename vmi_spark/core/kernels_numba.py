@@ -551,17 +551,13 @@ def pair_cell_scores(log_ratio, post, codes, ids, y, cands, m, arity, num):
 
 
 @_jit
-def _pair_counts_loop(codes, y, f, arity, num_classes, ways):
-    # ``ways`` (1, 4 or 8: count_ways) interleaved histograms per feature, summed at the
-    # end: consecutive rows that hit the same cell do not wait for each other's increment
+def _histograms(codes, key, per, cells, ways):
+    # out[i, codes[i, k] * per + key[k]] += 1 for every feature i and row k: one histogram
+    # of ``cells`` cells per feature. ``ways`` (1, 4 or 8: count_ways) interleaved
+    # histograms per feature, summed at the end: consecutive rows that hit the same cell
+    # do not wait for each other's increment
     num_features, n = codes.shape
-    per = arity * num_classes
-    cells = arity * per
     out = np.zeros((num_features, cells), dtype=np.int64)
-    cf = codes[f]
-    key = np.empty(n, dtype=np.int64)
-    for k in range(n):
-        key[k] = np.int64(cf[k]) * num_classes + y[k]
     h = np.zeros((ways, cells), dtype=np.int64)
     for i in range(num_features):
         ci = codes[i]
@@ -594,13 +590,32 @@ def _pair_counts_loop(codes, y, f, arity, num_classes, ways):
                 oi[c] = h[0, c] + h[1, c] + h[2, c] + h[3, c]
         else:
             oi[:] = h[0]
-    return out.reshape((num_features, arity, arity, num_classes))
+    return out
+
+
+@_jit
+def _pair_keys(cf, y, num_classes):
+    key = np.empty(cf.shape[0], dtype=np.int64)
+    for k in range(cf.shape[0]):
+        key[k] = np.int64(cf[k]) * num_classes + y[k]
+    return key
 
 
 def pair_counts(codes, y, f, arity, num_classes):
-    return _pair_counts_loop(codes, np.asarray(y, dtype=np.int64), int(f), int(arity),
-                             int(num_classes),
-                             count_ways(codes.shape[1], arity * arity * num_classes))
+    per = int(arity) * int(num_classes)
+    key = _pair_keys(codes[int(f)], np.asarray(y, dtype=np.int64), int(num_classes))
+    cells = int(arity) * per
+    out = _histograms(codes, key, per, cells, count_ways(codes.shape[1], cells))
+    return out.reshape((codes.shape[0], arity, arity, num_classes))
+
+
+def feature_counts(codes, y, arity, num_classes):
+    """``n(x_i = a, y)`` of every feature i: (D, A, L) int64 (:func:`_histograms` with the
+    label as the key)."""
+    cells = int(arity) * int(num_classes)
+    out = _histograms(codes, np.asarray(y, dtype=np.int64), int(num_classes), cells,
+                      count_ways(codes.shape[1], cells))
+    return out.reshape((codes.shape[0], arity, num_classes))
 
 
 # -------------------------------------------------------------------------------- weighted rows
@@ -791,22 +806,27 @@ def pair_cell_scores_w(log_ratio, post, codes, ids, y, cands, m, arity, num, w):
 
 
 @_jit
-def _pair_counts_w(codes, y, f, arity, num_classes, w):
+def _histograms_w(codes, key, per, cells, w):
+    # :func:`_histograms` with each row counted w[k] times (int64 sums)
     num_features, n = codes.shape
-    per = arity * num_classes
-    out = np.zeros((num_features, arity * per), dtype=np.int64)
-    cf = codes[f]
-    key = np.empty(n, dtype=np.int64)
-    for k in range(n):
-        key[k] = np.int64(cf[k]) * num_classes + y[k]
+    out = np.zeros((num_features, cells), dtype=np.int64)
     for i in range(num_features):
         ci = codes[i]
         oi = out[i]
         for k in range(n):
             oi[np.int64(ci[k]) * per + key[k]] += w[k]
-    return out.reshape((num_features, arity, arity, num_classes))
+    return out
 
 
 def pair_counts_w(codes, y, f, arity, num_classes, w):
-    return _pair_counts_w(codes, np.asarray(y, dtype=np.int64), int(f), int(arity),
-                          int(num_classes), np.asarray(w, dtype=np.int64))
+    per = int(arity) * int(num_classes)
+    key = _pair_keys(codes[int(f)], np.asarray(y, dtype=np.int64), int(num_classes))
+    out = _histograms_w(codes, key, per, int(arity) * per, np.asarray(w, dtype=np.int64))
+    return out.reshape((codes.shape[0], arity, arity, num_classes))
+
+
+def feature_counts_w(codes, y, arity, num_classes, w):
+    """:func:`feature_counts` with row weights ``w`` (int64 sums of the weights)."""
+    out = _histograms_w(codes, np.asarray(y, dtype=np.int64), int(num_classes),
+                        int(arity) * int(num_classes), np.asarray(w, dtype=np.int64))
+    return out.reshape((codes.shape[0], arity, num_classes))

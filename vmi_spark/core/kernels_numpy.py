@@ -180,6 +180,16 @@ def pair_counts_np(codes, y, f, arity, num_classes):
     return flat.reshape(num_features, arity, arity, num_classes)
 
 
+def feature_counts_np(codes, y, arity, num_classes):
+    """``n(x_i = a, y)`` for every feature i: (D, A, L) int64."""
+    num_features = codes.shape[0]
+    per = arity * num_classes
+    idx = (np.arange(num_features, dtype=np.int64)[:, None] * per
+           + codes.astype(np.int64) * num_classes + np.asarray(y, dtype=np.int64)[None, :])
+    flat = np.bincount(idx.ravel(), minlength=num_features * per)
+    return flat.reshape(num_features, arity, num_classes)
+
+
 # --------------------------------------------------------------------------- weighted rows
 #
 # With row weights (:mod:`.weights`) every loop above has a weighted twin: the same terms,
@@ -258,3 +268,15 @@ def pair_counts_w_np(codes, y, f, arity, num_classes, w):
     weights = np.broadcast_to(np.asarray(w, dtype=np.float64), idx.shape)
     flat = np.bincount(idx.ravel(), weights=weights.ravel(), minlength=num_features * per)
     return flat.astype(np.int64).reshape(num_features, arity, arity, num_classes)
+
+
+def feature_counts_w_np(codes, y, arity, num_classes, w):
+    """:func:`feature_counts_np` with row weights: (D, A, L) int64 sums of ``w`` (exact in
+    float64: a table weighs less than 2**53)."""
+    num_features = codes.shape[0]
+    per = arity * num_classes
+    idx = (np.arange(num_features, dtype=np.int64)[:, None] * per
+           + codes.astype(np.int64) * num_classes + np.asarray(y, dtype=np.int64)[None, :])
+    weights = np.broadcast_to(np.asarray(w, dtype=np.float64), idx.shape)
+    flat = np.bincount(idx.ravel(), weights=weights.ravel(), minlength=num_features * per)
+    return flat.astype(np.int64).reshape(num_features, arity, num_classes)
