@@ -156,6 +156,33 @@ def test_a_loop_numba_cannot_compile_falls_back_to_numpy(monkeypatch):
     assert call(codes, [0], ids, 2, 3).tolist() == got.tolist()  # no second warning needed
 
 
+def test_a_numba_that_fails_to_load_falls_back_to_numpy(monkeypatch):
+    """A named loop is loaded at its first call; a numba that cannot be imported then is
+    a failure like one to compile: a warning, the numpy loop, the same counts."""
+    def broken():
+        raise kernels._NumbaUnusable("ImportError: numba's compiler is missing")
+
+    monkeypatch.setattr(kernels, "BACKEND", "numba")
+    monkeypatch.setattr(kernels, "_compiled_loops", broken)
+    call = kernels.Guarded("feature_counts", kernels.feature_counts_np)
+    assert call.impl is None
+    codes, y = np.array([[1, 0, 1]], dtype=np.uint8), np.array([0, 1, 1])
+    with pytest.warns(RuntimeWarning, match="numpy loops"):
+        got = call(codes, y, 2, 2)
+    assert got.tolist() == [[[0, 1], [1, 1]]]
+    assert kernels.BACKEND == "numpy" and call.impl is kernels.feature_counts_np
+
+
+def test_an_error_that_is_not_numbas_is_raised():
+    def wrong(*args):
+        raise ValueError("a caller's mistake")
+
+    call = kernels.Guarded(wrong, kernels.feature_counts_np)
+    with pytest.raises(ValueError, match="a caller's mistake"):
+        call(np.zeros((1, 2), np.uint8), np.zeros(2, int), 1, 1)
+    assert call.impl is wrong
+
+
 def _plain_pair_state(table, codes, fs, y):
     """Per row and class, sum_f log p(x_i | x_f, y) (D, n, L): the definition, one by one."""
     d, n = codes.shape

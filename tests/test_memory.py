@@ -36,13 +36,23 @@ def test_cached_batches_stay_within_the_object_bound():
 
 @pytest.mark.parametrize("text", [
     "java.lang.OutOfMemoryError: Java heap space",
+    "Job aborted: java.lang.OutOfMemoryError: GC overhead limit exceeded"])
+def test_a_heap_failure_names_driver_memory(text):
+    line = hints.explain(RuntimeError(text))
+    assert line is not None and "--driver-memory" in line and "\n" not in line
+    assert line.startswith("Spark's JVM ran out of memory")
+
+
+@pytest.mark.parametrize("text", [
     'Cannot invoke "org.apache.spark.rpc.RpcEndpointRef.askSync(Object, scala.reflect.ClassTag)"'
     ' because the return value of "org.apache.spark.executor.Executor.heartbeatReceiverRef()"'
     " is null",
     "Job 6 cancelled because SparkContext was shut down"])
-def test_a_heap_failure_names_driver_memory(text):
+def test_a_stopped_context_is_not_called_a_heap_failure_but_names_driver_memory(text):
+    # a heap that ran out prints these, but so do a kill and a stop: the hint says both
     line = hints.explain(RuntimeError(text))
     assert line is not None and "--driver-memory" in line and "\n" not in line
+    assert line.startswith("Spark stopped during the run") and "killed" in line
 
 
 def test_the_steps_run_with_small_arrow_batches_and_the_setting_is_restored(spark):

@@ -110,6 +110,21 @@ def test_job_progress_lines_do_not_import_pyspark_ml():
     assert StepLogger is progress_logger
 
 
+def test_numba_is_imported_at_the_first_compiled_loop_not_with_the_job():
+    """The method registry imports the kernels module; numba (a third of a second) waits
+    for the first loop that runs, which then runs compiled."""
+    pytest.importorskip("numba")
+    code = ("import sys\nimport numpy as np\nfrom vmi_spark import job\n"
+            "from vmi_spark.core import kernels\n"
+            "before = 'numba' in sys.modules\n"
+            "got = kernels.feature_counts(np.array([[1, 0, 1]], np.uint8), np.array([0, 1, 1]),"
+            " 2, 2)\n"
+            "print(before, 'numba' in sys.modules, kernels.BACKEND, got.tolist(),"
+            " kernels.feature_counts.impl.__module__)")
+    assert _python(code) == ("False True numba [[[0, 1], [1, 1]]] "
+                             "vmi_spark.core.kernels_numba")
+
+
 def test_report_imports_are_warmed_on_a_daemon_thread():
     pytest.importorskip("matplotlib")
     code = ("import sys, threading\nfrom vmi_spark import job\n"

@@ -180,15 +180,21 @@ def explain(exc: BaseException, spark=None, table: str | None = None) -> str | N
     if table and "TABLE_OR_VIEW_NOT_FOUND" in text:
         return _table_hint(spark, table)
     if any(m in text for m in _HEAP_MARKS):
-        return ("Spark's JVM ran out of memory (Java heap space) or stopped; give it more: "
+        return ("Spark's JVM ran out of memory (OutOfMemoryError); give it more: "
                 "spark-submit --driver-memory 4g (spark.driver.memory; on a cluster also "
                 "--executor-memory), and please report the table's size")
+    if any(m in text for m in _STOPPED_MARKS):
+        return ("Spark stopped during the run (killed, or its JVM out of memory: then "
+                "spark-submit --driver-memory 4g, spark.driver.memory; on a cluster also "
+                "--executor-memory); the lines above this one tell which")
     return None
 
 
-#: what a Spark failure says when the JVM's heap ran out (and the context stopped with it)
-_HEAP_MARKS = ("OutOfMemoryError", "Java heap space", "RpcEndpointRef",
-               "SparkContext was shut down")
+#: what a Spark failure says when the JVM's heap ran out
+_HEAP_MARKS = ("OutOfMemoryError", "Java heap space")
+#: what it says when the context stopped under it: a heap that ran out (the driver's
+#: heartbeat receiver gone, then every job cancelled), but also a kill or a stop
+_STOPPED_MARKS = ("RpcEndpointRef", "SparkContext was shut down")
 
 
 def _table_hint(spark, table: str) -> str:

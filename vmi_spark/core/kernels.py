@@ -22,6 +22,7 @@ forces the numpy loops.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import warnings
 from collections.abc import Callable
@@ -90,23 +91,60 @@ LOOPS = ("row_posterior", "mix_log_sums", "pattern_counts", "pair_fold", "pair_s
 class Guarded:
     """A compiled loop and its numpy twin: calls :attr:`impl`, the compiled loop; if numba
     cannot compile it here (a ``NumbaError``), warns once and uses the numpy loop from then
-    on, and :data:`BACKEND` says ``numpy``. The same integers either way."""
+    on, and :data:`BACKEND` says ``numpy``. The same integers either way.
 
-    def __init__(self, fast: Loop, slow: Loop):
-        #: the loop called: the compiled one, or the numpy one after a failure
-        self.impl = fast
+    ``fast`` is the compiled loop, or its name in :mod:`.kernels_numba`: that module (and
+    numba with it, about a third of a second) is then imported at the first call of any
+    such loop, not when this module is (a process that never runs a loop, the job's
+    driver under resident tasks, never imports numba). A numba that fails to import
+    there is a failure to compile: the numpy loops, with one warning.
+    """
+
+    def __init__(self, fast: Loop | str, slow: Loop):
+        #: the loop called: the compiled one, or the numpy one after a failure (None
+        #: until a loop named by ``fast`` is loaded at its first call)
+        self.impl: Loop | None = None if isinstance(fast, str) else fast
+        self.name = fast if isinstance(fast, str) else None
         self.slow = slow
 
     def __call__(self, *args):
         global BACKEND
         try:
-            return self.impl(*args)
-        except _NumbaError as exc:
+            impl = self.impl if self.impl is not None else self._load()
+            return impl(*args)
+        except Exception as exc:
+            if not _numba_failure(exc):
+                raise
             warnings.warn(f"vmi_spark: numba could not compile a kernel ({type(exc).__name__}); "
                           "using the numpy loops", RuntimeWarning, stacklevel=2)
             self.impl = self.slow
             BACKEND = "numpy"
             return self.slow(*args)
+
+    def _load(self) -> Loop:
+        self.impl = getattr(_compiled_loops(), str(self.name))
+        return self.impl
+
+
+class _NumbaUnusable(Exception):
+    """numba is installed but its module or this package's compiled loops fail to import."""
+
+
+def _numba_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is numba failing to compile (a ``NumbaError``, told by its class
+    without importing numba) or to load (:class:`_NumbaUnusable`)."""
+    return isinstance(exc, _NumbaUnusable) or any(
+        c.__name__ == "NumbaError" and c.__module__.startswith("numba")
+        for c in type(exc).__mro__)
+
+
+def _compiled_loops():
+    """:mod:`.kernels_numba`, imported at the first call of a compiled loop."""
+    try:
+        from . import kernels_numba
+    except Exception as exc:  # noqa: BLE001 - a broken numba: the numpy loops instead
+        raise _NumbaUnusable(f"{type(exc).__name__}: {exc}") from None
+    return kernels_numba
 
 
 def pair_fold_scores(log_ratio, table, codes, cf, y, post, cands, m):
@@ -121,28 +159,30 @@ def pair_fold_scores(log_ratio, table, codes, cf, y, post, cands, m):
     return pair_scores(log_ratio, post, y, cands, m)
 
 
-_numba = load_numba()
-if _numba is not None:
-    from numba.core.errors import NumbaError as _NumbaError
+def _numba_installed() -> bool:
+    """Whether the compiled loops are wanted and numba is installed (found, not imported)."""
+    if os.environ.get("VMI_SPARK_KERNELS", "").strip().lower() == "numpy":
+        return False
+    return importlib.util.find_spec("numba") is not None
 
-    from . import kernels_numba as _compiled
 
-    row_posterior: Loop = Guarded(_compiled.row_posterior, row_posterior_np)
-    mix_log_sums: Loop = Guarded(_compiled.mix_log_sums, mix_log_sums_np)
-    pattern_counts: Loop = Guarded(_compiled.pattern_counts, pattern_counts_np)
-    pair_fold: Loop = Guarded(_compiled.pair_fold, pair_fold_np)
-    pair_scores: Loop = Guarded(_compiled.pair_scores, pair_scores_np)
-    pair_cell_scores: Loop = Guarded(_compiled.pair_cell_scores, pair_cell_scores_np)
-    pair_counts: Loop = Guarded(_compiled.pair_counts, pair_counts_np)
-    pair_posterior: Loop = Guarded(_compiled.pair_posterior, pair_posterior_np)
-    _fused_fold_scores: Loop | None = Guarded(_compiled.fused_fold_scores, pair_fold_scores_np)
-    mix_log_sums_w: Loop = Guarded(_compiled.mix_log_sums_w, mix_log_sums_w_np)
-    pattern_counts_w: Loop = Guarded(_compiled.pattern_counts_w, pattern_counts_w_np)
-    pair_scores_w: Loop = Guarded(_compiled.pair_scores_w, pair_scores_w_np)
-    pair_cell_scores_w: Loop = Guarded(_compiled.pair_cell_scores_w, pair_cell_scores_w_np)
-    pair_counts_w: Loop = Guarded(_compiled.pair_counts_w, pair_counts_w_np)
-    feature_counts: Loop = Guarded(_compiled.feature_counts, feature_counts_np)
-    feature_counts_w: Loop = Guarded(_compiled.feature_counts_w, feature_counts_w_np)
+if _numba_installed():
+    row_posterior: Loop = Guarded("row_posterior", row_posterior_np)
+    mix_log_sums: Loop = Guarded("mix_log_sums", mix_log_sums_np)
+    pattern_counts: Loop = Guarded("pattern_counts", pattern_counts_np)
+    pair_fold: Loop = Guarded("pair_fold", pair_fold_np)
+    pair_scores: Loop = Guarded("pair_scores", pair_scores_np)
+    pair_cell_scores: Loop = Guarded("pair_cell_scores", pair_cell_scores_np)
+    pair_counts: Loop = Guarded("pair_counts", pair_counts_np)
+    pair_posterior: Loop = Guarded("pair_posterior", pair_posterior_np)
+    _fused_fold_scores: Loop | None = Guarded("fused_fold_scores", pair_fold_scores_np)
+    mix_log_sums_w: Loop = Guarded("mix_log_sums_w", mix_log_sums_w_np)
+    pattern_counts_w: Loop = Guarded("pattern_counts_w", pattern_counts_w_np)
+    pair_scores_w: Loop = Guarded("pair_scores_w", pair_scores_w_np)
+    pair_cell_scores_w: Loop = Guarded("pair_cell_scores_w", pair_cell_scores_w_np)
+    pair_counts_w: Loop = Guarded("pair_counts_w", pair_counts_w_np)
+    feature_counts: Loop = Guarded("feature_counts", feature_counts_np)
+    feature_counts_w: Loop = Guarded("feature_counts_w", feature_counts_w_np)
     #: which loops run: ``numba`` (compiled) or ``numpy``
     BACKEND = "numba"
 else:

@@ -52,7 +52,14 @@ from .driver import (
 )
 from .plan import RowSource, check_weight_col, resolve_columns
 from .resident import ResidentBackend, ResidentUnavailable
-from .session import is_local, parallelism, storage_memory, task_slots, unavailable_reason
+from .session import (
+    is_local,
+    jvm_slots,
+    parallelism,
+    storage_memory,
+    task_slots,
+    unavailable_reason,
+)
 from .spark_source import SparkSource
 from .storage import Kept, batch_rows, cache_batch_rows, keep, session_confs
 from .vector_source import (
@@ -219,13 +226,16 @@ class ExecutionRoute:
     ``kind`` is ``"driver"``, ``"resident"`` (where the session allows it; it may still
     fall back to passes when its tasks cannot start) or ``"passes"``; ``why_not`` why
     resident tasks cannot run (None if they can); ``parts`` the partitions the encoded
-    blocks are spread over and ``block_rows`` the rows of a block (executors only).
+    blocks are spread over and ``block_rows`` the rows of a block (executors only);
+    ``disk_cap`` the most bytes of a block and of a cached batch when the cache goes to
+    disk (:func:`disk_object_bytes`; None: no bound).
     """
 
     kind: str
     why_not: str | None
     parts: int
     block_rows: int
+    disk_cap: int | None = None
 
 
 def check_execution(spark, settings: Settings) -> None:
@@ -255,10 +265,10 @@ def choose_execution(plan: EncodingPlan, rows: RowRoute, settings: Settings) -> 
     why_not = ("not asked for" if settings.execution == "passes"
                else unavailable_reason(spark))
     parts = parallelism(spark) if why_not is not None else task_slots(spark)
-    block_rows = block_rows_for(plan.num_rows, parts, d, settings.method, num_classes,
-                                disk_object_bytes(spark, plan.num_rows * (d + 2), parts))
+    cap = disk_object_bytes(spark, plan.num_rows * (d + 2), parts)
+    block_rows = block_rows_for(plan.num_rows, parts, d, settings.method, num_classes, cap)
     return ExecutionRoute("passes" if why_not is not None else "resident", why_not, parts,
-                          block_rows)
+                          block_rows, cap)
 
 
 def block_rows_for(num_rows: int, parts: int, num_features: int, method: str,
@@ -345,18 +355,6 @@ def arrow_batch_budget(spark) -> int:
     return budget
 
 
-def jvm_slots(spark) -> int:
-    """Tasks one JVM runs at once: the driver's slots in local mode, else an executor's
-    cores (``spark.executor.cores``; 2 where it is not set)."""
-    if is_local(spark):
-        return parallelism(spark)
-    try:
-        cores = spark.sparkContext.getConf().get("spark.executor.cores", None)
-        return max(1, int(cores)) if cores else 2
-    except Exception:  # noqa: BLE001 - Spark Connect: no SparkContext
-        return 2
-
-
 def _encoded(rows: RowRoute, plan: EncodingPlan, skip_cols: list[str], route: ExecutionRoute,
              settings: Settings, storage_level: StorageLevel, notes: list[str], laps) -> Kept:
     """The encoded blocks, kept for the passes (cached, staged or recomputed)."""
@@ -368,7 +366,7 @@ def _encoded(rows: RowRoute, plan: EncodingPlan, skip_cols: list[str], route: Ex
     # The range partitioner samples its input in a job of its own: the encoded blocks are
     # kept for the shuffle to read, so that every row is read and encoded once, not twice.
     # A cached batch holds a few blocks, not a whole partition (see cache_batch_rows).
-    cap = disk_object_bytes(spark, plan.num_rows * (d + 2), parts) if level.useDisk else None
+    cap = route.disk_cap if level.useDisk else None
     with batch_rows(spark, cache_batch_rows(block_rows * (d + 2), cap)), source.reading():
         even = source.evened(parts)
         if even is not None:
@@ -410,19 +408,20 @@ def _storage_level(spark, level: StorageLevel, encoded_bytes: int, parts: int,
     if level != StorageLevel.MEMORY_AND_DISK:
         return level
     memory = storage_memory(spark)
-    if not _cached_on_disk(spark, encoded_bytes, parts):
+    if memory is None or not _cached_on_disk(spark, encoded_bytes, parts, memory):
         return level
-    assert memory is not None
     notes.append(f"the encoded rows ({encoded_bytes >> 20} MiB) are cached on disk: more than "
                  f"half of the {memory >> 20} MiB a block manager may cache")
     return StorageLevel.DISK_ONLY
 
 
-def _cached_on_disk(spark, encoded_bytes: int, parts: int) -> bool:
+def _cached_on_disk(spark, encoded_bytes: int, parts: int,
+                    memory: int | None = None) -> bool:
     """Whether the encoded rows (``encoded_bytes`` over ``parts`` partitions) take more
-    than :data:`CACHE_SHARE` of a block manager's cache memory, so that the default
-    storage level's cache goes to disk (:func:`_storage_level`)."""
-    memory = storage_memory(spark)
+    than :data:`CACHE_SHARE` of a block manager's cache memory (``memory``, asked of the
+    session when not given), so that the default storage level's cache goes to disk
+    (:func:`_storage_level`)."""
+    memory = storage_memory(spark) if memory is None else memory
     share = encoded_bytes / max(1, parts) * (parts if is_local(spark) else 1)
     return memory is not None and share > CACHE_SHARE * memory
 

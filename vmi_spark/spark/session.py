@@ -1,7 +1,7 @@
 """Session probes and helpers that work with a classic and with a Spark Connect session.
 
 The probes (:func:`is_connect`, :func:`parallelism`, :func:`task_slots`,
-:func:`unavailable_reason`) are the one place the library asks what a session is
+:func:`jvm_slots`, :func:`storage_memory`, :func:`unavailable_reason`) are the one place the library asks what a session is
 and what it can run.
 
 A Spark Connect session (``SparkSession.builder.remote(...)``) has no
@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["is_connect", "is_local_remote", "remote_address", "check_reachable", "remote_session",
-           "set_log_level", "describe_jobs", "parallelism", "task_slots", "unavailable_reason"]
+           "set_log_level", "describe_jobs", "parallelism", "task_slots", "jvm_slots", "storage_memory",
+           "unavailable_reason"]
 
 #: prefix of the job tags :func:`describe_jobs` adds under Spark Connect
 TAG_PREFIX = "vmi_spark"
@@ -59,6 +60,18 @@ def is_local(spark) -> bool:
         return str(spark.sparkContext.master).startswith("local")
     except Exception:  # noqa: BLE001 - Spark Connect: not known here
         return False
+
+
+def jvm_slots(spark) -> int:
+    """Tasks one JVM runs at once: the driver's slots in local mode, else an executor's
+    cores (``spark.executor.cores``; 2 where it is not set)."""
+    if is_local(spark):
+        return parallelism(spark)
+    try:
+        cores = spark.sparkContext.getConf().get("spark.executor.cores", None)
+        return max(1, int(cores)) if cores else 2
+    except Exception:  # noqa: BLE001 - Spark Connect: no SparkContext
+        return 2
 
 
 def storage_memory(spark) -> int | None:
