@@ -242,3 +242,39 @@ def test_infinities_same_selection_as_spark(spark, method):
     assert list(sel.scores_) == model.scores
     spark_columns = {c["name"]: (c["kind"], c["states"]) for c in model.report["columns"]}
     assert {c.name: (c.kind, c.num_states) for c in sel.columns_} == spark_columns
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64])
+def test_integer_columns_plan_and_select_as_their_doubles(dtype):
+    """Integer columns go to the planner typed (as the Spark readers give them), not
+    widened to doubles first: the same plan, codes, selection and scores, bit for bit,
+    as the same numbers given as float64; in a numpy array and in a pandas frame."""
+    rng = np.random.default_rng(11)
+    n = 3000
+    y = rng.integers(0, 2, n)
+    cols = [rng.integers(0, 5, n) + y,            # few values: categories
+            rng.integers(0, 90, n) * (1 + y),     # many: bins (and spikes at 0)
+            rng.integers(0, 3, n),
+            rng.integers(0, 120, n) - 3 * y]
+    lo = np.iinfo(dtype).min
+    X = np.column_stack(cols).astype(np.int64)
+    X = np.clip(X, max(lo, -100), None).astype(dtype)
+    frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+    for data, doubles in ((X, X.astype(np.float64)), (frame, frame.astype(np.float64))):
+        as_doubles = VMIFeatureSelector(n_features_to_select=3).fit(doubles, y)
+        got = VMIFeatureSelector(n_features_to_select=3).fit(data, y)
+        assert got.selected_features_.tolist() == as_doubles.selected_features_.tolist()
+        assert got.scores_.tobytes() == as_doubles.scores_.tobytes()
+        assert got.plan_.to_json() == as_doubles.plan_.to_json()
+
+
+def test_integers_not_exact_as_doubles_are_read_as_doubles():
+    from vmi_spark.sklearn import _exact_integers
+
+    big = np.array([0, 2**53 + 1, 5], dtype=np.int64)
+    assert _exact_integers(big) is None
+    assert _exact_integers(np.array([-(2**53), 2**53], dtype=np.int64)) is not None
+    assert _exact_integers(np.array([0.5, 1.0])) is None
+    assert _exact_integers(pd.Series([1, None, 3], dtype="Int64")) is None  # nullable
+    got = _exact_integers(np.arange(12, dtype=np.int32).reshape(3, 4)[:, 1])
+    assert got.dtype == np.int32 and got.flags.c_contiguous and got.tolist() == [1, 5, 9]

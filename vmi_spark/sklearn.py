@@ -39,6 +39,7 @@ try:  # scikit-learn >= 1.6
 except ImportError:  # pragma: no cover - older scikit-learn
     _validate_data = None
 
+from .core import kernels
 from .core.binning import Binning, fit_binning
 from .core.encoding import (
     ColumnPlan,
@@ -200,6 +201,30 @@ def column_values(column: Any) -> tuple[np.ndarray, ValueType]:
     return np.array([None if _is_missing(v) else str(v) for v in items], dtype=object), STRING
 
 
+#: most magnitude of an integer that is exact as a double (every smaller one is too)
+_EXACT_INTEGER = 2**53
+
+
+def _exact_integers(column: Any) -> np.ndarray | None:
+    """A column of plain integers (a numpy integer array, or a pandas Series of a numpy
+    integer dtype; not nullable ones) as its own contiguous integer array when every
+    value is exact as a double, else None.
+
+    Such a column goes to the planner as the Spark readers give an integer column, typed,
+    not widened to float64 first (:func:`column_values`): the codes and the plan are the
+    same (every number is read as the double nearest to it, exact here), and the integer
+    paths of the statistics and the encoding are cheaper (200k x 200 int32: 1.1 s to
+    plan and code, against 1.7 s as doubles, one-off timing).
+    """
+    arr = column.to_numpy() if hasattr(column, "iloc") and hasattr(column, "dtype") else column
+    if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "iu" or arr.ndim != 1:
+        return None
+    if arr.dtype.itemsize == 8 and len(arr) and (
+            int(arr.max()) > _EXACT_INTEGER or int(arr.min()) < -_EXACT_INTEGER):
+        return None
+    return np.ascontiguousarray(arr)
+
+
 def plan_column(name: str, values: np.ndarray, dtype: str, num_bins: int,
                 max_categories: int, binning: str = "quantile",
                 y_codes: np.ndarray | None = None, num_classes: int | None = None) -> ColumnPlan:
@@ -254,7 +279,13 @@ def _plan_and_code(frame: Any, X: Any, y: Any, names: list[str], keep: list[int]
     label_values, label_type = column_values(np.asarray(y))
     arrays, types = [], {}
     for name, j in zip(names, keep):
-        values, vtype = column_values(frame.iloc[:, j] if frame is not None else X[:, j])
+        column = frame.iloc[:, j] if frame is not None else X[:, j]
+        ints = _exact_integers(column)
+        if ints is not None:  # typed, as the Spark readers give it (the same codes)
+            arrays.append(pa.array(ints))
+            types[name] = INTEGER
+            continue
+        values, vtype = column_values(column)
         arrays.append(pa.array(values, type=pa.string() if vtype.kind == "string"
                                else pa.float64(), from_pandas=True))
         types[name] = vtype
@@ -530,6 +561,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
             The fitted selector.
         """
         settings = self._check_params()
+        kernels.warm()  # numba's set-up overlaps the planning
         frame = X if hasattr(X, "iloc") and hasattr(X, "columns") else None
         X_checked, y_checked = self._validate(X, y)
         if _has_missing(y_checked):

@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from .kernels_numpy import (
     SCALE,
@@ -145,6 +148,25 @@ def _compiled_loops():
     except Exception as exc:  # noqa: BLE001 - a broken numba: the numpy loops instead
         raise _NumbaUnusable(f"{type(exc).__name__}: {exc}") from None
     return kernels_numba
+
+
+def warm() -> threading.Thread | None:
+    """Load the compiled loops' machinery on a daemon thread (returned; None without the
+    compiled loops): the first compiled call of a process sets up numba's code generator,
+    about half a second even when every loop is cached, which the scikit-learn selector
+    overlaps with its planning and encoding instead of paying before its first step."""
+    if BACKEND != "numba":
+        return None
+    thread = threading.Thread(target=_warm_loops, name="vmi_spark-warm-kernels", daemon=True)
+    thread.start()
+    return thread
+
+
+def _warm_loops() -> None:
+    try:
+        feature_counts(np.zeros((1, 1), dtype=np.uint8), np.zeros(1, dtype=np.int64), 1, 1)
+    except Exception:  # noqa: BLE001 - a loop that fails here fails (and says so) in the run
+        pass
 
 
 def pair_fold_scores(log_ratio, table, codes, cf, y, post, cands, m):
