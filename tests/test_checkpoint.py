@@ -369,3 +369,34 @@ def test_a_consistent_forgery_of_a_classic_checkpoint_is_refused(frame, tmp_path
                                          f"{full.selection.selected[0]} .* the checkpoint says "
                                          f"feature {other} "):
         run_selection(frame, "y", method="mrmr", num_features=3, checkpoint_dir=str(ck))
+
+
+def test_a_checkpoint_directory_another_run_holds_is_refused_before_it_is_read(frame, tmp_path):
+    """Two runs never share a checkpoint directory at once: while another holds it (an
+    flock of the directory, here from another open file description, as another process
+    would), a run stops with one line naming the parameter and the directory, and has
+    written nothing there; once it is free the run goes on and releases it."""
+    import fcntl
+
+    from vmi_spark.errors import ParameterError
+
+    ckpt = tmp_path / "ck"
+    ckpt.mkdir()
+    fd = os.open(ckpt, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(ParameterError) as err:
+            run_selection(frame, "y", num_features=3, checkpoint_dir=str(ckpt))
+        assert "another run is using the checkpoint_dir" in str(err.value)  # the kwarg
+        assert str(ckpt) in str(err.value) and "\n" not in str(err.value)
+        assert "using the --checkpoint-dir " in err.value.phrase("cli")  # the job's flag
+        assert list(ckpt.iterdir()) == []
+    finally:
+        os.close(fd)
+    run_selection(frame, "y", num_features=3, checkpoint_dir=str(ckpt))
+    assert (ckpt / FILE_NAME).exists()
+    fd = os.open(ckpt, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released by the finished run
+    finally:
+        os.close(fd)

@@ -13,6 +13,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -522,6 +523,35 @@ def test_a_checkpoint_file_that_is_not_a_regular_file_is_refused_before_spark(ba
             f"--checkpoint-dir '{ck}': '{ck / FILE_NAME}' is "
             + ("a symbolic link" if kind == "link" else "not a regular file"))
     assert tree(base) == before and tree(thesis) == mine
+
+
+def test_a_checkpoint_directory_another_run_holds_is_refused_before_spark(base, capsys):
+    """Another process holds the directory (flock, as a running job does): the job stops
+    with one line naming --checkpoint-dir and the directory, before Spark, writing
+    nothing."""
+    import fcntl
+
+    ck = base / "ck"
+    ck.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time\n"
+         f"fd = os.open({str(ck)!r}, os.O_RDONLY | os.O_DIRECTORY)\n"
+         "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(120)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = tree(base)
+        refused(capsys, _args(base, "--output", base / "o", "--checkpoint-dir", ck),
+                f"another run is using the --checkpoint-dir {ck}")
+        assert tree(base) == before
+    finally:
+        holder.kill()
+        holder.wait()
+    fd = os.open(ck, os.O_RDONLY | os.O_DIRECTORY)  # the probe held nothing after itself
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(fd)
 
 
 def test_a_linked_checkpoint_file_is_not_read(tmp_path, thesis):

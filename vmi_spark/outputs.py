@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from .errors import InputError
+from .errors import InputError, ParameterError
 
 OUTPUT_FILES = frozenset({"selection.json", "report.md", "steps.csv", "bounds.png",
                           "stability.png"})
@@ -960,6 +960,7 @@ def check_before_spark(args) -> None:
             raise InputError(f"--checkpoint-dir '{args.checkpoint_dir}': "
                              f"'{os.path.join(path, CHECKPOINT_FILE)}' is {what}; the job reads "
                              "and replaces only a checkpoint file it wrote: move it away")
+        _checkpoint_free(path)
         writable("--checkpoint-dir", path)
     staging = getattr(args, "staging_dir", None)
     if staging and scheme_of(staging) == "file":
@@ -1131,3 +1132,13 @@ def claims(args, spark, table_location: str | None = None) -> Claims:
         targets.append(Target("--write-selected", sel_path, sel_fs, previous_selected,
                               args.overwrite))
     return Claims(targets)
+
+
+def _checkpoint_free(path: str) -> None:
+    """Refuse a ``--checkpoint-dir`` another run holds (:func:`.checkpoint.check_free`)."""
+    from .checkpoint import check_free  # (the checkpoint module imports this one)
+
+    try:
+        check_free(path)
+    except ParameterError as exc:
+        raise InputError(exc.phrase("cli")) from None

@@ -14,7 +14,7 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
-from ..checkpoint import Checkpoint, fingerprint
+from ..checkpoint import Checkpoint, fingerprint, held
 from ..core.encoding import EncodingPlan
 from ..core.greedy import Backend, ResumeMismatch, Selection, select
 from ..core.kde import kde_conditional
@@ -315,29 +315,31 @@ def _select(backend: Execution, plan: EncodingPlan, settings: Settings, k: int,
     method = settings.method
     checkpoint_dir, report_candidates = settings.checkpoint_dir, settings.report_candidates
     resume = None
-    if checkpoint_dir is not None:
-        ckpt = Checkpoint(checkpoint_dir, fingerprint(
-            plan.to_json(), backend.feature_counts(),
-            {**settings.result(), "report_candidates": report_candidates}),
-            num_features=len(plan.columns), method=method,
-            report_candidates=report_candidates)
-        resume = ckpt.load()
-        if resume is not None:
-            if len(resume.selected) > k:
-                raise InputError(f"the checkpoint in {checkpoint_dir} has more steps than "
-                                 "this run selects")
-            notes.append(f"resumed from the checkpoint after step {len(resume.selected)}")
-        on_step = _saving(ckpt, on_step)
-    smoothing = _smoothing(plan, settings)
-    try:
-        return select(backend, method, k, restart_tolerance=settings.restart_tolerance,
-                      report_candidates=report_candidates, on_step=on_step, resume=resume,
-                      conditional_fn=smoothing, min_gain=min_gain,
-                      **corrections(settings))
-    except ResumeMismatch as exc:  # an edited checkpoint: refused, never trusted
-        raise InputError(f"the checkpoint in {checkpoint_dir} does not replay: {exc}; it was "
-                         "edited, or written by another version: remove it to start over"
-                         ) from None
+    with ExitStack() as stack:
+        if checkpoint_dir is not None:
+            stack.enter_context(held(checkpoint_dir))  # one run at a time in the directory
+            ckpt = Checkpoint(checkpoint_dir, fingerprint(
+                plan.to_json(), backend.feature_counts(),
+                {**settings.result(), "report_candidates": report_candidates}),
+                num_features=len(plan.columns), method=method,
+                report_candidates=report_candidates)
+            resume = ckpt.load()
+            if resume is not None:
+                if len(resume.selected) > k:
+                    raise InputError(f"the checkpoint in {checkpoint_dir} has more steps than "
+                                     "this run selects")
+                notes.append(f"resumed from the checkpoint after step {len(resume.selected)}")
+            on_step = _saving(ckpt, on_step)
+        smoothing = _smoothing(plan, settings)
+        try:
+            return select(backend, method, k, restart_tolerance=settings.restart_tolerance,
+                          report_candidates=report_candidates, on_step=on_step, resume=resume,
+                          conditional_fn=smoothing, min_gain=min_gain,
+                          **corrections(settings))
+        except ResumeMismatch as exc:  # an edited checkpoint: refused, never trusted
+            raise InputError(f"the checkpoint in {checkpoint_dir} does not replay: {exc}; it "
+                             "was edited, or written by another version: remove it to start "
+                             "over") from None
 
 
 def _smoothing(plan: EncodingPlan, settings: Settings) -> Callable | None:
