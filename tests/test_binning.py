@@ -192,6 +192,26 @@ def test_value_counts_of_partitions_equal_those_of_the_whole():
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("nan", [False, True])
+def test_value_counts_against_a_plain_count_and_leaves_its_input(nan):
+    from collections import Counter
+
+    rng = np.random.default_rng(8)
+    x = np.round(rng.normal(0, 3, 5000), 1)
+    x[::7] = -0.0
+    if nan:
+        x[::11] = np.nan
+    before = x.copy()
+    plain = Counter(float(v) + 0.0 for v in x if not np.isnan(v))
+    vals, cnts = value_counts(x)
+    assert vals.tolist() == sorted(plain) and cnts.tolist() == [plain[v] for v in sorted(plain)]
+    assert not np.signbit(vals[vals == 0]).any() and cnts.dtype == np.int64  # -0.0 is 0.0
+    np.testing.assert_array_equal(x, before)  # sorted a copy, not the caller's values
+    assert np.array_equal(np.signbit(x), np.signbit(before))
+    ones = value_counts(x, np.ones(len(x), dtype=np.int64))  # the counted path agrees
+    assert ones[0].tolist() == vals.tolist() and ones[1].tolist() == cnts.tolist()
+
+
 def test_value_counts_rejects_mismatched_or_negative_counts():
     with pytest.raises(ValueError, match="2 values but 1 counts"):
         value_counts(np.array([1.0, 2.0]), np.array([1]))

@@ -107,18 +107,19 @@ def value_counts(values: np.ndarray, counts: np.ndarray | None = None
         same whatever the order or partitioning of the input.
     """
     v = np.asarray(values, dtype=np.float64).ravel()
-    c = (np.ones(len(v), dtype=np.int64) if counts is None
-         else np.asarray(counts, dtype=np.int64).ravel())
+    if counts is None:  # each value once: no counts to check or carry
+        nan = np.isnan(v)
+        v = (v[~nan] if nan.any() else v) + 0.0  # a copy; -0.0 + 0.0 == +0.0
+        v.sort()
+        starts = _run_starts(v)
+        return v[starts], np.diff(np.append(starts, len(v))).astype(np.int64)
+    c = np.asarray(counts, dtype=np.int64).ravel()
     if len(c) != len(v):
         raise ValueError(f"{len(v)} values but {len(c)} counts")
     if (c < 0).any():
         raise ValueError("value counts must not be negative")
     keep = ~np.isnan(v) & (c > 0)
     v = v[keep] + 0.0  # -0.0 + 0.0 == +0.0, as the encoder sees it
-    if counts is None:
-        v = np.sort(v)
-        starts = _run_starts(v)
-        return v[starts], np.diff(np.append(starts, len(v))).astype(np.int64)
     order = np.argsort(v, kind="stable")
     v, c = v[order], c[keep][order]
     starts = _run_starts(v)
