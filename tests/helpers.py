@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -70,3 +73,16 @@ def wait_until_paused(proc, gate: Path, timeout: float = 300) -> bool:
 def resume(gate: Path) -> None:
     """Let the paused gated job go on."""
     (gate / "resume").write_text("")
+
+
+#: the work tree (the package imported from it, whatever is installed)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def python_after(prelude: str, code: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``prelude + code`` in a fresh Python of this venv, the package imported from
+    the work tree: the tests that change what a process can import (an old PySpark, no
+    PySpark at all) set that up in ``prelude``."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", prelude + code], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)

@@ -93,8 +93,18 @@ def job_runs(data: str, out: str, methods=METHODS, executions=EXECUTIONS,
     return res
 
 
+#: the keys of :func:`selection` that must be the same bits everywhere (the others say
+#: which paths ran)
+BITS = ("selected", "scores", "gains", "blocks", "stop_reason", "num_rows")
+
+
+def bits(run: dict[str, Any]) -> dict[str, Any]:
+    """The :data:`BITS` of a :func:`selection`."""
+    return {k: run[k] for k in BITS}
+
+
 def selection(rep: dict[str, Any]) -> dict[str, Any]:
-    """What must be the same bits everywhere, and which paths ran."""
+    """What must be the same bits everywhere (:data:`BITS`), and which paths ran."""
     return {"selected": rep["selected"], "scores": hexed(rep["scores"]),
             "gains": hexed(rep["gains"]), "blocks": rep["blocks"],
             "stop_reason": rep.get("stop_reason"), "num_rows": rep.get("num_rows"),

@@ -10,16 +10,12 @@ step of ``tests/run_tiers.sh``, where the 3.5 branches are the ones taken.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from helpers import python_after
 from vmi_spark._deps import MIN_SPARK, spark_version
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("text, want", [
@@ -32,10 +28,7 @@ def test_spark_version_reads_major_and_minor(text, want):
 
 def _with_version(version: str, code: str) -> subprocess.CompletedProcess:
     """Run ``code`` where the installed PySpark reports ``version``."""
-    prelude = f"import pyspark, sys\npyspark.__version__ = {version!r}\n"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-c", prelude + code], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return python_after(f"import pyspark, sys\npyspark.__version__ = {version!r}\n", code)
 
 
 @pytest.mark.parametrize("statement", ["import vmi_spark.spark.select",

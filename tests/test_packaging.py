@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import python_after
+
 ROOT = Path(__file__).resolve().parents[1]
 HINT = "pip install 'vmi_spark[spark]'"
 
@@ -36,9 +38,7 @@ sys.meta_path.insert(0, _NoPySpark())
 
 
 def _run_without_pyspark(code: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-c", _BLOCKER + code], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return python_after(_BLOCKER, code)
 
 
 def test_spark_free_parts_work_without_pyspark():

@@ -186,11 +186,6 @@ def spark4(tmp_path_factory):
     return base, res
 
 
-def _bits(run: dict) -> dict:
-    return {k: run[k] for k in ("selected", "scores", "gains", "blocks", "stop_reason",
-                                "num_rows")}
-
-
 @pytest.mark.parametrize("method", sm.METHODS)
 def test_job_matrix_is_spark4s_bit_for_bit(spark, spark4, method, tmp_path):
     """The job on the Parquet input, every execution and both readers: the paths asked
@@ -202,7 +197,7 @@ def test_job_matrix_is_spark4s_bit_for_bit(spark, spark4, method, tmp_path):
         assert "rc" not in run, f"{key}: exit status {run.get('rc')}"
         assert (run["execution"], run["reader"]) == \
             (execution, "pyarrow" if reader == "auto" else "spark"), key
-        assert _bits(run) == _bits(res["jobs"][key]), key
+        assert sm.bits(run) == sm.bits(res["jobs"][key]), key
         assert run["warnings"] == res["jobs"][key]["warnings"], key
     assert len(got) == len(sm.EXECUTIONS) * len(sm.READERS)
 
@@ -378,7 +373,7 @@ def test_connect_35_client_job_is_spark4s(connect35, spark4):
         method, execution, _ = key.split("/")
         assert "rc" not in run, f"{key}: exit status {run.get('rc')}"
         assert (run["execution"], run["reader"]) == (execution, "spark"), key
-        assert _bits(run) == _bits(res["jobs"][f"{method}/passes/spark"]), key
+        assert sm.bits(run) == sm.bits(res["jobs"][f"{method}/passes/spark"]), key
     assert len(connect35["jobs"]) == 3 * 2 * 2
 
 
@@ -408,6 +403,6 @@ def test_connect_35_client_serverless_is_spark4s(connect35, spark4):
     for name, how in (("staged", "staging"), ("recomputed", "recompute")):
         run = connect35["serverless"][name]
         assert run["storage"] == how and run["execution"] == "passes", name
-        assert _bits(run) == _bits(res["jobs"]["mrmr/passes/spark"]), name
+        assert sm.bits(run) == sm.bits(res["jobs"]["mrmr/passes/spark"]), name
         assert run["left"] == [], name
         assert any("cannot cache" in w for w in run["warnings"]), run["warnings"]

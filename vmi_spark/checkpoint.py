@@ -13,28 +13,25 @@ symbolic link is not followed) of bounded size, and every field is checked. The 
 steps are still not trusted: the selection replays them through the greedy rule and
 refuses a checkpoint they do not reproduce bit for bit
 (:class:`~vmi_spark.core.greedy.ResumeMismatch`; docs/architecture.md, Resumable runs).
-A run holds its checkpoint directory (:func:`held`) from before it reads the checkpoint
+A run holds its checkpoint directory (:func:`vmi_spark.outputs.checkpoint_held`) from before it reads the checkpoint
 until its last step: two runs never write one directory's checkpoint at once.
 """
 
 from __future__ import annotations
 
 import errno
-import fcntl
 import hashlib
 import json
 import math
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from .core.greedy import Selection
-from .errors import InputError, ParameterError, literal
+from .errors import InputError
 from .outputs import CHECKPOINT_FILE, current_umask
 
 FILE_NAME = CHECKPOINT_FILE
@@ -89,54 +86,6 @@ def _index(value: Any, num_features: int, key: str) -> int:
         raise ValueError(f"{key!r} holds {value!r}, not a feature index in "
                          f"[0, {num_features})")
     return value
-
-
-@contextmanager
-def held(path: str) -> Iterator[None]:
-    """Hold the checkpoint directory ``path`` (made if missing) while the block runs: an
-    exclusive ``flock`` of the directory itself (no file of its own), released when the
-    block ends or the process does, killed or not.
-
-    Another process holding it is a one-line :class:`~vmi_spark.errors.ParameterError`
-    naming the directory, before this run reads or writes anything in it. A file system
-    that cannot lock (``flock`` unsupported: some network mounts) leaves the directory
-    unlocked, as before.
-    """
-    os.makedirs(path, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:  # not a directory we can open: save() says what is wrong
-        yield
-        return
-    try:
-        _lock(fd, path)
-        yield
-    finally:
-        os.close(fd)
-
-
-def check_free(path: str) -> None:
-    """Refuse (as :func:`held`) a checkpoint directory another run holds now, without
-    holding it: the job asks before its session starts. A missing one is free."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        _lock(fd, path)
-    finally:
-        os.close(fd)  # (closing the only descriptor releases the lock)
-
-
-def _lock(fd: int, path: str) -> None:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise ParameterError("checkpoint_dir", "another run is using the "
-                             f"{{checkpoint_dir}} {literal(path)}: give each run that "
-                             "runs at the same time its own") from None
-    except OSError:  # no flock on this file system: unlocked
-        pass
 
 
 class Checkpoint:

@@ -34,12 +34,13 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from .errors import InputError, ParameterError
+from .errors import InputError, ParameterError, literal
 
 OUTPUT_FILES = frozenset({"selection.json", "report.md", "steps.csv", "bounds.png",
                           "stability.png"})
@@ -1135,10 +1136,59 @@ def claims(args, spark, table_location: str | None = None) -> Claims:
 
 
 def _checkpoint_free(path: str) -> None:
-    """Refuse a ``--checkpoint-dir`` another run holds (:func:`.checkpoint.check_free`)."""
-    from .checkpoint import check_free  # (the checkpoint module imports this one)
-
+    """Refuse a ``--checkpoint-dir`` another run holds (:func:`check_checkpoint_free`)."""
     try:
-        check_free(path)
+        check_checkpoint_free(path)
     except ParameterError as exc:
         raise InputError(exc.phrase("cli")) from None
+
+
+# ------------------------------------------------------------ the checkpoint directory's lock
+
+
+@contextmanager
+def checkpoint_held(path: str) -> Iterator[None]:
+    """Hold the checkpoint directory ``path`` (made if missing) while the block runs: an
+    exclusive ``flock`` of the directory itself (no file of its own), released when the
+    block ends or the process does, killed or not.
+
+    Another process holding it is a one-line :class:`~vmi_spark.errors.ParameterError`
+    naming the directory, before this run reads or writes anything in it. A file system
+    that cannot lock (``flock`` unsupported: some network mounts) leaves the directory
+    unlocked, as before.
+    """
+    os.makedirs(path, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:  # not a directory it can open: the first save says what is wrong
+        yield
+        return
+    try:
+        _hold_checkpoint(fd, path)
+        yield
+    finally:
+        os.close(fd)
+
+
+def check_checkpoint_free(path: str) -> None:
+    """Refuse (as :func:`checkpoint_held`) a checkpoint directory another run holds now, without
+    holding it: the job asks before its session starts. A missing one is free."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        _hold_checkpoint(fd, path)
+    finally:
+        os.close(fd)  # (closing the only descriptor releases the lock)
+
+
+def _hold_checkpoint(fd: int, path: str) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise ParameterError("checkpoint_dir", "another run is using the "
+                             f"{{checkpoint_dir}} {literal(path)}: give each run that "
+                             "runs at the same time its own") from None
+    except OSError:  # no flock on this file system: unlocked
+        pass

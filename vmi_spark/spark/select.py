@@ -14,7 +14,7 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
-from ..checkpoint import Checkpoint, fingerprint, held
+from ..checkpoint import Checkpoint, fingerprint
 from ..core.encoding import EncodingPlan
 from ..core.greedy import Backend, ResumeMismatch, Selection, select
 from ..core.kde import kde_conditional
@@ -22,6 +22,7 @@ from ..core.planning import AUTO_ROWS_PER_VALUE, Planned, check_fits, thin_class
 from ..core.stability import run_stability, summarize
 from ..core.summary import selection_report
 from ..errors import InputError, literal, phrase, phrased
+from ..outputs import checkpoint_held
 from ..params import (
     METHOD_NAMES,
     ParameterWarning,
@@ -317,7 +318,7 @@ def _select(backend: Execution, plan: EncodingPlan, settings: Settings, k: int,
     resume = None
     with ExitStack() as stack:
         if checkpoint_dir is not None:
-            stack.enter_context(held(checkpoint_dir))  # one run at a time in the directory
+            stack.enter_context(checkpoint_held(checkpoint_dir))  # one run at a time in the directory
             ckpt = Checkpoint(checkpoint_dir, fingerprint(
                 plan.to_json(), backend.feature_counts(),
                 {**settings.result(), "report_candidates": report_candidates}),
