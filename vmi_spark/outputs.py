@@ -1171,16 +1171,12 @@ def checkpoint_held(path: str) -> Iterator[None]:
 
 
 def check_checkpoint_free(path: str) -> None:
-    """Refuse (as :func:`checkpoint_held`) a checkpoint directory another run holds now, without
-    holding it: the job asks before its session starts. A missing one is free."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        _hold_checkpoint(fd, path)
-    finally:
-        os.close(fd)  # (closing the only descriptor releases the lock)
+    """Refuse (as :func:`checkpoint_held`) a checkpoint directory another run holds now,
+    holding it only for the check: the job asks before its session starts. A missing one
+    is free (and not made)."""
+    if os.path.isdir(path):
+        with checkpoint_held(path):
+            pass
 
 
 def _hold_checkpoint(fd: int, path: str) -> None:

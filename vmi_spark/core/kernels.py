@@ -188,33 +188,34 @@ def _numba_installed() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
-if _numba_installed():
-    row_posterior: Loop = Guarded("row_posterior", row_posterior_np)
-    mix_log_sums: Loop = Guarded("mix_log_sums", mix_log_sums_np)
-    pattern_counts: Loop = Guarded("pattern_counts", pattern_counts_np)
-    pair_fold: Loop = Guarded("pair_fold", pair_fold_np)
-    pair_scores: Loop = Guarded("pair_scores", pair_scores_np)
-    pair_cell_scores: Loop = Guarded("pair_cell_scores", pair_cell_scores_np)
-    pair_counts: Loop = Guarded("pair_counts", pair_counts_np)
-    pair_posterior: Loop = Guarded("pair_posterior", pair_posterior_np)
-    _fused_fold_scores: Loop | None = Guarded("fused_fold_scores", pair_fold_scores_np)
-    mix_log_sums_w: Loop = Guarded("mix_log_sums_w", mix_log_sums_w_np)
-    pattern_counts_w: Loop = Guarded("pattern_counts_w", pattern_counts_w_np)
-    pair_scores_w: Loop = Guarded("pair_scores_w", pair_scores_w_np)
-    pair_cell_scores_w: Loop = Guarded("pair_cell_scores_w", pair_cell_scores_w_np)
-    pair_counts_w: Loop = Guarded("pair_counts_w", pair_counts_w_np)
-    feature_counts: Loop = Guarded("feature_counts", feature_counts_np)
-    feature_counts_w: Loop = Guarded("feature_counts_w", feature_counts_w_np)
-    #: which loops run: ``numba`` (compiled) or ``numpy``
-    BACKEND = "numba"
-else:
-    (row_posterior, mix_log_sums, pattern_counts, pair_fold, pair_scores, pair_cell_scores,
-     pair_counts, pair_posterior) = (
-        row_posterior_np, mix_log_sums_np, pattern_counts_np, pair_fold_np, pair_scores_np,
-        pair_cell_scores_np, pair_counts_np, pair_posterior_np)
-    (mix_log_sums_w, pattern_counts_w, pair_scores_w, pair_cell_scores_w, pair_counts_w) = (
-        mix_log_sums_w_np, pattern_counts_w_np, pair_scores_w_np, pair_cell_scores_w_np,
-        pair_counts_w_np)
-    feature_counts, feature_counts_w = feature_counts_np, feature_counts_w_np
-    _fused_fold_scores = None
-    BACKEND = "numpy"
+#: the compiled loops are used (numba installed and not turned off)
+_COMPILED = _numba_installed()
+
+
+def _loop(name: str, slow: Loop) -> Loop:
+    """The loop ``name``: compiled (:class:`Guarded`, loaded at its first call) where numba
+    is, else its numpy twin ``slow``."""
+    return Guarded(name, slow) if _COMPILED else slow
+
+
+row_posterior = _loop("row_posterior", row_posterior_np)
+mix_log_sums = _loop("mix_log_sums", mix_log_sums_np)
+pattern_counts = _loop("pattern_counts", pattern_counts_np)
+pair_fold = _loop("pair_fold", pair_fold_np)
+pair_scores = _loop("pair_scores", pair_scores_np)
+pair_cell_scores = _loop("pair_cell_scores", pair_cell_scores_np)
+pair_counts = _loop("pair_counts", pair_counts_np)
+pair_posterior = _loop("pair_posterior", pair_posterior_np)
+mix_log_sums_w = _loop("mix_log_sums_w", mix_log_sums_w_np)
+pattern_counts_w = _loop("pattern_counts_w", pattern_counts_w_np)
+pair_scores_w = _loop("pair_scores_w", pair_scores_w_np)
+pair_cell_scores_w = _loop("pair_cell_scores_w", pair_cell_scores_w_np)
+pair_counts_w = _loop("pair_counts_w", pair_counts_w_np)
+feature_counts = _loop("feature_counts", feature_counts_np)
+feature_counts_w = _loop("feature_counts_w", feature_counts_w_np)
+#: the fused pairwise fold and score (two classes, compiled only; see pair_fold_scores)
+_fused_fold_scores: Loop | None = (Guarded("fused_fold_scores", pair_fold_scores_np)
+                                   if _COMPILED else None)
+#: which loops run: ``numba`` (compiled) or ``numpy`` (set to ``numpy`` by a loop that
+#: falls back)
+BACKEND = "numba" if _COMPILED else "numpy"

@@ -169,25 +169,33 @@ def pair_cell_scores_np(log_ratio, post, codes, ids, y, cands, m, arity, num):
     return out
 
 
+def histograms_np(codes, key, per, cells, w=None):
+    """``out[i, codes[i, k] * per + key[k]]`` summed over the rows k, for every feature i:
+    (D, cells) int64 counts, or sums of the row weights ``w`` (exact in float64: a table
+    weighs less than 2**53). The pair and feature counts are this with their keys."""
+    num_features = codes.shape[0]
+    idx = (np.arange(num_features, dtype=np.int64)[:, None] * cells
+           + codes.astype(np.int64) * per + np.asarray(key, dtype=np.int64)[None, :])
+    if w is None:
+        flat = np.bincount(idx.ravel(), minlength=num_features * cells)
+    else:
+        weights = np.broadcast_to(np.asarray(w, dtype=np.float64), idx.shape)
+        flat = np.bincount(idx.ravel(), weights=weights.ravel(),
+                           minlength=num_features * cells).astype(np.int64)
+    return flat.reshape(num_features, cells)
+
+
 def pair_counts_np(codes, y, f, arity, num_classes):
     """``n(x_i = a, x_f = b, y)`` for every feature i: (D, A, A, L) int64."""
-    num_features = codes.shape[0]
-    base = codes[f].astype(np.int64) * num_classes + y  # (n,)
-    per = arity * arity * num_classes
-    idx = (np.arange(num_features, dtype=np.int64)[:, None] * per
-           + codes.astype(np.int64) * (arity * num_classes) + base[None, :])
-    flat = np.bincount(idx.ravel(), minlength=num_features * per)
-    return flat.reshape(num_features, arity, arity, num_classes)
+    key = codes[f].astype(np.int64) * num_classes + y
+    out = histograms_np(codes, key, arity * num_classes, arity * arity * num_classes)
+    return out.reshape(codes.shape[0], arity, arity, num_classes)
 
 
 def feature_counts_np(codes, y, arity, num_classes):
     """``n(x_i = a, y)`` for every feature i: (D, A, L) int64."""
-    num_features = codes.shape[0]
-    per = arity * num_classes
-    idx = (np.arange(num_features, dtype=np.int64)[:, None] * per
-           + codes.astype(np.int64) * num_classes + np.asarray(y, dtype=np.int64)[None, :])
-    flat = np.bincount(idx.ravel(), minlength=num_features * per)
-    return flat.reshape(num_features, arity, num_classes)
+    return histograms_np(codes, y, num_classes, arity * num_classes).reshape(
+        codes.shape[0], arity, num_classes)
 
 
 # --------------------------------------------------------------------------- weighted rows
@@ -260,23 +268,12 @@ def pair_cell_scores_w_np(log_ratio, post, codes, ids, y, cands, m, arity, num, 
 
 def pair_counts_w_np(codes, y, f, arity, num_classes, w):
     """:func:`pair_counts_np` with row weights: (D, A, A, L) int64 sums of ``w``."""
-    num_features = codes.shape[0]
-    base = codes[f].astype(np.int64) * num_classes + y
-    per = arity * arity * num_classes
-    idx = (np.arange(num_features, dtype=np.int64)[:, None] * per
-           + codes.astype(np.int64) * (arity * num_classes) + base[None, :])
-    weights = np.broadcast_to(np.asarray(w, dtype=np.float64), idx.shape)
-    flat = np.bincount(idx.ravel(), weights=weights.ravel(), minlength=num_features * per)
-    return flat.astype(np.int64).reshape(num_features, arity, arity, num_classes)
+    key = codes[f].astype(np.int64) * num_classes + y
+    out = histograms_np(codes, key, arity * num_classes, arity * arity * num_classes, w)
+    return out.reshape(codes.shape[0], arity, arity, num_classes)
 
 
 def feature_counts_w_np(codes, y, arity, num_classes, w):
-    """:func:`feature_counts_np` with row weights: (D, A, L) int64 sums of ``w`` (exact in
-    float64: a table weighs less than 2**53)."""
-    num_features = codes.shape[0]
-    per = arity * num_classes
-    idx = (np.arange(num_features, dtype=np.int64)[:, None] * per
-           + codes.astype(np.int64) * num_classes + np.asarray(y, dtype=np.int64)[None, :])
-    weights = np.broadcast_to(np.asarray(w, dtype=np.float64), idx.shape)
-    flat = np.bincount(idx.ravel(), weights=weights.ravel(), minlength=num_features * per)
-    return flat.astype(np.int64).reshape(num_features, arity, num_classes)
+    """:func:`feature_counts_np` with row weights: (D, A, L) int64 sums of ``w``."""
+    return histograms_np(codes, y, num_classes, arity * num_classes, w).reshape(
+        codes.shape[0], arity, num_classes)
