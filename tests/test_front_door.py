@@ -168,7 +168,8 @@ def test_report_md_shows_wall_time_step_milliseconds_and_states():
 
 def test_the_label_decision_is_the_same_in_memory(capsys):
     """The scikit-learn selector decides the label by the same rule as the job and says
-    why (a whole-number target with 214 values in 442 rows is continuous)."""
+    why (a whole-number target with 214 values, more than labelBins, is continuous; 442
+    rows hold floor(sqrt(442 / 5)) = 9 label classes at 5 rows a cell)."""
     from sklearn.datasets import load_diabetes
 
     from vmi_spark.sklearn import VMIFeatureSelector
@@ -176,9 +177,9 @@ def test_the_label_decision_is_the_same_in_memory(capsys):
     data = load_diabetes()
     sel = VMIFeatureSelector(n_features_to_select=3).fit(data.data, data.target)
     assert sel.label_decision_.kind == "continuous"
-    assert "214 distinct values in 442 rows" in sel.label_decision_.reason
+    assert "214 distinct values, more than label_bins (10)" in sel.label_decision_.reason
     assert sel.report()["label_decision"]["type"] == "continuous"
-    assert len(sel.classes_) == 10
+    assert len(sel.classes_) == 9
 
 
 def test_stream_of_help_has_no_format_error():

@@ -138,7 +138,8 @@ def test_every_cli_flag_comes_from_the_spec():
             assert a.default is None and a.type is None and a.help == p.help("cli"), p.flag
             continue
         if p.key == "num_features":  # the demo's or the job's, decided from the other flags
-            assert a.default is None and "default 50; demo 9" in a.help
+            assert a.default is None and "default: on the evidence, at most 50; demo 9" \
+                in a.help
         else:
             assert a.default == p.default_for("cli"), p.flag
         assert tuple(a.choices) == p.choices if p.choices else a.choices is None
@@ -180,7 +181,7 @@ def test_every_sklearn_param_comes_from_the_spec():
     got = VMIFeatureSelector().get_params()
     want = {p.sklearn: p.default_for("sklearn") for p in P.SPEC if p.sklearn}
     assert got == want
-    assert want["n_features_to_select"] == 10 and P.default("num_features", "ml") == 50
+    assert want["n_features_to_select"] is None and P.default("num_features", "ml") is None
 
 
 def test_readme_parameters_table_is_rendered_from_the_spec():
@@ -334,7 +335,7 @@ def test_ml_setters_refuse_bad_values_with_ml_names():
         VMISelector(estimator="parzen")
     with pytest.raises(P.ParameterError, match=r"^numBins must be between 2 and 255, got 1$"):
         sel.copy({sel.numBins: 1})
-    assert sel.getNumTopFeatures() == 50 and sel.getNumBins() == 10  # unchanged
+    assert sel.getNumTopFeatures() is None and sel.getNumBins() == 10  # unchanged
     # a value set around the setters is still refused at fit, before the data is read
     sel.set(sel.maxClasses, 1)
     with pytest.raises(P.ParameterError, match=r"^maxClasses must be between 2 and 65535"):
@@ -364,9 +365,10 @@ def test_k_defaults_per_entry_point():
     assert check_args(build_parser().parse_args([])).num_features == 9  # the demo
     args = check_args(build_parser().parse_args(["--input", "x", "--label", "y", "--output",
                                                  "o"]))
-    assert args.num_features == 50
-    assert P.Settings.of().num_features == 50  # run_selection's, from the spec
-    assert P.Settings.of(style="sklearn").num_features == 10
+    assert args.num_features is None  # not given: on the evidence, at most 50
+    assert P.Settings.of().num_features is None  # run_selection's, from the spec
+    assert P.Settings.of(style="sklearn").num_features is None
+    assert P.plan_size(P.Settings.of(), 80)[0] == 50 and P.plan_size(P.Settings.of(), 7)[0] == 7
 
 
 def test_k_is_capped_in_one_place_with_each_front_ends_names():

@@ -25,7 +25,9 @@ def _data(seed=3, n=600, d=9):
 
 def test_selection_size_rule():
     assert selection_size("numTopFeatures", None, 7, 100) == (7, None)
-    assert selection_size("gain", None, 7, 100) == (100, 0.01)
+    assert selection_size("gain", None, 7, 100) == (100, None)  # on the evidence
+    assert selection_size("numTopFeatures", None, None, 100) == (50, None)
+    assert selection_size("numTopFeatures", None, None, 12) == (12, None)
     assert selection_size("gain", 0.2, 7, 100) == (100, 0.2)
     assert selection_size("fraction", None, 7, 100) == (10, None)
     assert selection_size("fraction", 0.7, 7, 10) == (7, None)  # 0.7 * 10 is 6.999...

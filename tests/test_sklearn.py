@@ -108,11 +108,12 @@ def test_params_and_clone():
                       "restart_tolerance": 0.01, "num_bins": 7, "max_categories": 5,
                       "selection_mode": "numTopFeatures", "selection_threshold": None,
                       "binning": "quantile", "label_type": "auto", "label_bins": 10,
-                      "exclude": None, "bias_correction": "chance", "stability": 0,
+                      "exclude": None, "bias_correction": "chance",
+                      "drop_suspects": "identifiers", "stability": 0,
                       "stability_seed": 0, "stability_fraction": 0.5, "n_jobs": None}
     other = clone(sel)
     assert other is not sel and other.get_params() == params
-    assert VMIFeatureSelector().get_params()["n_features_to_select"] == 10
+    assert VMIFeatureSelector().get_params()["n_features_to_select"] is None
     sel.set_params(method="mrmr")
     assert sel.method == "mrmr"
 

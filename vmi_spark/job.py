@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 from . import changes, hints, outputs
 from .errors import InputError
 from .params import (
+    AUTO_MAX_FEATURES,
     METHOD_NAMES,
     SPEC,
     ParameterError,
@@ -109,8 +110,8 @@ def _add_spec_arguments(p: argparse.ArgumentParser, keys: Sequence[str]) -> None
         if spec.choices is not None:
             kwargs.update(choices=spec.choices, metavar=None)
         if key == "num_features":  # the demo has its own default: decided in check_args
-            kwargs["help"] += (f" (default {spec.default_for('cli')}; demo "
-                               f"{spec.default_for('demo')})")
+            kwargs["help"] += (f" (default: on the evidence, at most {AUTO_MAX_FEATURES}; "
+                               f"demo {spec.default_for('demo')})")
         else:
             kwargs["default"] = spec.default_for("cli")
             if spec.default_for("cli") is not None:
@@ -280,7 +281,8 @@ def _what(args: argparse.Namespace) -> str:
         return f"demo: {args.demo_rows} rows of the paper's synthetic tree model"
     source = (f"table {args.table}" if args.table
               else f"{args.input} ({args.format or 'parquet'})")
-    return (f"selecting {args.num_features} features ({args.method}) for label "
+    k = (f"up to {AUTO_MAX_FEATURES}" if args.num_features is None else args.num_features)
+    return (f"selecting {k} features ({args.method}) for label "
             f"'{args.label}' of {source}")
 
 
@@ -298,11 +300,12 @@ def _quiet_jvm_logs(spark, args: argparse.Namespace) -> None:
     set_log_level(spark, _spark_log_level(args))
 
 
-def _log_step(total: int, names: list[str] | None = None):
+def _log_step(total: int | None, names: list[str] | None = None):
     """One INFO line per step: ``step 7/50 feature=x12 bound=0.4312 gain=0.0123 block=0 ...``."""
     from .progress import StepLogger
 
-    return StepLogger(cap_num_features(total, len(names))[0] if names else total, names, log)
+    shown = cap_num_features(total, len(names))[0] if names and total is not None else total
+    return StepLogger(shown, names, log)
 
 
 def _check_output_table(spark, args: argparse.Namespace) -> None:

@@ -116,6 +116,7 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
     method: Param[str] = _param("method")
     restartTolerance: Param[float] = _param("restart_tolerance")
     biasCorrection: Param[str] = _param("bias_correction")
+    dropSuspects: Param[str] = _param("drop_suspects")
     numBins: Param[int] = _param("num_bins")
     binning: Param[str] = _param("binning")
     maxCategories: Param[int] = _param("max_categories")
@@ -137,9 +138,10 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
         """The value of a param with no default, or None where it is not set."""
         return self.getOrDefault(param) if self.isDefined(param) else None
 
-    def getNumTopFeatures(self) -> int:
-        """Gets the value of :py:attr:`numTopFeatures` or its default value."""
-        return self.getOrDefault(self.numTopFeatures)
+    def getNumTopFeatures(self) -> int | None:
+        """Gets the value of :py:attr:`numTopFeatures`, or None where it is not set (the
+        selection then stops on the evidence, at most 50 features)."""
+        return self._get_optional(self.numTopFeatures)
 
     def getSelectionMode(self) -> str:
         """Gets the value of :py:attr:`selectionMode` or its default value."""
@@ -169,6 +171,10 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
     def getBiasCorrection(self) -> str:
         """Gets the value of :py:attr:`biasCorrection` or its default value."""
         return self.getOrDefault(self.biasCorrection)
+
+    def getDropSuspects(self) -> str:
+        """Gets the value of :py:attr:`dropSuspects` or its default value."""
+        return self.getOrDefault(self.dropSuspects)
 
     def getNumBins(self) -> int:
         """Gets the value of :py:attr:`numBins` or its default value."""

@@ -30,12 +30,13 @@ from .core.binning import STRATEGIES as BINNINGS
 from .core.bound import NAIVE
 from .core.criteria import CRITERIA, criterion
 from .core.criterion import Criterion
+from .core.suspects import DROP_CHOICES
 from .errors import ParameterError, ParameterWarning, literal, register_names
 
 __all__ = ["Settings", "Method", "METHODS", "METHOD_NAMES", "VMI_METHODS", "is_vmi", "method",
            "Parameter", "SPEC", "STYLES", "ParameterError", "ParameterWarning", "validate",
            "check", "default", "defaults", "display_name", "cap_num_features", "plan_size", "corrections", "markdown_table",
-           "selection_size", "DEFAULT_THRESHOLDS"]
+           "selection_size", "stops_on_evidence", "DEFAULT_THRESHOLDS", "AUTO_MAX_FEATURES"]
 
 #: the names a front end gives the parameters: ``python`` (run_selection's keywords),
 #: ``ml`` (VMISelector's Params), ``cli`` (the job's flags), ``sklearn`` (VMIFeatureSelector)
@@ -160,11 +161,16 @@ SPEC: tuple[Parameter, ...] = (
               flag="--label", defaults={"cli": None},
               docs={"cli": "label column: a class label (numeric or string) or a numeric "
                            "regression target (see --label-type)"}, role="columns"),
-    Parameter("num_features", int, 50, "K", ml="numTopFeatures", flag="--num-features",
-              sklearn="n_features_to_select", low=1, defaults={"sklearn": 10, "demo": 9},
-              readme_default="50 (demo: 9)", metavar="K",
+    Parameter("num_features", int, None, "K; not given: every feature the evidence "
+              "supports, at most 50 (the selection ends when no remaining feature is "
+              "significant, `stop_reason` `not_significant`)", ml="numTopFeatures",
+              flag="--num-features", sklearn="n_features_to_select", low=1,
+              defaults={"demo": 9}, readme_default="auto, <= 50 (demo: 9)", metavar="K",
               docs=dict.fromkeys(("ml", "cli"), "number of features to select (K); capped at "
-                                                "the number of features, with a warning")),
+                                                "the number of features, with a warning; not "
+                                                "given: until no remaining feature is "
+                                                "significant (G-test at 5%, Bonferroni), at "
+                                                "most 50")),
     Parameter("method", str, NAIVE, _METHOD_DOC, ml="method", flag="--method",
               sklearn="method", choices=METHOD_NAMES),
     Parameter("selection_mode", str, "numTopFeatures", "how many features to select: "
@@ -175,10 +181,11 @@ SPEC: tuple[Parameter, ...] = (
               flag="--selection-mode", sklearn="selection_mode",
               choices=("numTopFeatures", "gain", "fraction")),
     Parameter("selection_threshold", float, None, "the `gain` mode's least gain in nats "
-              "(default 0.01) or the `fraction` mode's fraction (default 0.1); unused by "
-              "`numTopFeatures`", ml="selectionThreshold", flag="--selection-threshold",
+              "(default: none, the selection ends when no remaining candidate is significant "
+              "for the table's size) or the `fraction` mode's fraction (default 0.1); unused "
+              "by `numTopFeatures`", ml="selectionThreshold", flag="--selection-threshold",
               sklearn="selection_threshold", low=0.0, metavar="X",
-              readme_default="0.01 (`gain`), 0.1 (`fraction`)"),
+              readme_default="significance (`gain`), 0.1 (`fraction`)"),
     Parameter("restart_tolerance", float, 0.0,
               "start a new block when the best candidate raises the bound by no more than this "
               "(nats); 0.0 is the paper's Algorithm 1, the authors' program uses 0.01, `-inf` "
@@ -195,6 +202,13 @@ SPEC: tuple[Parameter, ...] = (
               ml="biasCorrection", flag="--bias-correction", sklearn="bias_correction",
               choices=("chance", "significance", "none"), defaults={"demo": "none"},
               readme_default="`chance` (demo: `none`)"),
+    Parameter("drop_suspects", str, "identifiers", "which suspect features are left out of "
+              "the candidates: `identifiers` (a column with a value of its own in nearly every "
+              "row, or a row number), `all` (also suspected leaks: a column that carries at "
+              "least 90% of the information it and the label can share, or whose missing "
+              "values mark a class) or `none`; every suspect is named in the log and the "
+              "report either way", ml="dropSuspects", flag="--drop-suspects",
+              sklearn="drop_suspects", choices=DROP_CHOICES),
     Parameter("num_bins", int, 10, "equal-frequency bins for numeric columns with more than "
               "`{max_categories}` values (2..255)", ml="numBins", flag="--num-bins",
               sklearn="num_bins", low=2, high=255),
@@ -212,8 +226,9 @@ SPEC: tuple[Parameter, ...] = (
               flag="--max-classes", low=2, high=65535),
     Parameter("label_type", str, "auto", "`categorical` (classes), `continuous` (a regression "
               "target, cut into `{label_bins}` spike-aware equal-frequency classes) or `auto` "
-              "(continuous if the label is numeric with more than `{max_classes}` values or a "
-              "non-integer floating-point value)", ml="labelType", flag="--label-type",
+              "(a numeric label with more than `{label_bins}` distinct values is continuous, "
+              "whole numbers or not; strings, booleans and numbers with fewer values are "
+              "classes)", ml="labelType", flag="--label-type",
               sklearn="label_type", choices=LABEL_TYPES),
     Parameter("label_bins", int, DEFAULT_LABEL_BINS, "classes of a continuous label (2..255)",
               ml="labelBins", flag="--label-bins", sklearn="label_bins", low=2, high=255),
@@ -298,6 +313,7 @@ _SPEC = {p.key: p for p in SPEC}
 #: keys shown in the README's Parameters table (the others are in its Usage section)
 README_KEYS = ("features", "exclude", "label", "weight_col", "num_features", "selection_mode",
                "selection_threshold", "method", "restart_tolerance", "bias_correction",
+               "drop_suspects",
                "num_bins", "binning",
                "max_categories", "max_classes", "label_type", "label_bins", "handle_invalid", "estimator", "checkpoint_dir",
                "execution", "reader", "output_col", "block_storage", "staging_dir",
@@ -542,15 +558,21 @@ Settings.KEYS = tuple(p.key for p in SPEC if p.role in ("result", "run"))
 
 
 #: the threshold of each selection mode when none is given
-DEFAULT_THRESHOLDS = {"gain": 0.01, "fraction": 0.1}
+DEFAULT_THRESHOLDS = {"fraction": 0.1}
 
 
-def selection_size(mode: str, threshold: float | None, num_features: int,
+#: the most features a selection without K takes (it stops earlier on the evidence)
+AUTO_MAX_FEATURES = 50
+
+
+def selection_size(mode: str, threshold: float | None, num_features: int | None,
                    available: int) -> tuple[int, float | None]:
     """The most features to select and the least gain, for ``mode`` over ``available``.
 
-    ``numTopFeatures`` selects ``num_features`` (capped later by :func:`cap_num_features`);
-    ``gain`` may select every feature and stops on the gain ``threshold``; ``fraction``
+    ``numTopFeatures`` selects ``num_features`` (capped later by :func:`cap_num_features`),
+    or without it at most :data:`AUTO_MAX_FEATURES` (stopping on the evidence:
+    :func:`stops_on_evidence`); ``gain`` may select every feature and stops on the gain
+    ``threshold`` (without one, on the evidence); ``fraction``
     selects ``floor(threshold * available)`` features, at least one. As in Spark's
     ``UnivariateFeatureSelector``, ``num_features`` is used by its own mode only.
 
@@ -560,10 +582,12 @@ def selection_size(mode: str, threshold: float | None, num_features: int,
         K and the least gain (None: no gain threshold).
     """
     if mode == "numTopFeatures":
+        if num_features is None:  # until the evidence stops (stops_on_evidence)
+            return min(AUTO_MAX_FEATURES, available), None
         return num_features, None
+    if mode == "gain":  # without a threshold: until the evidence stops
+        return available, threshold
     t = DEFAULT_THRESHOLDS[mode] if threshold is None else threshold
-    if mode == "gain":
-        return available, t
     return max(1, math.floor(t * available + 1e-9)), None
 
 
@@ -571,14 +595,26 @@ def selection_size(mode: str, threshold: float | None, num_features: int,
 SIGNIFICANCE_LEVEL = 0.05
 
 
+def stops_on_evidence(settings: Mapping[str, Any]) -> bool:
+    """Whether the selection ends where the evidence does: no K given
+    (``numTopFeatures``), or ``gain`` without a threshold. An explicit K gives K."""
+    mode = settings["selection_mode"]
+    return (mode == "numTopFeatures" and settings["num_features"] is None) or \
+        (mode == "gain" and settings["selection_threshold"] is None)
+
+
 def corrections(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The greedy loop's keywords for ``bias_correction`` (:func:`vmi_spark.core.greedy.
-    select`'s ``chance`` and ``significance``): off with ``none`` and with the ``kde``
-    estimator, whose smoothed tables the plug-in chance level does not describe."""
+    """The greedy loop's keywords for ``bias_correction`` and the stopping rule
+    (:func:`vmi_spark.core.greedy.select`'s ``chance``, ``significance`` and
+    ``stop_level``): the corrections are off with ``none`` and with the ``kde``
+    estimator, whose smoothed tables the plug-in chance level does not describe; the
+    G-test at :data:`SIGNIFICANCE_LEVEL` ends a selection given no K
+    (:func:`stops_on_evidence`)."""
     mode = settings["bias_correction"]
     on = mode != "none" and settings["estimator"] == "histogram"
     return {"chance": on,
-            "significance": SIGNIFICANCE_LEVEL if on and mode == "significance" else None}
+            "significance": SIGNIFICANCE_LEVEL if on and mode == "significance" else None,
+            "stop_level": SIGNIFICANCE_LEVEL if stops_on_evidence(settings) else None}
 
 
 def plan_size(settings: Mapping[str, Any], available: int

@@ -24,7 +24,7 @@ class StepLogger:
     criteria the value is the criterion (``score=``) and there are no blocks.
     """
 
-    def __init__(self, total: int, names: list[str] | Callable[[int], str] | None = None,
+    def __init__(self, total: int | None, names: list[str] | Callable[[int], str] | None = None,
                  logger: logging.Logger | None = None) -> None:
         self.total = total
         self.names = names
@@ -35,7 +35,9 @@ class StepLogger:
         if not self.log.isEnabledFor(logging.INFO) or not sel.selected:
             return
         k, i = len(sel.selected), sel.selected[-1]
-        total = max(self.total, k)
+        # no K: the selection stops on the evidence, so there is no count to show
+        total = k if self.total is None else max(self.total, k)
+        of = "" if self.total is None else f"/{total}"
         if callable(self.names):
             name = self.names(i)
         else:
@@ -43,10 +45,10 @@ class StepLogger:
         elapsed = time.perf_counter() - self.t0
         eta = sum(sel.step_seconds) / k * (total - k)
         if is_vmi(sel.method):
-            self.log.info("step %d/%d feature=%s bound=%.4f gain=%.4f block=%d elapsed=%.1fs "
-                          "eta=%.1fs", k, total, name, sel.scores[-1], sel.gains[-1],
+            self.log.info("step %d%s feature=%s bound=%.4f gain=%.4f block=%d elapsed=%.1fs "
+                          "eta=%.1fs", k, of, name, sel.scores[-1], sel.gains[-1],
                           sel.blocks[-1], elapsed, eta)
         else:
-            self.log.info("step %d/%d feature=%s score=%.4f elapsed=%.1fs eta=%.1fs", k, total,
+            self.log.info("step %d%s feature=%s score=%.4f elapsed=%.1fs eta=%.1fs", k, of,
                           name, sel.scores[-1], elapsed, eta)
         self.log.debug("step %d took %.3fs", k, sel.step_seconds[-1])

@@ -65,6 +65,7 @@ from .core.planning import (
 )
 from .core.stability import run_stability, summarize
 from .core.summary import selection_report
+from .core.suspects import report_suspects, screen, suspect_notes
 from .errors import phrased
 from .params import METHOD_NAMES, SPEC, Settings, corrections, default, plan_size
 
@@ -334,9 +335,11 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_features_to_select : int, default=10
+    n_features_to_select : int or None, default=None
         How many features to select (K). More than the number of features is
-        capped, with a warning.
+        capped, with a warning. None: every feature the evidence supports, at most 50
+        (the selection ends when no remaining feature is significant by the G-test at
+        5%, Bonferroni over the features; ``stop_reason_`` ``"not_significant"``).
     method : {"vmi_naive", "vmi_pairwise", "mim", "mrmr", "jmi", "cmim", "cife", \
 "spec_cmi"}, default="vmi_naive"
         The VMI Q-distribution, or a classic criterion
@@ -378,6 +381,12 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         none beats chance; with ``significance`` also only gains significant at 5% by the
         G-test, Bonferroni over the candidates, extend a block (Vinh et al. 2014; for
         wide tables of many noise columns); ``none``: the paper's plug-in gains.
+    drop_suspects : {"identifiers", "all", "none"}, default="identifiers"
+        Which suspect features (:mod:`vmi_spark.core.suspects`) are left out of the
+        candidates: identifiers (a value of its own in nearly every row, or a row
+        number), ``all`` also suspected leaks (a column carrying at least 90% of the
+        information it and ``y`` can share, or whose missing values mark a class), or
+        none. Every suspect is warned of and listed in :meth:`report`'s ``suspects``.
     exclude : list of str or None, default=None
         Column names (``feature_names_in_``, or ``x0``, ``x1``, ... for an array) never
         to select: left out of the candidates, and dropped by ``transform``.
@@ -472,7 +481,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
     (500, 1)
     """
 
-    def __init__(self, n_features_to_select: int = default("num_features", "sklearn"),
+    def __init__(self, n_features_to_select: int | None = default("num_features", "sklearn"),
                  method: str = default("method", "sklearn"),
                  restart_tolerance: float = default("restart_tolerance", "sklearn"),
                  num_bins: int = default("num_bins", "sklearn"),
@@ -485,6 +494,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
                                                              "sklearn"),
                  exclude: list[str] | None = None,
                  bias_correction: str = default("bias_correction", "sklearn"),
+                 drop_suspects: str = default("drop_suspects", "sklearn"),
                  stability: int = default("stability", "sklearn"),
                  stability_seed: int = default("stability_seed", "sklearn"),
                  stability_fraction: float = default("stability_fraction", "sklearn"),
@@ -502,6 +512,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         self.max_categories = max_categories
         self.exclude = exclude
         self.bias_correction = bias_correction
+        self.drop_suspects = drop_suspects
         self.stability = stability
         self.stability_seed = stability_seed
         self.stability_fraction = stability_fraction
@@ -588,12 +599,18 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         threads = settings.threads if settings.threads not in (None, -1) else None
         backend = ThreadedBackend(codes, y_codes, arity=plan.arity,
                                   num_classes=len(plan.classes), threads=threads, w=w)
+        suspects, dropped = screen(backend.feature_counts(), plan, planned.identifiers,
+                                   settings.drop_suspects)
+        for note in suspect_notes(suspects, dropped):
+            warnings.warn(note, UserWarning, stacklevel=2)
+
         def run(b: Backend) -> Selection:
             return select(b, settings.method, k, restart_tolerance=settings.restart_tolerance,
-                          min_gain=min_gain, **corrections(settings))
+                          min_gain=min_gain, exclude=dropped, **corrections(settings))
 
         try:
             sel = run(backend)
+            sel.suspects = report_suspects(suspects, dropped)
             stability = None
             if settings.stability:
                 runs = run_stability(backend, run, settings.stability, settings.stability_seed,

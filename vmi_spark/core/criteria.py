@@ -326,6 +326,31 @@ def chance_gains(states: np.ndarray, classes: int, rows: int,
     return df / (2.0 * max(rows, 1))
 
 
+def significant_relevance(counts: np.ndarray, relevance: np.ndarray, level: float
+                          ) -> np.ndarray:
+    """(D,) bool: the features whose plug-in I(x_i; y) is significant at ``level`` by the
+    G-test, Bonferroni over the D features.
+
+    2N I(x_i; y) is chi-square with (A_i - 1)(L - 1) degrees of freedom for a feature
+    independent of the label (:func:`chance_gains`); a feature is significant when its
+    information exceeds the critical value at 1 - ``level`` / D. ``counts`` are the
+    (D, A, L) tables n(x_i = a, y = l) the relevance was computed from.
+
+    References
+    ----------
+    N. X. Vinh, J. Chan, J. Bailey. Reconsidering mutual information based feature
+    selection: a statistical significance view. AAAI 2014.
+    """
+    d = len(relevance)
+    if d == 0:
+        return np.zeros(0, dtype=bool)
+    rows = int(counts[0].sum())
+    states = (counts.sum(axis=2) > 0).sum(axis=1)
+    classes = int((counts[0].sum(axis=0) > 0).sum())
+    critical = chance_gains(states, classes, rows, 1.0 - level / d)
+    return np.asarray(relevance > critical) & (states > 1)
+
+
 class BoundScorer(BaseScorer):
     """A selection's bound: p(y), p(x_i | y), the counts' terms and the block's pair tables."""
 

@@ -32,8 +32,10 @@ __all__ = ["Backend", "STOP_REASONS", "StopSelection", "ResumeMismatch", "Select
 
 #: why a selection ended: K features selected; the best candidate gained less than the
 #: threshold (``min_gain``); every feature selected; no feature informative on its own;
-#: an ``on_step`` callback raised :class:`StopSelection`
-STOP_REASONS = ("num_features", "threshold", "no_features_left", "no_information", "callback")
+#: no remaining feature significant (``stop_level``); an ``on_step`` callback raised
+#: :class:`StopSelection`
+STOP_REASONS = ("num_features", "threshold", "no_features_left", "no_information",
+                "not_significant", "callback")
 
 
 class StopSelection(Exception):
@@ -61,6 +63,8 @@ class Selection:
     stop_reason: str | None = None
     num_rows: int = 0
     mutual_information: list[float] = field(default_factory=list)
+    #: the suspect features found before the steps (:mod:`.suspects`, report entries)
+    suspects: list[dict] = field(default_factory=list)
 
 
 def report_fields(sel: Selection, names: list[str]) -> dict:
@@ -77,6 +81,7 @@ def report_fields(sel: Selection, names: list[str]) -> dict:
         "stopped_early": sel.stopped_early,
         "stop_reason": sel.stop_reason,
         "step_seconds": list(sel.step_seconds),
+        "suspects": [dict(s) for s in sel.suspects],
     }
     if sel.candidates:
         out["candidates"] = [[{"feature": names[i], "index": i, "score": v} for i, v in step]
@@ -219,6 +224,12 @@ def _stops(result: Selection, crit: Criterion, block: _Block, gain: float, raw: 
     return False
 
 
+def _insignificant(result: Selection, level: float | None) -> str:
+    """The report's sentence for a selection that ended where the evidence did."""
+    return (f"no remaining feature is related to the label significantly at {level:g} "
+            f"(G-test, Bonferroni over the features; selected {len(result.selected)})")
+
+
 def _corrected(scorer: Scorer, raw: np.ndarray, block: Sequence[int], candidates: np.ndarray,
                chance: bool, significance: float | None) -> np.ndarray:
     """The gains the loop compares: ``raw`` itself, or with ``chance`` each less the gain
@@ -283,6 +294,8 @@ def select(
     min_gain: float | None = None,
     chance: bool = False,
     significance: float | None = None,
+    stop_level: float | None = None,
+    exclude: Sequence[int] = (),
 ) -> Selection:
     """Select up to ``num_features`` features greedily by ``criterion``.
 
@@ -351,6 +364,16 @@ def select(
         the candidate's degrees of freedom, Bonferroni over the candidates); when none is,
         the block restarts. A new block starts with the best corrected relevance. With
         ``restart_tolerance`` -inf (never restart) there is no test.
+    stop_level : float, optional
+        Stop where the evidence stops (the default when no K is given): only a feature
+        whose own I(x_i; y) is significant at this level by the G-test (Bonferroni over
+        the D features, :func:`.criteria.significant_relevance`) may start a block of the
+        bound or be taken by a comparison criterion; with ``chance``, a block grows only
+        with a significant gain (``significance`` at this level). When no remaining
+        feature qualifies the selection ends with ``stop_reason = "not_significant"``
+        (``num_features`` stays an upper bound).
+    exclude : sequence of int
+        Features that are never candidates (the suspects ``dropSuspects`` leaves out).
 
     Returns
     -------
@@ -383,24 +406,39 @@ def select(
     result = Selection(method=crit.name, num_rows=scorer.num_rows,
                        mutual_information=[float(v) for v in scorer.relevance])
     chosen = np.zeros(len(scorer.relevance), dtype=bool)
+    never = np.zeros(len(chosen), dtype=bool)
+    never[list(exclude)] = True
     # a new block's first gain: the relevance (beyond chance, with ``chance``)
     relevance = _corrected(scorer, scorer.relevance, (), ~chosen, chance, significance)
     block = _Block()
     replay = _Replay(resume, len(chosen))
     if replay.steps:
         scorer.replay(list(replay.saved.selected))
+    evident = None if stop_level is None else criteria.significant_relevance(
+        backend.feature_counts(), scorer.relevance, stop_level)
+    if evident is not None and chance and significance is None and crit.corrected \
+            and restart_tolerance != -np.inf:
+        significance = stop_level  # a block grows only with a significant gain
     while len(result.selected) < num_features:
         t = len(result.selected)
         replaying = t < replay.steps
-        candidates = ~chosen
+        candidates = ~chosen & ~never
         if not candidates.any():
             if replaying:
                 raise replay.stopped(t, "no features left")
             _stop(result, "no_features_left", "no features left to select")
             break
+        if evident is not None and not (crit.vmi and block.features) and \
+                not (candidates & evident).any():
+            if replaying:
+                raise replay.stopped(t, "no significant feature left")
+            _stop(result, "not_significant", _insignificant(result, stop_level))
+            break
         label = f"{crit.name} step {t + 1}/{num_features}" + (" (replay)" if replaying else "")
         raw = np.where(candidates, scorer.gains(candidates, block.features, label), -np.inf)
         gains = _corrected(scorer, raw, block.features, candidates, chance, significance)
+        if evident is not None and not (crit.vmi and block.features):
+            gains = np.where(evident, gains, -np.inf)  # a new block, or a criterion's pick
         best = int(np.argmax(gains))  # first maximum: ties go to the lowest index
         gain = float(gains[best])
         if _restarts(block, gain, candidates, relevance, restart_tolerance, min_gain):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -38,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InputError, ParameterError, literal, phrase
-from .binning import Binning
+from .binning import DEFAULT_LABEL_BINS, Binning
 from .binning import state_labels as binning_state_labels
 from .encoding import (
     MIN_STATE_ROWS,
@@ -58,7 +59,15 @@ from .encoding import (
     top_values,
 )
 from .resources import available_memory
-from .rows import column_stats_fn, kept_rows, merge_stats, missing_mask, weight_values
+from .rows import (
+    column_stats_fn,
+    distinct_estimate,
+    kept_rows,
+    merge_stats,
+    missing_mask,
+    weight_values,
+)
+from .suspects import ID_SHARE, numeric_identifier
 from .weights import Weighting, WeightStats, units
 
 #: ``labelType="auto"``: a numeric label with more distinct values than this ...
@@ -66,8 +75,6 @@ AUTO_MIN_VALUES = 20
 #: ... and fewer rows per distinct value than this, on average, is continuous (the rows a
 #: value of a grouped category column needs, too)
 AUTO_ROWS_PER_VALUE = MIN_STATE_ROWS
-#: a string column with at least this share of distinct values among its values is an ID
-ID_SHARE = 0.9
 
 
 # ---------------------------------------------------------------------------
@@ -109,7 +116,8 @@ class LabelDecision:
 
 
 def decide_label(requested: str, classes: list[Any] | None, rows: float, vtype: ValueType,
-                 max_classes: int, style: str = "ml") -> LabelDecision:
+                 max_classes: int, style: str = "ml",
+                 label_bins: int = DEFAULT_LABEL_BINS) -> LabelDecision:
     """How the label is coded (``labelType``): classes, or a continuous target.
 
     Parameters
@@ -127,24 +135,32 @@ def decide_label(requested: str, classes: list[Any] | None, rows: float, vtype: 
         ``maxClasses``.
     style : str
         The front end whose parameter names the reason uses (:func:`vmi_spark.errors.phrase`).
+    label_bins : int
+        ``labelBins``: the classes a continuous label is cut into.
 
     Returns
     -------
     LabelDecision
-        An explicit choice is kept (``continuous`` needs a number). ``auto`` calls a
-        numeric label continuous when it has more than ``max_classes`` values, a
-        non-integer floating-point value, or more than :data:`AUTO_MIN_VALUES` values
-        with fewer than :data:`AUTO_ROWS_PER_VALUE` rows a value on average: classes
-        that thin cannot be estimated (the plug-in estimates of the bound are biased
-        by about (states - 1)(classes - 1) / 2N nats, and the rule of thumb of
-        Cochran (1954) asks for expected counts of 5 to 10 per cell). A string or
-        boolean label, and a numeric one with fewer values or more rows a value,
-        stays classes.
+        An explicit choice is kept (``continuous`` needs a number). ``auto`` keeps a
+        string or boolean label as classes, and a numeric label with at most
+        ``label_bins`` distinct values (few values: coding each as a class loses nothing
+        that the ``label_bins`` bins of a continuous label would keep, and keeps every
+        value apart). A numeric label with more values is a measurement, whether its
+        values are whole numbers or not (a weight in whole units, a price, a score,
+        a count): it is continuous, cut into ``label_bins`` equal-frequency classes. A
+        whole-number class code with more than ``label_bins`` classes needs
+        ``labelType='categorical'``; the reason (logged before the steps, and in the
+        report's ``label_decision``) says so.
 
     Raises
     ------
     InputError
         ``continuous`` asked for a label that is not a number.
+
+    References
+    ----------
+    S. S. Stevens. On the theory of scales of measurement. Science 103, 1946 (a numeric
+    scale with many values is a measurement, not a nominal code).
     """
     if requested == "continuous" and not vtype.numeric:
         raise ParameterError("label_type", "{label_type} is 'continuous' but the label "
@@ -154,19 +170,72 @@ def decide_label(requested: str, classes: list[Any] | None, rows: float, vtype: 
     if not vtype.numeric:
         what = "a string" if vtype.kind == "string" else "a boolean"
         return LabelDecision("categorical", f"{what} label")
-    if classes is None:
-        return LabelDecision("continuous", f"more than {max_classes} distinct values "
-                                           "(the most classes allowed)")
-    if vtype.floating and any(not float(c).is_integer() for c in classes):
-        return LabelDecision("continuous", "a numeric label with non-integer values")
-    k = len(classes)
-    rows = int(rows) if float(rows).is_integer() else rows  # a total weight may be whole
-    if k > AUTO_MIN_VALUES and rows < AUTO_ROWS_PER_VALUE * k:
-        return LabelDecision("continuous", f"{k} distinct values in {rows} rows: more than "
-                                           f"{AUTO_MIN_VALUES} values with fewer than "
-                                           f"{AUTO_ROWS_PER_VALUE} rows a value, too few to "
-                                           "estimate each as a class")
-    return LabelDecision("categorical", f"{k} distinct whole-number values in {rows} rows")
+    k = None if classes is None else len(classes)
+    if k is not None and k <= label_bins:
+        return LabelDecision("categorical", phrase(
+            f"a numeric label with {k} distinct values, at most {{label_bins}} "
+            f"({label_bins}): each value a class", style))
+    many = f"more than {max_classes}" if k is None else str(k)
+    return LabelDecision("continuous", phrase(
+        f"a numeric label with {many} distinct values, more than {{label_bins}} "
+        f"({label_bins}): a measurement, cut into {label_bins} equal-frequency classes "
+        "(set {label_type} to categorical if its values are class codes)", style))
+
+
+#: a count table n(x_i, y) needs at least this many rows a cell on average (Cochran 1954)
+ROWS_PER_CELL = 5
+
+
+@dataclass(frozen=True)
+class StateBudget:
+    """The most states of a feature (``states``) and of a continuous label (``label_bins``)
+    that the rows can estimate, and whether the budget cut what was asked (``bound``)."""
+
+    states: int
+    label_bins: int
+    bound: bool
+
+
+def state_budget(rows: float, num_classes: int | None, num_bins: int, max_categories: int,
+                 label_bins: int) -> StateBudget:
+    """How many states each count table n(x_i, y) may have for ``rows`` rows.
+
+    Parameters
+    ----------
+    rows : int or float
+        The labelled rows (their total weight, with row weights).
+    num_classes : int or None
+        The classes of a categorical label; None for a continuous label.
+    num_bins, max_categories, label_bins : int
+        ``numBins``, ``maxCategories`` and ``labelBins`` as asked.
+
+    Returns
+    -------
+    StateBudget
+        Every table of A feature states and L classes keeps at least
+        :data:`ROWS_PER_CELL` rows a cell on average: A * L <= N / 5. A continuous
+        label takes L = min(``label_bins``, floor(sqrt(N / 5))) (the budget shared
+        evenly when both would be cut), a categorical one its classes; a feature then
+        has at most A = floor(N / (5 L)) states (at least 2), so ``numBins`` and
+        ``maxCategories`` are cut to A on small tables. The plug-in mutual information
+        of a table with fewer rows a cell is mostly bias, (A - 1)(L - 1) / 2N nats, and
+        its variance grows with it: a many-state noise column would then rank above a
+        real effect whatever the correction.
+
+    References
+    ----------
+    W. G. Cochran. Some methods for strengthening the common chi-square tests.
+    Biometrics 10(4), 1954 (expected counts of at least 5 a cell).
+    G. A. Miller. Note on the bias of information estimates. 1955.
+    """
+    budget = max(rows, 0) / ROWS_PER_CELL
+    if num_classes is None:
+        bins = max(2, min(label_bins, int(math.isqrt(int(budget)))))
+        classes = bins
+    else:
+        bins, classes = label_bins, max(num_classes, 2)
+    states = min(max(2, int(budget // classes)), 255)
+    return StateBudget(states, bins, bins < label_bins or states < num_bins)
 
 
 def check_fits(method: str, num_features: int, available: int | None = None) -> None:
@@ -250,6 +319,9 @@ class Planned:
     skip_cols: list[str]
     label: LabelDecision
     notes: list[str] = field(default_factory=list)
+    #: the columns that look like identifiers: ``{column: (share, reason)}``
+    #: (:mod:`vmi_spark.core.suspects`)
+    identifiers: dict[str, tuple[float, str]] = field(default_factory=dict)
 
 
 def _skipping(features: list[str], stats: dict[str, Any], handle_invalid: str
@@ -287,11 +359,11 @@ def _label_classes(label: str, decision: LabelDecision, classes: list[Any] | Non
 
 def _grouped(source: PlanSource, label: str, types: Mapping[str, ValueType],
              cols: list[str], missing: dict[str, int], skip_cols: list[str],
-             max_categories: int, notes: list[str],
+             max_categories: int, notes: list[str], identifiers: dict[str, tuple[float, str]],
              weight_scale: int | None = None) -> dict[str, ColumnPlan]:
     """The plans of the string columns with more than ``max_categories`` values: their
-    most frequent values and one state for the rest; a note names each, and each ID
-    (nearly every value distinct). With row weights the counts are weights in units of
+    most frequent values and one state for the rest; a note names each, and
+    ``identifiers`` gets each ID (nearly every value distinct). With row weights the counts are weights in units of
     ``weight_scale``, and a value needs :data:`MIN_STATE_ROWS` of weight."""
     if not cols:
         return {}
@@ -315,8 +387,26 @@ def _grouped(source: PlanSource, label: str, types: Mapping[str, ValueType],
                      f"states of their own, the other {top.distinct - kept_values} "
                      f"({rest / scale if scale > 1 else rest} {what}) one state '(other)'")
         if rows >= 20 and top.distinct >= ID_SHARE * rows:
-            notes.append(f"column '{c}' looks like an identifier ({top.distinct} distinct "
-                         f"values in {rows} {what}); leave it out of the features")
+            identifiers[c] = (top.distinct / rows, f"'{c}' has {top.distinct} distinct "
+                                                   f"values in {rows} {what}")
+    return out
+
+
+def _numeric_identifiers(features: list[str], types: Mapping[str, ValueType],
+                         stats: Mapping[str, Any], rows: float, missing: dict[str, int]
+                         ) -> dict[str, tuple[float, str]]:
+    """The whole-number columns past the distinct-value cap with a value of their own in
+    nearly every row (:func:`vmi_spark.core.suspects.numeric_identifier`)."""
+    out = {}
+    sketches = stats.get("sketches") or [None] * len(features)
+    for j, c in enumerate(features):
+        if types[c].kind != "double" or stats["values"][j] is not None:
+            continue
+        n = int(rows - missing[c])
+        share = numeric_identifier(distinct_estimate(sketches[j]), n)
+        if share is not None:
+            out[c] = (share, f"'{c}' has about {share:.0%} distinct whole numbers in its "
+                             f"{n} values")
     return out
 
 
@@ -391,27 +481,57 @@ def build_plan(label: str, label_type: ValueType, features: list[str],
     # the rules count weight with row weights (a row of weight w is w rows)
     counted: float = rows if weighting is None else (
         weighting.total_units if weighting.scale == 1 else weighting.total)
+    style = getattr(params, "style", "ml")
     try:
         decision = decide_label(params["label_type"], stats["classes"], counted, label_type,
-                                max_classes, getattr(params, "style", "ml"))
+                                max_classes, style, params["label_bins"])
     except ParameterError as e:
         raise ParameterError(e.key, e.template + f" (label column '{literal(label)}')"
                              ) from None
     classes = _label_classes(label, decision, stats["classes"], label_type, max_classes)
     notes: list[str] = []
+    # whole weights are counts of rows; fractional ones reweigh the rows there are
+    params = _budgeted(params, counted if scale in (None, 1) else rows, decision, classes,
+                       notes, style)
+    max_categories = params["max_categories"]
     plans: dict[str, ColumnPlan | None] = {
         c: categorical_plan(c, types[c].kind, distinct, missing[c] > 0, max_categories,
                             types[c].unit)
         for c, distinct in zip(features, stats["values"])}
     strings = [c for c in features if plans[c] is None and types[c].kind == "string"]
+    identifiers = _numeric_identifiers(features, types, stats, rows, missing)
     plans.update(_grouped(source, label, types, strings, missing, skip_cols, max_categories,
-                          notes, scale))
+                          notes, identifiers, scale))
     plan = _binned(label, label_type, decision, classes, features, types, plans, missing,
                    skip_cols, rows, params, source, scale)
     plan.rows_dropped, plan.rows_skipped = null_labels, skipped
     if weighting is not None:
         plan.weights = weighting.report()
-    return Planned(plan, skip_cols, decision, notes)
+    return Planned(plan, skip_cols, decision, notes, identifiers)
+
+
+def _budgeted(params: Mapping[str, Any], rows: float, decision: LabelDecision,
+              classes: list[Any], notes: list[str], style: str) -> Mapping[str, Any]:
+    """``params`` with ``num_bins``, ``max_categories`` and ``label_bins`` cut to the
+    :func:`state_budget` of ``rows`` (a note says so when it cuts ``numBins`` or
+    ``labelBins``); unchanged with ``bias_correction`` ``none``, the paper's plug-in
+    estimates on the states asked for."""
+    if params.get("bias_correction", "chance") == "none":
+        return params
+    continuous = decision.kind == "continuous"
+    b = state_budget(rows, None if continuous else len(classes), params["num_bins"],
+                     params["max_categories"], params["label_bins"])
+    out = {**params, "num_bins": min(params["num_bins"], b.states),
+           "max_categories": min(params["max_categories"], b.states),
+           "label_bins": b.label_bins}
+    if b.bound:
+        label_part = f"{b.label_bins} label classes and " if continuous else ""
+        shown = int(rows) if float(rows).is_integer() else rows
+        notes.append(phrase(
+            f"{shown} rows: at most {label_part}{b.states} states a feature, so that each "
+            f"count table keeps {ROWS_PER_CELL} rows a cell on average ({{num_bins}}, "
+            "{max_categories} and {label_bins} cut to fit)", style))
+    return out
 
 
 def _binned(label: str, label_type: ValueType, decision: LabelDecision, classes: list[Any],

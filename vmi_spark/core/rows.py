@@ -181,6 +181,87 @@ def _span(seen: set | None) -> tuple[float, float] | None:
     return (lo, hi) if whole and hi - lo + 1 == len(seen) else None
 
 
+#: the k of the k-minimum-values sketch of a whole-number column's distinct values
+SKETCH_K = 256
+#: a batch whose values repeat more than this share cannot be of a near-unique column
+_BATCH_REPEATS = 0.1
+
+
+def _hashes(v: np.ndarray) -> np.ndarray:
+    """splitmix64 of the whole numbers ``v`` (as int64): uint64 hashes, the same on
+    every machine."""
+    with np.errstate(over="ignore"):
+        z = v.astype(np.int64).view(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def _smallest(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The :data:`SKETCH_K` smallest distinct hashes of ``a`` and ``b``."""
+    return np.unique(np.concatenate([a, b]))[:SKETCH_K]
+
+
+def _sketch(state: Any, arr: pa.Array, rows: np.ndarray | None) -> Any:
+    """The distinct-value sketch of a numeric column past the distinct-value cap, for the
+    identifier check (:func:`distinct_estimate`): the :data:`SKETCH_K` smallest hashes of
+    its values while every value is a whole number and no batch repeats more than
+    :data:`_BATCH_REPEATS` of its values (a near-unique column cannot), False once one
+    does (or the column is not numeric); ``state`` itself for a batch with no value."""
+    if state is False:
+        return False
+    if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
+        return False
+    if rows is not None:
+        arr = arr.filter(pa.array(rows))
+    v = arr.drop_null().to_numpy(zero_copy_only=False).astype(np.float64)
+    v = v[~np.isnan(v)]
+    if not len(v):
+        return state
+    if not np.all(np.isfinite(v)) or not np.array_equal(v, np.floor(v)) or \
+            np.abs(v).max() >= 2.0 ** 63:
+        return False
+    h = np.unique(_hashes(v))
+    if len(h) < (1.0 - _BATCH_REPEATS) * len(v):
+        return False
+    return _smallest(np.empty(0, np.uint64) if state is None else state, h)
+
+
+def sketch_of(seen: set | None) -> Any:
+    """:func:`_sketch`'s state of the distinct values ``seen`` (None: nothing seen)."""
+    if not seen:
+        return None
+    if not all(isinstance(v, float) and v.is_integer() for v in seen):
+        return False
+    return _smallest(np.empty(0, np.uint64), _hashes(np.array(sorted(seen))))
+
+
+def merge_sketches(a: Any, b: Any) -> Any:
+    """Two :func:`_sketch` states of the same column as one (the same for any order)."""
+    if a is False or b is False:
+        return False
+    if a is None or b is None:
+        return b if a is None else a
+    return _smallest(np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64))
+
+
+def distinct_estimate(sketch: Any) -> float | None:
+    """The number of distinct values a sketch stands for: exact below :data:`SKETCH_K`
+    hashes, else (k - 1) / (the k-th smallest hash as a fraction of 2^64), within about
+    6% (Bar-Yossef et al. 2002); None for a column that is not near-unique.
+
+    References
+    ----------
+    Z. Bar-Yossef, T. S. Jayram, R. Kumar, D. Sivakumar, L. Trevisan. Counting distinct
+    elements in a data stream. RANDOM 2002.
+    """
+    if sketch is None or sketch is False:
+        return None
+    if len(sketch) < SKETCH_K:
+        return float(len(sketch))
+    return (SKETCH_K - 1) / (float(sketch[SKETCH_K - 1]) / 2.0 ** 64)
+
+
 def _within(arr: pa.Array, lo: float, hi: float) -> bool:
     """Whether ``arr`` is an integer column without nulls whose values all lie in
     [lo, hi] (NaN: no span): then every one of them is already in a set of every integer
@@ -219,6 +300,8 @@ class ColumnStats:
         self._lo = np.full(num_features, np.nan)
         self._hi = np.full(num_features, np.nan)
         self.classes: set | None = set()
+        #: per feature past the cap: its distinct-value sketch (:func:`_sketch`)
+        self.sketches: list[Any] = [None] * num_features
 
     def add(self, rb: pa.RecordBatch | ByteColumns, at: int = 0) -> None:
         """Count one typed batch: the label, then the features ``at`` to ``at + w - 1``
@@ -260,9 +343,15 @@ class ColumnStats:
             self.kept_fine += exact_sum(fine if keep is None else fine[keep])
         for j in range(w):
             k, arr = at + j, rb.column(j + 1)
-            if self.values[k] is not None and not _within(arr, self._lo[k], self._hi[k]):
-                self.values[k] = _add_distinct(self.values[k], arr, _and_not(keep, miss[j]),
+            if self.values[k] is None:
+                if self.sketches[k] is not False:
+                    self.sketches[k] = _sketch(self.sketches[k], arr, _and_not(keep, miss[j]))
+            elif not _within(arr, self._lo[k], self._hi[k]):
+                before = self.values[k]
+                self.values[k] = _add_distinct(before, arr, _and_not(keep, miss[j]),
                                                self.max_categories)
+                if self.values[k] is None:  # past the cap in this batch
+                    self.sketches[k] = _sketch(sketch_of(before), arr, _and_not(keep, miss[j]))
                 self._set_span(k)
 
     def _add_bytes(self, rb: ByteColumns, at: int) -> None:
@@ -302,7 +391,9 @@ class ColumnStats:
             "rows": self.rows, "null_labels": self.null_labels, "skipped": self.skipped,
             "missing": self.missing.tolist(),
             "classes": None if self.classes is None else list(self.classes),
-            "values": [None if v is None else list(v) for v in self.values]}
+            "values": [None if v is None else list(v) for v in self.values],
+            "sketches": [q.tolist() if isinstance(q, np.ndarray) else q
+                         for q in self.sketches]}
         if self.weighted:
             out.update(weights=self.weights.to_dict(), kept_fine=self.kept_fine)
         return json.dumps(out)
@@ -335,6 +426,15 @@ def merge_stats(parts: list[dict[str, Any]], d: int, max_categories: int,
     if any("weights" in p for p in parts):
         out["weights"] = WeightStats.merge([p["weights"] for p in parts])
         out["kept_fine"] = sum(int(p["kept_fine"]) for p in parts)
+    out["sketches"] = [None] * d
+    for p in parts:
+        for j, q in enumerate(p.get("sketches") or [None] * d):
+            q = np.array(q, dtype=np.uint64) if isinstance(q, list) else q
+            if q is None and p["values"][j] is not None:  # this task stayed under the cap
+                q = sketch_of(set(p["values"][j]))
+            out["sketches"][j] = merge_sketches(out["sketches"][j], q)
+    out["sketches"] = [tuple(int(h) for h in q) if isinstance(q, np.ndarray) else q
+                       for q in out["sketches"]]
     for p in parts:
         for key in ("rows", "null_labels", "skipped"):
             out[key] += p[key]
