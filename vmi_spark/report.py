@@ -193,6 +193,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     selected = list(report.get("selected") or [])
     lines: list[str] = [f"# VMI feature selection: {method}", ""]
     lines += _summary_section(report, selected, is_vmi)
+    lines += _suspects_section(report)
     lines += _selection_section(report, selected, is_vmi)
     lines += _candidates_section(report)
     lines += _stability_section(report)
@@ -224,7 +225,31 @@ def _summary_section(report: dict[str, Any], selected: list[str], is_vmi: bool) 
         summary.append(f"- **Restarts:** {report.get('restarts', len(restart_steps(report)))}")
     if report.get("stopped_early"):
         summary.append(f"- **Stopped early:** {report['stopped_early']}")
+    elif report.get("stop_reason"):
+        summary.append(f"- **Stopped:** {_STOPS.get(report['stop_reason'], report['stop_reason'])}")
     return summary + [""]
+
+
+#: the summary's words for a selection that ran to its end
+_STOPS = {"num_features": "K features selected", "no_features_left": "every feature selected",
+          "callback": "stopped by the caller"}
+
+
+def _suspects_section(report: dict[str, Any]) -> list[str]:
+    """The suspect features found before the steps (leaks, identifiers), with the number
+    behind each and whether ``dropSuspects`` left it out."""
+    suspects = report.get("suspects") or []
+    if not suspects:
+        return []
+    lines = ["## Suspect features", "",
+             "Found before the steps (docs/usage.md, *Suspect features*); leaks stay "
+             "candidates unless `dropSuspects` is `all`.", "",
+             "| feature | suspected | share | left out | why |", "|---|---|---:|---|---|"]
+    for s in suspects:
+        lines.append(f"| {_cell(s['feature'])} | {s['kind'].replace('_', ' ')} | "
+                     f"{s['share']:.3f} | {'yes' if s.get('dropped') else 'no'} | "
+                     f"{_cell(s['reason'])} |")
+    return lines + [""]
 
 
 def _selection_section(report: dict[str, Any], selected: list[str], is_vmi: bool) -> list[str]:
