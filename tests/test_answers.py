@@ -300,3 +300,43 @@ def test_estimator_and_job_name_the_same_suspects_and_stop_alike(spark, tmp_path
     md = (out / "report.md").read_text()
     assert "## Suspect features" in md and "| customer_id | identifier |" in md
     assert "| leak | leak |" in md
+
+
+def test_a_column_and_its_copy_are_selected_once():
+    """A month as a string and the same month as a number, and a charge that is a fixed
+    multiple of a duration: the same columns once coded. The copy is named and never
+    selected after its original (the bound would count it twice)."""
+    rng = np.random.default_rng(12)
+    n = 3000
+    month = rng.integers(1, 13, n)
+    minutes = rng.gamma(3.0, 60.0, n)
+    y = ((month > 6) ^ (minutes > 150) ^ (rng.random(n) < 0.1)).astype(int)
+    x = pd.DataFrame({"month": month, "month_name": [f"m{m:02d}" for m in month],
+                      "minutes": minutes, "charge": minutes * 0.17,
+                      "noise": rng.normal(size=n)})
+    copies = S.copy_groups(*_counts_and_pairs(x, y))
+    assert copies == {0: [1], 1: [0], 2: [3], 3: [2]}
+    sel = VMIFeatureSelector(n_features_to_select=3).fit(x, y)
+    chosen = list(np.asarray(x.columns)[sel.selected_features_])
+    assert len({"month", "month_name"} & set(chosen)) <= 1
+    assert len({"minutes", "charge"} & set(chosen)) <= 1
+    dup = {d["feature"]: d["copies"] for d in sel.report()["duplicates"]}
+    assert all(dup[f] == [{"month": "month_name", "month_name": "month", "minutes": "charge",
+                            "charge": "minutes"}[f]] for f in dup) and dup
+    paper = VMIFeatureSelector(n_features_to_select=3, bias_correction="none").fit(x, y)
+    assert paper.report()["duplicates"] == []
+
+
+def _counts_and_pairs(x: pd.DataFrame, y: np.ndarray):
+    """(D, A, L) counts and a pair-count function of the columns as the selector codes
+    them (its own plan), tabulated here with numpy."""
+    from vmi_spark.core.bound import feature_counts, pair_counts
+
+    sel = VMIFeatureSelector(n_features_to_select=1, bias_correction="none").fit(x, y)
+    from vmi_spark.sklearn import _plan_and_code  # the selector's own coding
+
+    planned, codes, yc, _ = _plan_and_code(x, x.to_numpy(dtype=object), np.asarray(y),
+                                           list(x.columns), list(range(x.shape[1])),
+                                           sel.settings_, None)
+    a, lab = planned.plan.arity, len(planned.plan.classes)
+    return feature_counts(codes, yc, a, lab), lambda f: pair_counts(codes, yc, f, a, lab)

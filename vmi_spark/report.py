@@ -237,10 +237,15 @@ _STOPS = {"num_features": "K features selected", "no_features_left": "every feat
 
 def _suspects_section(report: dict[str, Any]) -> list[str]:
     """The suspect features found before the steps (leaks, identifiers), with the number
-    behind each and whether ``dropSuspects`` left it out."""
+    behind each and whether ``dropSuspects`` left it out, and the selected features'
+    copies."""
     suspects = report.get("suspects") or []
+    copies = [f"- `{_cell(d['feature'])}` is the same column once coded as "
+              + ", ".join(f"`{_cell(c)}`" for c in d["copies"]) + " (not selected)"
+              for d in report.get("duplicates") or []]
+    dup = ["## Duplicates", "", *copies, ""] if copies else []
     if not suspects:
-        return []
+        return dup
     lines = ["## Suspect features", "",
              "Found before the steps (docs/usage.md, *Suspect features*); leaks stay "
              "candidates unless `dropSuspects` is `all`.", "",
@@ -249,7 +254,7 @@ def _suspects_section(report: dict[str, Any]) -> list[str]:
         lines.append(f"| {_cell(s['feature'])} | {s['kind'].replace('_', ' ')} | "
                      f"{s['share']:.3f} | {'yes' if s.get('dropped') else 'no'} | "
                      f"{_cell(s['reason'])} |")
-    return lines + [""]
+    return lines + [""] + dup
 
 
 def _selection_section(report: dict[str, Any], selected: list[str], is_vmi: bool) -> list[str]:

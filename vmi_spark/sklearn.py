@@ -65,7 +65,7 @@ from .core.planning import (
 )
 from .core.stability import run_stability, summarize
 from .core.summary import selection_report
-from .core.suspects import report_suspects, screen, suspect_notes
+from .core.suspects import report_copies, report_suspects, screen_all
 from .errors import phrased
 from .params import METHOD_NAMES, SPEC, Settings, corrections, default, plan_size
 
@@ -599,18 +599,19 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         threads = settings.threads if settings.threads not in (None, -1) else None
         backend = ThreadedBackend(codes, y_codes, arity=plan.arity,
                                   num_classes=len(plan.classes), threads=threads, w=w)
-        suspects, dropped = screen(backend.feature_counts(), plan, planned.identifiers,
-                                   settings.drop_suspects)
-        for note in suspect_notes(suspects, dropped):
+        suspects, dropped, copies, lines = screen_all(backend, planned, settings)
+        for note in lines:
             warnings.warn(note, UserWarning, stacklevel=2)
 
         def run(b: Backend) -> Selection:
             return select(b, settings.method, k, restart_tolerance=settings.restart_tolerance,
-                          min_gain=min_gain, exclude=dropped, **corrections(settings))
+                          min_gain=min_gain, exclude=dropped, copies=copies,
+                          **corrections(settings))
 
         try:
             sel = run(backend)
             sel.suspects = report_suspects(suspects, dropped)
+            sel.duplicates = report_copies(copies, plan.features, sel.selected)
             stability = None
             if settings.stability:
                 runs = run_stability(backend, run, settings.stability, settings.stability_seed,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -65,6 +65,8 @@ class Selection:
     mutual_information: list[float] = field(default_factory=list)
     #: the suspect features found before the steps (:mod:`.suspects`, report entries)
     suspects: list[dict] = field(default_factory=list)
+    #: the selected features' copies (:func:`.suspects.copy_groups`, report entries)
+    duplicates: list[dict] = field(default_factory=list)
 
 
 def report_fields(sel: Selection, names: list[str]) -> dict:
@@ -82,6 +84,7 @@ def report_fields(sel: Selection, names: list[str]) -> dict:
         "stop_reason": sel.stop_reason,
         "step_seconds": list(sel.step_seconds),
         "suspects": [dict(s) for s in sel.suspects],
+        "duplicates": [dict(d) for d in sel.duplicates],
     }
     if sel.candidates:
         out["candidates"] = [[{"feature": names[i], "index": i, "score": v} for i, v in step]
@@ -296,6 +299,7 @@ def select(
     significance: float | None = None,
     stop_level: float | None = None,
     exclude: Sequence[int] = (),
+    copies: Mapping[int, Sequence[int]] | None = None,
 ) -> Selection:
     """Select up to ``num_features`` features greedily by ``criterion``.
 
@@ -374,6 +378,10 @@ def select(
         (``num_features`` stays an upper bound).
     exclude : sequence of int
         Features that are never candidates (the suspects ``dropSuspects`` leaves out).
+    copies : mapping, optional
+        ``{feature: its copies}`` (:func:`.suspects.copy_groups`): once a feature is
+        selected its copies are no longer candidates (a copy adds nothing to I(x_S; y),
+        though the naive Bayes bound would count it twice).
 
     Returns
     -------
@@ -458,6 +466,8 @@ def select(
             replay.check(t, best, _score(block, float(values[best])), float(values[best]),
                          block.index, result.candidates[t] if report_candidates else None)
         chosen[best] = True
+        if copies:
+            never[list(copies.get(best, ()))] = True
         scorer.chose(best)
         t_step = _record(result, block, best, float(values[best]), crit.vmi, t_step)
         if replaying:  # the saved step, as it was (its time included)

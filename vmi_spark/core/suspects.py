@@ -45,8 +45,9 @@ detection, and avoidance. ACM TKDD 6(4), 2012.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +57,8 @@ from .encoding import EncodingPlan
 __all__ = ["LEAK_SHARE", "ID_SHARE", "KINDS", "Suspect", "leak_suspects",
            "missing_suspects", "find_suspects", "dropped_indices", "DROP_CHOICES", "screen",
            "suspect_notes", "report_suspects", "numeric_identifier", "discordance",
-           "monotone_suspects", "MONOTONE_SHARE", "MONOTONE_DISCORDANT"]
+           "monotone_suspects", "MONOTONE_SHARE", "MONOTONE_DISCORDANT", "copy_groups",
+           "copy_notes", "report_copies", "MAX_COPY_CHECKS", "screen_all"]
 
 #: a feature whose chance-corrected information is at least this share of min(H(x), H(y))
 #: is a suspected leak
@@ -281,3 +283,85 @@ def suspect_notes(suspects: Sequence[Suspect], dropped: Sequence[int]) -> list[s
 def report_suspects(suspects: Sequence[Suspect], dropped: Sequence[int]) -> list[dict]:
     """``selection.json``'s ``suspects``: every suspect with ``dropped``."""
     return [s.to_json(s.index in dropped) for s in suspects]
+
+
+#: at most this many groups of look-alike columns are checked for copies (a pass each)
+MAX_COPY_CHECKS = 20
+
+
+def _signature(table: np.ndarray) -> tuple | None:
+    """What two copies of a column share: the multiset of its non-empty states' class
+    counts (None for a column of fewer than two states)."""
+    rows = table[table.sum(axis=1) > 0]
+    if len(rows) < 2:
+        return None
+    return tuple(sorted(map(tuple, rows.tolist())))
+
+
+def _one_to_one(joint: np.ndarray) -> bool:
+    """Whether an (A, B) table of two columns' states pairs each state of one with one
+    state of the other (the same column under other names)."""
+    nz = joint > 0
+    return bool(np.all(nz.sum(axis=1) <= 1) and np.all(nz.sum(axis=0) <= 1))
+
+
+def copy_groups(counts: np.ndarray, pair_counts: Callable[[int], np.ndarray],
+                max_checks: int = MAX_COPY_CHECKS) -> dict[int, list[int]]:
+    """The features that are the same column once coded (a string month and the same
+    month as a date; a charge that is a fixed multiple of a duration, binned at the same
+    quantiles): ``{feature: [its copies]}``.
+
+    Candidates share :func:`_signature` (copies must: each state's class counts are the
+    other's); each group of candidates (at most ``max_checks``, a pass over the rows
+    each) is confirmed with the pair counts n(x_i, x_f, y) of its first feature f
+    (``pair_counts(f)``, (D, A, A, L)): a copy pairs its states one to one with f's.
+    """
+    groups: dict[tuple, list[int]] = {}
+    for i in range(len(counts)):
+        sig = _signature(np.asarray(counts[i]))
+        if sig is not None:
+            groups.setdefault(sig, []).append(i)
+    out: dict[int, list[int]] = {}
+    for group in [g for g in groups.values() if len(g) > 1][:max_checks]:
+        joint = np.asarray(pair_counts(group[0])).sum(axis=3)
+        same = [j for j in group if _one_to_one(joint[j])]
+        for j in same:
+            out[j] = [m for m in same if m != j]
+    return out
+
+
+def copy_notes(copies: Mapping[int, list[int]], names: Sequence[str]) -> list[str]:
+    """One warning line per group of copies."""
+    seen: set[int] = set()
+    out = []
+    for j in sorted(copies):
+        if j in seen or not copies[j]:
+            continue
+        group = [j, *copies[j]]
+        seen.update(group)
+        out.append("the same column once coded: " + ", ".join(f"'{names[g]}'" for g in group)
+                   + " (at most one of them is selected)")
+    return out
+
+
+def report_copies(copies: Mapping[int, list[int]], names: Sequence[str],
+                  selected: Sequence[int]) -> list[dict]:
+    """``selection.json``'s ``duplicates``: each selected feature with its copies."""
+    return [{"feature": names[s], "copies": [names[c] for c in copies[s]]}
+            for s in selected if copies.get(s)]
+
+
+def screen_all(backend: Any, planned: Any, settings: Mapping[str, Any]
+               ) -> tuple[list[Suspect], list[int], dict[int, list[int]], list[str]]:
+    """Before the steps, from the count tables ``backend`` (a
+    :class:`~vmi_spark.core.criterion.Backend`) gives: the suspects of ``planned`` (a
+    :class:`~vmi_spark.core.planning.Planned`), the indices ``dropSuspects`` leaves out,
+    the copies (none with ``biasCorrection='none'``, the paper's algorithm as published)
+    and the warning lines, in that order: what every front end runs."""
+    plan = planned.plan
+    counts = backend.feature_counts()
+    suspects, dropped = screen(counts, plan, planned.identifiers, settings["drop_suspects"])
+    copies = ({} if settings["bias_correction"] == "none"
+              else copy_groups(counts, backend.pair_counts))
+    lines = suspect_notes(suspects, dropped) + copy_notes(copies, plan.features)
+    return suspects, dropped, copies, lines

@@ -21,7 +21,7 @@ from ..core.kde import kde_conditional
 from ..core.planning import AUTO_ROWS_PER_VALUE, Planned, check_fits, thin_classes
 from ..core.stability import run_stability, summarize
 from ..core.summary import selection_report
-from ..core.suspects import Suspect, report_suspects, screen, suspect_notes
+from ..core.suspects import Suspect, report_copies, report_suspects, screen_all
 from ..errors import InputError, literal, phrase, phrased
 from ..outputs import checkpoint_held
 from ..params import (
@@ -231,14 +231,17 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
         t_prep = time.perf_counter() - t0
         stability = None
         try:
-            suspects, dropped = _suspects(backend, planned, settings, notes)
-            selection = _select(backend, plan, settings, k, min_gain, on_step, notes, dropped)
+            suspects, dropped, copies = _suspects(backend, planned, settings, notes)
+            selection = _select(backend, plan, settings, k, min_gain, on_step, notes, dropped,
+                                copies)
             selection.suspects = report_suspects(suspects, dropped)
+            selection.duplicates = report_copies(copies, plan.features, selection.selected)
             phases.lap("steps")
             if settings.stability:
                 runs = run_stability(backend, partial(_select_view, plan=plan,
                                                       settings=settings, k=k,
-                                                      min_gain=min_gain, exclude=dropped),
+                                                      min_gain=min_gain, exclude=dropped,
+                                                      copies=copies),
                                      settings.stability, settings.stability_seed,
                                      settings.stability_fraction, on_run=_log_run)
                 stability = summarize(runs, route.features, selection.selected)
@@ -261,25 +264,24 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
 
 
 def _select_view(view: Backend, plan: EncodingPlan, settings: Settings, k: int,
-                 min_gain: float | None, exclude: list[int]) -> Selection:
+                 min_gain: float | None, exclude: list[int],
+                 copies: dict[int, list[int]]) -> Selection:
     """A stability run's selection over ``view``: the main selection's method, K,
     thresholds, gain correction and candidates, no checkpoint."""
     return select(view, settings.method, k, restart_tolerance=settings.restart_tolerance,
                   conditional_fn=_smoothing(plan, settings), min_gain=min_gain,
-                  exclude=exclude, **corrections(settings))
+                  exclude=exclude, copies=copies, **corrections(settings))
 
 
 def _suspects(backend: Execution, planned: Planned, settings: Settings, notes: list[str]
-              ) -> tuple[list[Suspect], list[int]]:
-    """The suspect features (:mod:`vmi_spark.core.suspects`) from the count tables the
-    selection starts from, warned of before the steps, and those ``dropSuspects`` drops."""
-    plan = planned.plan
-    suspects, dropped = screen(backend.feature_counts(), plan, planned.identifiers,
-                               settings.drop_suspects)
-    for note in suspect_notes(suspects, dropped):
+              ) -> tuple[list[Suspect], list[int], dict[int, list[int]]]:
+    """The suspect features and the copies (:mod:`vmi_spark.core.suspects`) from the count
+    tables the selection starts from, warned of before the steps (:func:`screen_all`)."""
+    suspects, dropped, copies, lines = screen_all(backend, planned, settings)
+    for note in lines:
         notes.append(note)
         warnings.warn(note, UserWarning, stacklevel=3)
-    return suspects, dropped
+    return suspects, dropped, copies
 
 
 def _log_run(b: int, sel: Selection) -> None:
@@ -325,7 +327,7 @@ def _plan_notes(plan: EncodingPlan, style: str) -> list[str]:
 
 def _select(backend: Execution, plan: EncodingPlan, settings: Settings, k: int,
             min_gain: float | None, on_step: Callable[[Selection], None] | None,
-            notes: list[str], exclude: list[int]) -> Selection:
+            notes: list[str], exclude: list[int], copies: dict[int, list[int]]) -> Selection:
     """The greedy selection of ``k`` features over ``backend``, continued from the
     checkpoint in ``settings.checkpoint_dir`` (if it has one of this input and these
     parameters) and saved there after every step."""
@@ -352,7 +354,7 @@ def _select(backend: Execution, plan: EncodingPlan, settings: Settings, k: int,
             return select(backend, method, k, restart_tolerance=settings.restart_tolerance,
                           report_candidates=report_candidates, on_step=on_step, resume=resume,
                           conditional_fn=smoothing, min_gain=min_gain, exclude=exclude,
-                          **corrections(settings))
+                          copies=copies, **corrections(settings))
         except ResumeMismatch as exc:  # an edited checkpoint: refused, never trusted
             raise InputError(f"the checkpoint in {checkpoint_dir} does not replay: {exc}; it "
                              "was edited, or written by another version: remove it to start "
