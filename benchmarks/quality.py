@@ -573,6 +573,12 @@ def groups_of(name: str, meta: dict) -> tuple[str, str]:
     return half, provider
 
 
+def _passed(verdicts: list[str]) -> str:
+    """``"passed / tables"`` (pass = win or tie), empty for no table."""
+    ok = sum(v != "loss" for v in verdicts)
+    return f"{ok} / {len(verdicts)}" if verdicts else ""
+
+
 def pass_lines(verdicts: dict[str, dict[str, str]], tables: dict[str, dict]) -> list[str]:
     """Markdown rows: for each variant (key of ``verdicts``, whose value maps a table to
     its verdict), pass (win + tie) / tables per task and half, and overall."""
@@ -583,15 +589,11 @@ def pass_lines(verdicts: dict[str, dict[str, str]], tables: dict[str, dict]) -> 
             "|---|" + "---:|" * (len(cols) + 4)]
     out = list(head)
     for var, vd in verdicts.items():
-        def frac(keep: Callable[[str], bool], vd: dict[str, str] = vd) -> str:
-            names = [t for t in vd if keep(t)]
-            ok = sum(vd[t] != "loss" for t in names)
-            return f"{ok} / {len(names)}" if names else ""
-        cells = [frac(lambda t, task=task, half=half: tables[t]["task"] == task
-                      and groups_of(t, tables[t])[0] == half) for task, half in cols]
-        cells += [frac(lambda t, task=task: tables[t]["task"] == task)
+        group = {t: (tables[t]["task"], groups_of(t, tables[t])[0]) for t in vd}
+        cells = [_passed([v for t, v in vd.items() if group[t] == c]) for c in cols]
+        cells += [_passed([v for t, v in vd.items() if group[t][0] == task])
                   for task in ("classification", "regression")]
-        cells.append(frac(lambda t: True))
+        cells.append(_passed(list(vd.values())))
         wtl = [sum(v == k for v in vd.values()) for k in ("win", "tie", "loss")]
         out.append(f"| {var} | " + " | ".join(cells) + f" | {wtl[0]} / {wtl[1]} / {wtl[2]} |")
     return out
