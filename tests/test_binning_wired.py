@@ -162,8 +162,9 @@ def test_infinite_edges_are_written_as_strings(spark, tmp_path):
 
     from vmi_spark.job import main
 
-    pd.DataFrame({"a": [0.0] * 30 + [np.inf] * 10 + list(np.linspace(1, 2, 20)),
-                  "y": [0, 1] * 30}).to_parquet(tmp_path / "in.parquet")
+    # 120 rows: 10 states a column fit 5 rows a cell (the state budget keeps numBins 10)
+    pd.DataFrame({"a": ([0.0] * 30 + [np.inf] * 10 + list(np.linspace(1, 2, 20))) * 2,
+                  "y": [0, 1] * 60}).to_parquet(tmp_path / "in.parquet")
     out = tmp_path / "out"
     rc = main(["--input", str(tmp_path / "in.parquet"), "--label", "y", "--output", str(out),
                "--num-features", "1", "--max-categories", "2", "--quiet"], spark=spark)
