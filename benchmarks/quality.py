@@ -72,9 +72,12 @@ Tables over ``--max-rows`` (10,000) rows are subsampled deterministically. spec_
 skipped above 200 features, and the pair methods where their count tables would exceed
 :data:`PAIR_CELLS_MAX` (both recorded under ``skipped`` in the JSON).
 
-Run (``--workers 2``, two tables at a time, each forest on one core: 42 minutes for all
-26 tables and 11 methods on this shared 2-core machine at a 1-minute load of 8-16; a
-finished table is kept in ``OUT.parts/`` and a stopped run resumes there)::
+Timing on this shared 2-core machine, ``--workers 2`` (two tables at a time, each forest
+on one core): the v3 baseline (71 tables, vmi_naive and the three peers) 24.8 minutes
+at a 1-minute load of 3-8; a variant of vmi_naive alone on all 71 tables 1.0 minute
+(every forest from the cache). The v2 commands (26 tables, 11 methods: 42 minutes at a
+load of 8-16; a finished table is kept in ``OUT.parts/`` and a stopped run resumes
+there)::
 
     .venv/bin/pip install -r benchmarks/requirements-quality.txt
     .venv/bin/python benchmarks/quality.py run --out benchmarks/results/quality_default.json
