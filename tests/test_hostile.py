@@ -390,7 +390,8 @@ class _Payload:
 def _saved_model(spark, workdir: Path) -> Path:
     from vmi_spark import VMISelector
 
-    df = spark.createDataFrame([(i % 3, (i * 7) % 5, i % 2) for i in range(24)], "a int, b int, y int")
+    df = spark.createDataFrame([(i % 3, (i * 7) % 5, int(i % 3 == 0)) for i in range(24)],
+                               "a int, b int, y int")
     model = VMISelector(inputCols=["a", "b"], labelCol="y", numTopFeatures=1).fit(df)
     path = Path(tempfile.mkdtemp(dir=workdir)) / "model"
     model.write().save(str(path))

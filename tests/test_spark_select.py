@@ -231,7 +231,9 @@ def _blocks_of(df, label, features, block_rows: int):
 
     typed = prepare_frame(df, label, features)
     source = SparkSource(typed)
-    planned = build_plan(typed, label, features, Settings.of(), source)
+    # the raw codes (no state budget): the core's reference runs on them
+    planned = build_plan(typed, label, features, Settings.of({"bias_correction": "none"}),
+                         source)
     plan, skip_cols = planned.plan, planned.skip_cols
     return source.encode_blocks(plan, block_rows, skip_cols).persist(), plan
 

@@ -84,7 +84,7 @@ def test_a_warehouse_table_runs_and_leaves_out_what_cannot_be_a_feature(spark, w
     assert rep["features"] == ["signup", "seen", "local", "wait", "region", "customer_id",
                                "noise"]
     assert rep["selected"][0] == "signup"
-    assert "'customer_id' looks like an identifier (400 distinct values in 400 rows)" in notes
+    assert "identifier: 'customer_id' has 400 distinct values in 400 rows" in notes
     # a value seen in fewer than 10 rows is not a state of its own: the ID is one state
     assert {c["name"]: c["states"] for c in rep["columns"]}["customer_id"] == 1
     cols = {c["name"]: c for c in rep["columns"]}

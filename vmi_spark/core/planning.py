@@ -510,13 +510,25 @@ def build_plan(label: str, label_type: ValueType, features: list[str],
     return Planned(plan, skip_cols, decision, notes, identifiers)
 
 
+def corrected(params: Mapping[str, Any]) -> bool:
+    """Whether the selection corrects its gains for chance (``biasCorrection`` other than
+    ``none``, the histogram estimator, a method whose gains are corrected: the bound),
+    which is when the plan also sizes its tables for the rows (:func:`state_budget`)."""
+    from .criteria import criterion
+
+    return params.get("bias_correction", "chance") != "none" and \
+        params.get("estimator", "histogram") == "histogram" and \
+        criterion(params.get("method", "vmi_naive")).corrected
+
+
 def _budgeted(params: Mapping[str, Any], rows: float, decision: LabelDecision,
               classes: list[Any], notes: list[str], style: str) -> Mapping[str, Any]:
     """``params`` with ``num_bins``, ``max_categories`` and ``label_bins`` cut to the
     :func:`state_budget` of ``rows`` (a note says so when it cuts ``numBins`` or
-    ``labelBins``); unchanged with ``bias_correction`` ``none``, the paper's plug-in
-    estimates on the states asked for."""
-    if params.get("bias_correction", "chance") == "none":
+    ``labelBins``) where the gains are corrected (:func:`corrected`); unchanged otherwise:
+    the paper's plug-in estimates (``biasCorrection='none'``) and the comparison
+    criteria, as published, code the states asked for."""
+    if not corrected(params):
         return params
     continuous = decision.kind == "continuous"
     b = state_budget(rows, None if continuous else len(classes), params["num_bins"],

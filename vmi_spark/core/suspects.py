@@ -356,12 +356,14 @@ def screen_all(backend: Any, planned: Any, settings: Mapping[str, Any]
     """Before the steps, from the count tables ``backend`` (a
     :class:`~vmi_spark.core.criterion.Backend`) gives: the suspects of ``planned`` (a
     :class:`~vmi_spark.core.planning.Planned`), the indices ``dropSuspects`` leaves out,
-    the copies (none with ``biasCorrection='none'``, the paper's algorithm as published)
+    the copies (where the gains are corrected, :func:`~.planning.corrected`: not for the
+    paper's algorithm as published, ``biasCorrection='none'``, nor the comparison criteria)
     and the warning lines, in that order: what every front end runs."""
     plan = planned.plan
     counts = backend.feature_counts()
     suspects, dropped = screen(counts, plan, planned.identifiers, settings["drop_suspects"])
-    copies = ({} if settings["bias_correction"] == "none"
-              else copy_groups(counts, backend.pair_counts))
+    from .planning import corrected  # (planning imports this module)
+
+    copies = copy_groups(counts, backend.pair_counts) if corrected(settings) else {}
     lines = suspect_notes(suspects, dropped) + copy_notes(copies, plan.features)
     return suspects, dropped, copies, lines
