@@ -108,7 +108,7 @@ def test_params_and_clone():
                       "restart_tolerance": 0.01, "num_bins": 7, "max_categories": 5,
                       "selection_mode": "numTopFeatures", "selection_threshold": None,
                       "binning": "quantile", "label_type": "auto", "label_bins": 10,
-                      "exclude": None, "bias_correction": "chance",
+                      "exclude": None, "bias_correction": "significance",
                       "drop_suspects": "identifiers", "stability": 0,
                       "stability_seed": 0, "stability_fraction": 0.5, "n_jobs": None}
     other = clone(sel)

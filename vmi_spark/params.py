@@ -191,17 +191,17 @@ SPEC: tuple[Parameter, ...] = (
               "(nats); 0.0 is the paper's Algorithm 1, the authors' program uses 0.01, `-inf` "
               "never restarts", ml="restartTolerance", flag="--restart-tolerance",
               sklearn="restart_tolerance"),
-    Parameter("bias_correction", str, "chance", "how candidates' gains are compared "
-              "(`vmi_naive`, `vmi_pairwise`; histogram estimator): `chance` (each gain less "
-              "the gain a feature independent of the label reaches by chance, (A-1)(L-1)/2N "
-              "nats for A states, L classes and N rows: columns ranked for what they say, "
-              "not for how many states they have, and a block restarts when no candidate "
-              "beats chance), `significance` (also, a block grows only with a gain "
-              "significant at 5% by the G-test, Bonferroni over the candidates: for wide "
-              "tables of many noise columns) or `none` (the paper's plug-in gains)",
+    Parameter("bias_correction", str, "significance", "how candidates' gains are compared "
+              "(`vmi_naive`, `vmi_pairwise`; histogram estimator): `significance` (each gain "
+              "less the gain a feature independent of the label reaches by chance, "
+              "(A-1)(L-1)/2N nats for A states, L classes and N rows, and a block grows only "
+              "with a gain significant at 5% by the G-test, Bonferroni over the candidates; "
+              "else it restarts from the most relevant remaining feature), `chance` (the "
+              "chance correction alone: a block restarts when no candidate beats chance) or "
+              "`none` (the paper's plug-in gains)",
               ml="biasCorrection", flag="--bias-correction", sklearn="bias_correction",
-              choices=("chance", "significance", "none"), defaults={"demo": "none"},
-              readme_default="`chance` (demo: `none`)"),
+              choices=("significance", "chance", "none"), defaults={"demo": "none"},
+              readme_default="`significance` (demo: `none`)"),
     Parameter("drop_suspects", str, "identifiers", "which suspect features are left out of "
               "the candidates: `identifiers` (a column with a value of its own in nearly every "
               "row, or a row number), `all` (also suspected leaks: a column that carries at "

@@ -374,13 +374,13 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
     selection_threshold : float or None, default=None
         The least gain for ``gain`` (default 0.01 nats) or the fraction for
         ``fraction`` (default 0.1); unused by ``numTopFeatures``.
-    bias_correction : {"chance", "significance", "none"}, default="chance"
+    bias_correction : {"significance", "chance", "none"}, default="significance"
         How candidates' gains are compared (``vmi_naive``, ``vmi_pairwise``): each gain
         less the gain a feature independent of ``y`` reaches by chance, (A - 1)(L - 1) / 2N
-        nats for A states, L classes and N rows (Miller 1955), a block restarting when
-        none beats chance; with ``significance`` also only gains significant at 5% by the
-        G-test, Bonferroni over the candidates, extend a block (Vinh et al. 2014; for
-        wide tables of many noise columns); ``none``: the paper's plug-in gains.
+        nats for A states, L classes and N rows (Miller 1955), and a block grows only by
+        a gain significant at 5% by the G-test, Bonferroni over the candidates (Vinh et
+        al. 2014), else it restarts; ``chance``: the correction alone, a block restarting
+        when no gain beats chance; ``none``: the paper's plug-in gains.
     drop_suspects : {"identifiers", "all", "none"}, default="identifiers"
         Which suspect features (:mod:`vmi_spark.core.suspects`) are left out of the
         candidates: identifiers (a value of its own in nearly every row, or a row

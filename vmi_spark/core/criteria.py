@@ -63,9 +63,10 @@ Information Based Feature Selection. KDD 2014.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -625,3 +626,14 @@ def unregister(name: str) -> None:
     if any(c.name == name for c in CRITERIA):
         raise ValueError(f"{name!r} is a built-in criterion")
     del _REGISTRY[name]
+
+
+def corrected(params: Mapping[str, Any]) -> bool:
+    """Whether a selection with these parameters (spec keys) corrects its gains for
+    chance: ``biasCorrection`` other than ``none``, the histogram estimator and a method
+    whose gains are corrected (the bound). Such a selection also sizes its tables for
+    the rows (:func:`vmi_spark.core.planning.state_budget`) and selects one of a column's
+    copies (:func:`vmi_spark.core.suspects.copy_groups`)."""
+    return params.get("bias_correction", "significance") != "none" and \
+        params.get("estimator", "histogram") == "histogram" and \
+        criterion(params.get("method", "vmi_naive")).corrected

@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 from ..errors import InputError, ParameterError, literal, phrase
 from .binning import DEFAULT_LABEL_BINS, Binning
 from .binning import state_labels as binning_state_labels
+from .criteria import corrected
 from .encoding import (
     MIN_STATE_ROWS,
     SAMPLE_ROWS,
@@ -508,17 +509,6 @@ def build_plan(label: str, label_type: ValueType, features: list[str],
     if weighting is not None:
         plan.weights = weighting.report()
     return Planned(plan, skip_cols, decision, notes, identifiers)
-
-
-def corrected(params: Mapping[str, Any]) -> bool:
-    """Whether the selection corrects its gains for chance (``biasCorrection`` other than
-    ``none``, the histogram estimator, a method whose gains are corrected: the bound),
-    which is when the plan also sizes its tables for the rows (:func:`state_budget`)."""
-    from .criteria import criterion
-
-    return params.get("bias_correction", "chance") != "none" and \
-        params.get("estimator", "histogram") == "histogram" and \
-        criterion(params.get("method", "vmi_naive")).corrected
 
 
 def _budgeted(params: Mapping[str, Any], rows: float, decision: LabelDecision,

@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from .criteria import chance_gains
+from .criteria import chance_gains, corrected
 from .encoding import EncodingPlan
 
 __all__ = ["LEAK_SHARE", "ID_SHARE", "KINDS", "Suspect", "leak_suspects",
@@ -362,8 +362,6 @@ def screen_all(backend: Any, planned: Any, settings: Mapping[str, Any]
     plan = planned.plan
     counts = backend.feature_counts()
     suspects, dropped = screen(counts, plan, planned.identifiers, settings["drop_suspects"])
-    from .planning import corrected  # (planning imports this module)
-
     copies = copy_groups(counts, backend.pair_counts) if corrected(settings) else {}
     lines = suspect_notes(suspects, dropped) + copy_notes(copies, plan.features)
     return suspects, dropped, copies, lines
