@@ -19,6 +19,7 @@ import datetime as _dt
 import logging
 import numbers
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,7 @@ from .core.stability import run_stability, summarize
 from .core.summary import selection_report
 from .errors import phrased
 from .params import METHOD_NAMES, SPEC, Settings, corrections, default, plan_size
+from .progress import StepLogger, begin
 
 __all__ = ["VMIFeatureSelector", "column_values", "encode_column", "plan_column"]
 
@@ -588,12 +590,15 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         threads = settings.threads if settings.threads not in (None, -1) else None
         backend = ThreadedBackend(codes, y_codes, arity=plan.arity,
                                   num_classes=len(plan.classes), threads=threads, w=w)
-        def run(b: Backend) -> Selection:
+        steps = StepLogger()  # one INFO line a step, as the job's and the estimator's
+        begin(steps, plan.features, k, open_end=min_gain is not None)
+
+        def run(b: Backend, on_step: Callable[[Selection], None] | None = None) -> Selection:
             return select(b, settings.method, k, restart_tolerance=settings.restart_tolerance,
-                          min_gain=min_gain, **corrections(settings))
+                          min_gain=min_gain, on_step=on_step, **corrections(settings))
 
         try:
-            sel = run(backend)
+            sel = run(backend, steps)
             stability = None
             if settings.stability:
                 runs = run_stability(backend, run, settings.stability, settings.stability_seed,
