@@ -99,7 +99,7 @@ def _bad_inputs(base: Path, spark, tmp: Path):
     (tmp / "corrupt.parquet").write_bytes(b"PAR1 this is not parquet at all")
     t = str(base / "t.parquet")
     return {
-        "missing input path": (["--input", str(tmp / "nope.parquet"), "--label", "y"], "cannot read input"),
+        "missing input path": (["--input", str(tmp / "nope.parquet"), "--label", "y"], "does not exist"),
         "missing label": (["--input", t, "--label", "nolabel"], "label column 'nolabel' not found"),
         "missing feature": (["--input", t, "--label", "y", "--features", "c0,zz"], "feature column 'zz' not found"),
         "corrupt file": (["--input", str(tmp / "corrupt.parquet"), "--label", "y"], "error"),

@@ -96,10 +96,9 @@ def test_job_steps_name_the_selected_columns(spark, odd_table, capsys, tmp_path,
     from vmi_spark.job import main
 
     _, path = odd_table
-    argv = ["--input", path, "--label", "y", "--num-features", "4", "--output",
-            str(tmp_path / "o"), "--selection-mode", mode, "--exclude", "c1"]
-    if threshold is not None:
-        argv += ["--selection-threshold", str(threshold)]
+    argv = ["--input", path, "--label", "y", "--output", str(tmp_path / "o"),
+            "--selection-mode", mode, "--exclude", "c1"]
+    argv += ["--selection-threshold", str(threshold)] if threshold else ["--num-features", "4"]
     assert main(argv, spark=spark) == 0
     err = capsys.readouterr().err.splitlines()
     rep = json.loads((tmp_path / "o" / "selection.json").read_text())
@@ -119,10 +118,10 @@ def test_the_first_line_says_what_the_mode_selects(mode, threshold, says):
     """The job's first line (before Spark starts) counts as the mode does, never K."""
     from vmi_spark.job import _what, build_parser, check_args
 
-    argv = ["--input", "t.parquet", "--label", "y", "--output", "o", "--num-features", "4",
-            "--selection-mode", mode]
-    args = check_args(build_parser().parse_args(
-        argv + (["--selection-threshold", str(threshold)] if threshold else [])))
+    argv = ["--input", "t.parquet", "--label", "y", "--output", "o", "--selection-mode", mode]
+    argv += (["--selection-threshold", str(threshold)] if threshold
+             else ["--num-features", "4"] if mode == "numTopFeatures" else [])
+    args = check_args(build_parser().parse_args(argv))
     assert says in _what(args)
 
 

@@ -135,12 +135,14 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
         raise InputError("--previous is empty")
     if args.weight_col is not None and not args.weight_col.strip():
         raise InputError("--weight-col is empty")
+    _check_conflicts(args)
     if not demo and not args.label:
         raise InputError("--label is required")
     if not demo and not args.output:
         raise InputError("--output is required")
-    if args.num_features is None:
+    if args.num_features is None:  # not given (check_args may run again: remembered)
         args.num_features = default("num_features", "demo" if demo else "cli")
+        args.num_features_default = True
     # the job's flags (a setting without one, e.g. the in-memory selector's threads, keeps
     # its default)
     args.settings = Settings.of({k: getattr(args, k) for k in Settings.KEYS if hasattr(args, k)},
@@ -157,6 +159,25 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
         if not (args.remote.startswith("sc://") or is_local_remote(args.remote)):
             raise InputError(f"--remote must be sc://host:port or local[N], got '{args.remote}'")
     return args
+
+
+def _check_conflicts(args: argparse.Namespace) -> None:
+    """Refuse flags that contradict each other (one of them would be ignored)."""
+    if args.quiet and args.verbose:
+        raise InputError("--quiet and --verbose contradict each other: give one")
+    mode = args.selection_mode
+    given = args.num_features is not None and not getattr(args, "num_features_default", False)
+    if mode != "numTopFeatures" and given:
+        raise InputError(f"--num-features applies to --selection-mode numTopFeatures, not "
+                         f"'{mode}' (which selects {_MODE_SIZE[mode]}): give one of the two")
+    if mode == "numTopFeatures" and args.selection_threshold is not None:
+        raise InputError("--selection-threshold applies to --selection-mode gain or fraction "
+                         "(numTopFeatures selects --num-features): give one of the two")
+
+
+#: what each selection mode but numTopFeatures selects, in the conflicts' words
+_MODE_SIZE = {"gain": "until a step gains less than --selection-threshold nats",
+              "fraction": "the --selection-threshold fraction of the candidates"}
 
 
 def _message(exc: InputError) -> str:
@@ -656,6 +677,9 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
         except changes.PreviousError as exc:
             args.previous_report = (None, str(exc))
     try:
+        hints.check_format_name(args.format)
+        if not (args.remote or "").startswith("sc://"):  # else the server's files
+            hints.check_input_exists(args.input)
         outputs.check_before_spark(args)
         if args.input and not args.table:
             hints.check_format(args.input, args.format)
