@@ -198,6 +198,7 @@ def test_spark_submit_console_and_worker_python(table, tmp_path):
     errors = [ln for ln in text.splitlines() if "select_features: error:" in ln]
     assert proc.returncode == 2 and len(errors) == 1, text[-3000:]
     assert "set PYSPARK_PYTHON" in errors[0] and "Traceback" not in text
+    assert errors[0] in proc.stdout.splitlines()  # spark-submit merges the driver's on stdout
     assert not (tmp_path / "b").exists()
 
 
