@@ -224,7 +224,7 @@ def test_connect_session_helpers_and_round_trips(connect_run):
                                            if c in {*report["selected"], "y"}]
     assert (out / "pruned" / "_SUCCESS").exists()
     assert res["job_bad_rc"] == 2
-    assert "select_features: error: cannot read input" in stderr
+    assert "select_features: error: --input" in stderr and "does not exist" in stderr
     cols, loaded = res["cols"], res["cols_loaded"]
     assert loaded["selected"] == cols["selected"] and loaded["scores"] == cols["scores"]
     assert loaded["same_uid"] and loaded["report"] and loaded["k"] == SEL_ARGS["numTopFeatures"]

@@ -99,7 +99,7 @@ def _bad_inputs(base: Path, spark, tmp: Path):
     (tmp / "corrupt.parquet").write_bytes(b"PAR1 this is not parquet at all")
     t = str(base / "t.parquet")
     return {
-        "missing input path": (["--input", str(tmp / "nope.parquet"), "--label", "y"], "cannot read input"),
+        "missing input path": (["--input", str(tmp / "nope.parquet"), "--label", "y"], "does not exist"),
         "missing label": (["--input", t, "--label", "nolabel"], "label column 'nolabel' not found"),
         "missing feature": (["--input", t, "--label", "y", "--features", "c0,zz"], "feature column 'zz' not found"),
         "corrupt file": (["--input", str(tmp / "corrupt.parquet"), "--label", "y"], "error"),
@@ -198,6 +198,7 @@ def test_spark_submit_console_and_worker_python(table, tmp_path):
     errors = [ln for ln in text.splitlines() if "select_features: error:" in ln]
     assert proc.returncode == 2 and len(errors) == 1, text[-3000:]
     assert "set PYSPARK_PYTHON" in errors[0] and "Traceback" not in text
+    assert errors[0] in proc.stdout.splitlines()  # spark-submit merges the driver's on stdout
     assert not (tmp_path / "b").exists()
 
 

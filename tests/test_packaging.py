@@ -151,3 +151,26 @@ def test_examples_install_the_wheel_plainly():
     assert re.search(r"^\s+build: python3 -m pip wheel --no-deps --wheel-dir dist \.$", bundle,
                      re.M)
     assert "-m build" not in bundle and "-m build" not in notebook
+
+
+def _project() -> dict:
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {re.match(r"[A-Za-z0-9_.-]+", r).group(0).lower() for r in requirements}
+
+
+def test_the_spark_extra_is_the_fast_complete_install_and_the_plain_wheel_stays_lean():
+    """``[spark]`` (the Quick start's install) brings the compiled loops, the plots and
+    the scikit-learn selector; the plain wheel (a managed runtime's) none of them, nor
+    PySpark (issue 44 item 4)."""
+    project = _project()
+    plain = _names(project["dependencies"])
+    assert plain == {"numpy", "pandas", "pyarrow"}
+    spark = _names(project["optional-dependencies"]["spark"])
+    assert {"pyspark", "numba", "matplotlib", "scikit-learn"} <= spark
+    readme = (ROOT / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    assert 'install -q -e ".[spark]"' in quick.strip().splitlines()[0]

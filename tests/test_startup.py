@@ -101,7 +101,7 @@ def test_job_progress_lines_do_not_import_pyspark_ml():
     """The job logs its steps with :class:`vmi_spark.progress.StepLogger`, which the
     estimator shares, without importing ``pyspark.ml`` (most of a second)."""
     code = ("import sys\nfrom vmi_spark import job\n"
-            "logger = job._log_step(3, ['a', 'b', 'c'])\n"
+            "logger = job._log_step()\n"
             "print('pyspark.ml' in sys.modules)")
     assert _python(code) == "False"
     from vmi_spark.ml import StepLogger

@@ -4,6 +4,8 @@ session before Spark reads anything, and what a Spark failure means for the user
 * :func:`sniff_format`: a local ``--input`` whose first bytes say Parquet, ORC or JSON
   while ``--format`` says otherwise (a Parquet file read as CSV gives a column list of
   ``PAR1...`` bytes);
+* :func:`check_input_exists`, :func:`check_format_name`: a local ``--input`` that does
+  not exist, a ``--format`` that is a typo of a known data source;
 * :func:`check_worker_python`: in local mode, that the Python the workers run
   (``PYSPARK_PYTHON``) can import ``vmi_spark`` (else every pass fails in a worker, with
   a Python traceback inside a Java one);
@@ -15,10 +17,12 @@ Spark-free except where a session is passed in.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import subprocess
 import sys
+from typing import Any
 
 from .errors import InputError
 
@@ -95,6 +99,95 @@ def check_format(path: str | None, fmt: str | None) -> None:
     if seen is None and want == "parquet" and os.path.isfile(local) and _looks_like_text(first):
         raise InputError(f"--input '{path}' is not Parquet ('{first}' is text): give "
                          "--format csv (or json, ...) for a text file")
+
+
+#: data source names Spark has built in, or that its common packages add: a --format
+#: close to one of these but not one is a typo (any other name is left to Spark: a
+#: plugin may have it)
+KNOWN_FORMATS = ("parquet", "csv", "json", "orc", "text", "avro", "xml", "delta", "iceberg",
+                 "hudi", "jdbc", "binaryFile", "libsvm", "image")
+
+
+def check_format_name(fmt: str | None) -> None:
+    """Refuse a ``--format`` that is a near miss of a known data source name
+    (``parqet``: did you mean 'parquet'?), before Spark starts; a name far from all of
+    them (a plugin's, a class name) is Spark's to find."""
+    if fmt is None or "." in fmt or fmt.lower() in (f.lower() for f in KNOWN_FORMATS):
+        return
+    close = difflib.get_close_matches(fmt.lower(), [f.lower() for f in KNOWN_FORMATS], n=1,
+                                      cutoff=0.75)
+    if close:
+        name = next(f for f in KNOWN_FORMATS if f.lower() == close[0])
+        raise InputError(f"unknown --format '{fmt}'; did you mean '{name}'?")
+
+
+#: Hadoop glob characters: a segment holding one is a pattern
+_GLOB = re.compile(r"[*?\[{]")
+
+
+def check_input_exists(path: str | None) -> None:
+    """Refuse a local ``--input`` that does not exist (one line, before Spark starts).
+
+    Checked for a ``file:`` URI, and for a path without a scheme when that names the
+    driver's own files (:func:`default_fs_is_local`); any other URI (``hdfs:``,
+    ``s3:``, ``dbfs:``) is Spark's to read. For a glob pattern, the directory above
+    its first pattern segment must exist.
+    """
+    from .outputs import local_path, scheme_of
+
+    if path is None or scheme_of(path) not in (None, "file"):
+        return
+    if scheme_of(path) is None and not default_fs_is_local():
+        return
+    local = local_path(path)
+    segments = local.split("/")
+    glob_at = next((i for i, seg in enumerate(segments) if _GLOB.search(seg)), None)
+    what = local if glob_at is None else "/".join(segments[:glob_at]) or "."
+    if not os.path.exists(what):
+        shown = "" if glob_at is None else f" (the directory '{what}' of the pattern)"
+        raise InputError(f"--input '{path}' does not exist{shown}")
+
+
+def default_fs_is_local() -> bool:
+    """Whether a path without a scheme names the driver's own files, as far as can be
+    told before Spark reads: not on Databricks (DBFS); under spark-submit, Hadoop's
+    ``fs.defaultFS`` as the launched JVM has it (``spark.hadoop.fs.defaultFS``, else
+    ``core-site.xml``); else no Hadoop configuration in the environment
+    (``HADOOP_CONF_DIR``, ``YARN_CONF_DIR``, ``core-site.xml`` or ``fs.defaultFS`` in
+    Spark's conf directory or ``PYSPARK_SUBMIT_ARGS``). False when unsure."""
+    if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+        return False
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):  # spark-submit's JVM is running: ask it
+        return _submitted_default_fs().lower().startswith("file:")
+    if os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR") or \
+            "fs.defaultFS" in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+        return False
+    home = os.environ.get("SPARK_HOME")
+    conf = os.environ.get("SPARK_CONF_DIR") or (os.path.join(home, "conf") if home else None)
+    if conf is None:
+        return True
+    if os.path.exists(os.path.join(conf, "core-site.xml")):
+        return False
+    try:
+        with open(os.path.join(conf, "spark-defaults.conf"), encoding="utf-8") as fh:
+            return "fs.defaultFS" not in fh.read()
+    except OSError:
+        return True
+
+
+def _submitted_default_fs() -> str:
+    """Hadoop's ``fs.defaultFS`` in the JVM spark-submit launched (its ``--conf``
+    ``spark.hadoop.fs.defaultFS``, else the ``core-site.xml`` on its class path), or
+    ``""`` when it cannot be asked. Connects to that JVM only (no SparkContext)."""
+    try:
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()
+        jvm: Any = SparkContext._jvm
+        return str(SparkConf().get("spark.hadoop.fs.defaultFS", None)
+                   or jvm.org.apache.hadoop.conf.Configuration().get("fs.defaultFS") or "")
+    except Exception:  # noqa: BLE001 - unsure: Spark reads the path
+        return ""
 
 
 def _looks_like_text(path: str) -> bool:

@@ -7,6 +7,7 @@ Bad input ends with one line on stderr and exit status 2, and nothing written.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import logging
@@ -15,19 +16,19 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 from . import changes, hints, outputs
 from .errors import InputError
 from .params import (
     AUTO_MAX_FEATURES,
+    DEFAULT_THRESHOLDS,
     METHOD_NAMES,
     SPEC,
     ParameterError,
     ParameterWarning,
     Settings,
-    cap_num_features,
     default,
     parameter,
     validate,
@@ -135,12 +136,14 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
         raise InputError("--previous is empty")
     if args.weight_col is not None and not args.weight_col.strip():
         raise InputError("--weight-col is empty")
+    _check_conflicts(args)
     if not demo and not args.label:
         raise InputError("--label is required")
     if not demo and not args.output:
         raise InputError("--output is required")
-    if args.num_features is None:
+    if args.num_features is None:  # not given (check_args may run again: remembered)
         args.num_features = default("num_features", "demo" if demo else "cli")
+        args.num_features_default = True
     # the job's flags (a setting without one, e.g. the in-memory selector's threads, keeps
     # its default)
     args.settings = Settings.of({k: getattr(args, k) for k in Settings.KEYS if hasattr(args, k)},
@@ -157,6 +160,25 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
         if not (args.remote.startswith("sc://") or is_local_remote(args.remote)):
             raise InputError(f"--remote must be sc://host:port or local[N], got '{args.remote}'")
     return args
+
+
+def _check_conflicts(args: argparse.Namespace) -> None:
+    """Refuse flags that contradict each other (one of them would be ignored)."""
+    if args.quiet and args.verbose:
+        raise InputError("--quiet and --verbose contradict each other: give one")
+    mode = args.selection_mode
+    given = args.num_features is not None and not getattr(args, "num_features_default", False)
+    if mode != "numTopFeatures" and given:
+        raise InputError(f"--num-features applies to --selection-mode numTopFeatures, not "
+                         f"'{mode}' (which selects {_MODE_SIZE[mode]}): give one of the two")
+    if mode == "numTopFeatures" and args.selection_threshold is not None:
+        raise InputError("--selection-threshold applies to --selection-mode gain or fraction "
+                         "(numTopFeatures selects --num-features): give one of the two")
+
+
+#: what each selection mode but numTopFeatures selects, in the conflicts' words
+_MODE_SIZE = {"gain": "until a step gains less than --selection-threshold nats",
+              "fraction": "the --selection-threshold fraction of the candidates"}
 
 
 def _message(exc: InputError) -> str:
@@ -281,9 +303,22 @@ def _what(args: argparse.Namespace) -> str:
         return f"demo: {args.demo_rows} rows of the paper's synthetic tree model"
     source = (f"table {args.table}" if args.table
               else f"{args.input} ({args.format or 'parquet'})")
-    k = (f"up to {AUTO_MAX_FEATURES}" if args.num_features is None else args.num_features)
-    return (f"selecting {k} features ({args.method}) for label "
-            f"'{args.label}' of {source}")
+    return f"selecting {_how_many(args)} ({args.method}) for label '{args.label}' of {source}"
+
+
+def _how_many(args: argparse.Namespace) -> str:
+    """How many features the run selects, as its ``--selection-mode`` decides it."""
+    mode, threshold = args.selection_mode, args.selection_threshold
+    if mode == "numTopFeatures":
+        if args.num_features is None:
+            return f"up to {AUTO_MAX_FEATURES} features, while one is significant"
+        return f"{args.num_features} features"
+    if mode == "fraction":
+        t = DEFAULT_THRESHOLDS[mode] if threshold is None else threshold
+        return f"a fraction {t:g} of the features"
+    if threshold is None:
+        return "features while one is significant"
+    return f"features while one gains at least {threshold:g} nats"
 
 
 def _spark_log_level(args: argparse.Namespace) -> str:
@@ -300,12 +335,30 @@ def _quiet_jvm_logs(spark, args: argparse.Namespace) -> None:
     set_log_level(spark, _spark_log_level(args))
 
 
-def _log_step(total: int | None, names: list[str] | None = None):
-    """One INFO line per step: ``step 7/50 feature=x12 bound=0.4312 gain=0.0123 block=0 ...``."""
+def _log_step():
+    """One INFO line per step: ``step 7/50 feature=x12 bound=0.4312 gain=0.0123 block=0 ...``
+    (the candidates and K are the run's: :func:`vmi_spark.progress.begin`)."""
     from .progress import StepLogger
 
-    shown = cap_num_features(total, len(names))[0] if names and total is not None else total
-    return StepLogger(shown, names, log)
+    return StepLogger(log)
+
+
+@contextlib.contextmanager
+def _warnings_logged() -> Iterator[None]:
+    """Log the warnings raised inside as WARNING lines of ``vmi_spark`` when they are
+    raised (a parameter's in the job's flag names), not the libraries' notes to their
+    developers (as Python's default filters: PySpark 3.5's distutils and unclosed-socket
+    warnings, one per Spark job)."""
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        text = message.phrase("cli") if isinstance(message, ParameterWarning) else message
+        log.warning("%s", text)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        for category in (DeprecationWarning, PendingDeprecationWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)
+        warnings.showwarning = show
+        yield
 
 
 def _check_output_table(spark, args: argparse.Namespace) -> None:
@@ -470,30 +523,17 @@ def _select(args: argparse.Namespace, spark, df, claimed,
     demo = df is None
     if demo:
         df = spark.createDataFrame(tree_model(args.demo_rows, seed=0))
-        label, k = "y", args.num_features
-    else:
-        label, k = args.label, args.num_features
-    features = _columns(args.features)
-    exclude = _columns(args.exclude)
+    label = "y" if demo else args.label
     weight_col = None if demo else args.weight_col
-    names = features if features is not None else [c for c in df.columns
-                                                   if c not in (label, weight_col)]
-    names = [c for c in names if c not in (exclude or [])]
     # Spark's reader where asked for, or where read options may change what is read;
     # else run_selection reads a plain Parquet scan (--input or a table) with pyarrow
     reader = "spark" if demo or args.reader == "spark" or args.read_option else "auto"
-    settings = args.settings.replace(reader=reader, num_features=k)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        # as Python's default filters do: not the libraries' notes to their developers
-        # (PySpark 3.5's distutils and unclosed-socket warnings, one per Spark job)
-        for category in (DeprecationWarning, PendingDeprecationWarning, ResourceWarning):
-            warnings.simplefilter("ignore", category)
-        result = run_selection(df, label, settings, features=features, exclude=exclude,
-                               weight_col=weight_col, on_step=_log_step(k, names))
-    for w in caught:
-        msg = w.message
-        log.warning("%s", msg.phrase("cli") if isinstance(msg, ParameterWarning) else msg)
+    settings = args.settings.replace(reader=reader)
+    with _warnings_logged():  # as they come: before the steps they are about
+        # the steps are counted and named from the run's own candidates and K
+        result = run_selection(df, label, settings, features=_columns(args.features),
+                               exclude=_columns(args.exclude), weight_col=weight_col,
+                               on_step=_log_step())
     report = result.report()
     report["job_seconds"] = time.perf_counter() - getattr(args, "started", time.perf_counter())
     report["input"] = "demo: synthetic tree model" if demo else (args.input or args.table)
@@ -642,6 +682,9 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
         except changes.PreviousError as exc:
             args.previous_report = (None, str(exc))
     try:
+        hints.check_format_name(args.format)
+        if not (args.remote or "").startswith("sc://"):  # else the server's files
+            hints.check_input_exists(args.input)
         outputs.check_before_spark(args)
         if args.input and not args.table:
             hints.check_format(args.input, args.format)

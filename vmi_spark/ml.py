@@ -51,7 +51,6 @@ from .progress import StepLogger
 from .spark.compat import handle_overwrite, load_metadata, save_metadata
 from .spark.plan import quote
 from .spark.select import run_selection
-from .spark.vector_source import vector_attribute_names
 from .tracking import log_if_active
 
 __all__ = ["VMISelector", "VMISelectorModel"]
@@ -329,9 +328,8 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     def _fit_with_report(self, dataset: DataFrame, **kwargs: Any) -> VMISelectorModel:
         settings = self._settings()  # before any Spark job
         input_cols = self.getInputCols() if self.isSet(self.inputCols) else None
-        if "on_step" not in kwargs:
-            kwargs["on_step"] = StepLogger(settings.num_features, input_cols if input_cols
-                                           is not None else self._vector_names(dataset))
+        if "on_step" not in kwargs:  # names and K from the run (progress.begin)
+            kwargs["on_step"] = StepLogger()
         run = run_selection(
             dataset, self.getLabelCol(), settings, features=input_cols,
             exclude=self.getExcludeCols(), weight_col=self.getWeightCol(),
@@ -340,13 +338,6 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
         model._resetUid(self.uid)
         log_if_active(model.report)  # inside `with mlflow.start_run():`, logged to that run
         return self._copyValues(model)
-
-    def _vector_names(self, dataset: DataFrame) -> Callable[[int], str]:
-        """Element names of ``featuresCol`` for progress lines (as the report will name them)."""
-        col = self.getFeaturesCol()
-        field = next((f for f in dataset.schema.fields if f.name == col), None)
-        names = vector_attribute_names(field.metadata if field is not None else None) or []
-        return lambda i: names[i] if 0 <= i < len(names) else f"{col}[{i}]"
 
 
 VMISelector.__init__.__signature__ = _ml_signature()  # type: ignore[attr-defined]

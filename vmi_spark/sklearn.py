@@ -19,6 +19,7 @@ import datetime as _dt
 import logging
 import numbers
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -67,7 +68,16 @@ from .core.stability import run_stability, summarize
 from .core.summary import selection_report
 from .core.suspects import report_copies, report_suspects, screen_all
 from .errors import phrased
-from .params import METHOD_NAMES, SPEC, Settings, corrections, default, plan_size
+from .params import (
+    METHOD_NAMES,
+    SPEC,
+    Settings,
+    corrections,
+    default,
+    plan_size,
+    stops_on_evidence,
+)
+from .progress import StepLogger, begin
 
 __all__ = ["VMIFeatureSelector", "column_values", "encode_column", "plan_column"]
 
@@ -602,14 +612,17 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         suspects, dropped, copies, lines = screen_all(backend, planned, settings)
         for note in lines:
             warnings.warn(note, UserWarning, stacklevel=2)
+        steps = StepLogger()  # one INFO line a step, as the job's and the estimator's
+        begin(steps, plan.features, k,
+              open_end=min_gain is not None or stops_on_evidence(settings))
 
-        def run(b: Backend) -> Selection:
+        def run(b: Backend, on_step: Callable[[Selection], None] | None = None) -> Selection:
             return select(b, settings.method, k, restart_tolerance=settings.restart_tolerance,
-                          min_gain=min_gain, exclude=dropped, copies=copies,
+                          min_gain=min_gain, on_step=on_step, exclude=dropped, copies=copies,
                           **corrections(settings))
 
         try:
-            sel = run(backend)
+            sel = run(backend, steps)
             sel.suspects = report_suspects(suspects, dropped)
             sel.duplicates = report_copies(copies, plan.features, sel.selected)
             stability = None

@@ -14,6 +14,7 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
+from .. import progress
 from ..checkpoint import Checkpoint, fingerprint
 from ..core.encoding import EncodingPlan
 from ..core.greedy import Backend, ResumeMismatch, Selection, select
@@ -31,6 +32,7 @@ from ..params import (
     corrections,
     parameter,
     plan_size,
+    stops_on_evidence,
 )
 from .arrow_source import (
     ParquetSource,
@@ -223,6 +225,8 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
         capped = ParameterWarning(capped.key, capped.template, settings.style)
         notes.append(str(capped))
         warnings.warn(capped, stacklevel=2)
+    progress.begin(on_step, plan.features, k,
+                   open_end=min_gain is not None or stops_on_evidence(settings))
     execution = choose_execution(plan, route, settings)
     with ExitStack() as steps:  # what the steps run under (Arrow batches sized for the heap)
         backend, kept = start_execution(execution, route, plan, planned.skip_cols, settings,

@@ -235,8 +235,13 @@ def preset_log_level(level: str) -> bool:
         if default:  # Spark's profile or none: the user configured nothing
             ctx = log4j.LogManager.getContext(False)
             ctx.setConfigLocation(jvm.java.net.URI(CONSOLE_LOG4J.as_uri()))
-            _keep_console_profile(SparkContext._gateway, jvm, logging, module)
+            _set_flag(SparkContext._gateway, jvm, logging, module, "defaultSparkLog4jConfig",
+                      False)
         log4j.core.config.Configurator.setRootLevel(log4j.Level.toLevel(level))
+        # configured now: the context must not initialise Spark's logging again (under
+        # spark-submit, which un-initialised it before starting this Python, it would
+        # load Spark's profile at INFO over this one)
+        _set_flag(SparkContext._gateway, jvm, logging, module, "initialized", True)
         return True
     except Exception:  # noqa: BLE001 - no log4j 2, no gateway: Spark logs as it will
         return False
@@ -253,22 +258,22 @@ def _call(cls: Any, module: Any, name: str) -> Any:
     return cls.getMethod(name, None).invoke(module, None)
 
 
-def _keep_console_profile(gateway: Any, jvm: Any, cls: Any, module: Any) -> None:
-    """Tell Spark's logging that its default profile is no longer in use, so that the
-    SparkContext keeps :data:`CONSOLE_LOG4J` instead of loading that profile again.
+def _set_flag(gateway: Any, jvm: Any, cls: Any, module: Any, name: str, value: bool) -> None:
+    """Set the boolean field ``name`` of Spark's ``Logging`` object (by reflection).
 
-    spark-submit loads Spark's default profile and marks it so (``Logging``'s
-    ``defaultSparkLog4jConfig``); a context that starts later reloads the profile, at
-    INFO, while that mark is set. The mark is an internal field of Spark 3.3 to 4.x,
-    cleared by reflection; where it is not there, :func:`preset_log_level` fails and
-    Spark's start-up INFO lines are printed (``spark.log.level`` applies after them).
+    ``defaultSparkLog4jConfig`` False: Spark's default profile is no longer in use, so a
+    SparkContext that starts later does not load it again (at INFO) over
+    :data:`CONSOLE_LOG4J`; ``initialized`` True: Spark's logging is configured, so the
+    context does not initialise it again (spark-submit un-initialises it before starting
+    the Python driver). Internal fields of Spark 3.3 to 4.x; where they are not there,
+    :func:`preset_log_level` fails and Spark's start-up INFO lines are printed
+    (``spark.log.level`` applies after them).
     """
     types = gateway.new_array(jvm.java.lang.Class, 1)
     types[0] = jvm.java.lang.Boolean.TYPE
     args = gateway.new_array(jvm.java.lang.Object, 1)
-    args[0] = jvm.java.lang.Boolean.FALSE
-    cls.getMethod("org$apache$spark$internal$Logging$$defaultSparkLog4jConfig_$eq",
-                  types).invoke(module, args)
+    args[0] = jvm.java.lang.Boolean.TRUE if value else jvm.java.lang.Boolean.FALSE
+    cls.getMethod(f"org$apache$spark$internal$Logging$${name}_$eq", types).invoke(module, args)
 
 
 def set_log_level(spark: Any, level: str) -> bool:
