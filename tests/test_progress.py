@@ -113,7 +113,8 @@ def test_job_steps_name_the_selected_columns(spark, odd_table, capsys, tmp_path,
     ("numTopFeatures", None, "selecting 4 features (vmi_naive)"),
     ("fraction", None, "selecting a fraction 0.1 of the features (vmi_naive)"),
     ("fraction", 0.25, "selecting a fraction 0.25 of the features"),
-    ("gain", None, "selecting features while one gains at least 0.01 nats")])
+    ("gain", None, "selecting features while one is significant"),
+    ("gain", 0.02, "selecting features while one gains at least 0.02 nats")])
 def test_the_first_line_says_what_the_mode_selects(mode, threshold, says):
     """The job's first line (before Spark starts) counts as the mode does, never K."""
     from vmi_spark.job import _what, build_parser, check_args
@@ -123,6 +124,8 @@ def test_the_first_line_says_what_the_mode_selects(mode, threshold, says):
              else ["--num-features", "4"] if mode == "numTopFeatures" else [])
     args = check_args(build_parser().parse_args(argv))
     assert says in _what(args)
+    auto = check_args(build_parser().parse_args(argv[:6]))  # no K: on the evidence
+    assert "selecting up to 50 features, while one is significant" in _what(auto)
 
 
 @pytest.mark.parametrize("mode,threshold", MODES)
