@@ -45,6 +45,7 @@ detection, and avoidance. ACM TKDD 6(4), 2012.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +54,7 @@ import numpy as np
 
 from .criteria import chance_gains, corrected
 from .encoding import EncodingPlan
+from .rows import SKETCH_K
 
 __all__ = ["LEAK_SHARE", "ID_SHARE", "KINDS", "Suspect", "leak_suspects",
            "missing_suspects", "find_suspects", "dropped_indices", "DROP_CHOICES", "screen",
@@ -235,7 +237,10 @@ def numeric_identifier(distinct: float | None, values: int) -> float | None:
     if distinct is None or values < 20:
         return None
     share = min(distinct / values, 1.0)
-    return share if share >= ID_SHARE else None
+    # an estimate above SKETCH_K values is within 1 / sqrt(k - 2) (3%): two of those below
+    # the line still count, so that a key of unique values is not missed by chance
+    slack = 0.0 if distinct < SKETCH_K else 2.0 / math.sqrt(SKETCH_K - 2)
+    return share if share >= ID_SHARE - slack else None
 
 
 def dropped_indices(suspects: Sequence[Suspect], drop: str) -> list[int]:
