@@ -51,6 +51,7 @@ from .progress import StepLogger
 from .spark.compat import handle_overwrite, load_metadata, save_metadata
 from .spark.plan import quote
 from .spark.select import run_selection
+from .spark.sparse_vectors import is_sparse_input, sparse_selection
 from .spark.vector_source import vector_attribute_names
 from .tracking import log_if_active
 
@@ -323,6 +324,8 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     def _fit_with_report(self, dataset: DataFrame, **kwargs: Any) -> VMISelectorModel:
         settings = self._settings()  # before any Spark job
         input_cols = self.getInputCols() if self.isSet(self.inputCols) else None
+        if input_cols is None and is_sparse_input(dataset, self.getFeaturesCol()):
+            return self._fit_sparse(dataset, settings, **kwargs)
         if "on_step" not in kwargs:
             kwargs["on_step"] = StepLogger(settings.num_features, input_cols if input_cols
                                            is not None else self._vector_names(dataset))
@@ -333,6 +336,19 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
         model = VMISelectorModel._from_report(run.report())
         model._resetUid(self.uid)
         log_if_active(model.report)  # inside `with mlflow.start_run():`, logged to that run
+        return self._copyValues(model)
+
+    def _fit_sparse(self, dataset: DataFrame, settings: Settings,
+                    **kwargs: Any) -> VMISelectorModel:
+        """The fit of a wide sparse vector column, from its non-zeros
+        (:mod:`vmi_spark.spark.sparse_vectors`)."""
+        on_step = kwargs.get("on_step") or StepLogger(settings.num_features,
+                                                      self._vector_names(dataset))
+        report = sparse_selection(dataset, self.getLabelCol(), self.getFeaturesCol(),
+                                  settings, on_step=on_step)
+        model = VMISelectorModel._from_report(report)
+        model._resetUid(self.uid)
+        log_if_active(model.report)
         return self._copyValues(model)
 
     def _vector_names(self, dataset: DataFrame) -> Callable[[int], str]:
@@ -479,6 +495,12 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
             raise InputError(f"VMISelectorModel.transform: featuresCol '{col}' must be a vector "
                              f"column (pyspark.ml.linalg.Vector), not "
                              f"{field.dataType.simpleString()}")
+        # the output keeps the selected elements' ML attributes (names, types), renumbered
+        meta = sliced_metadata(field.metadata if field is not None else None,
+                               self.selectedFeatures, self.selectedFeatureNames)
+        out = self.getOutputCol()
+        if self._report.get("sparse"):  # a sparse vector stays sparse (never densified)
+            return _sliced_sparse(dataset, col, out, self.selectedFeatures, meta)
         arr = vector_to_array(F.col(quote(col)), "float64")
         picked = F.array(*[arr[i] for i in self.selectedFeatures]) if self.selectedFeatures else \
             F.array().cast("array<double>")
@@ -489,10 +511,6 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
             F.concat(F.lit(f"VMISelectorModel.transform: featuresCol '{col}' has a vector of "),
                      F.size(arr).cast("string"),
                      F.lit(f" elements; the model was fitted on {width}"))))
-        # the output keeps the selected elements' ML attributes (names, types), renumbered
-        meta = sliced_metadata(field.metadata if field is not None else None,
-                               self.selectedFeatures, self.selectedFeatureNames)
-        out = self.getOutputCol()
         return dataset.withColumn(out, array_to_vector(picked).alias(out, metadata=meta))
 
     def copy(self, extra: dict | None = None) -> VMISelectorModel:
@@ -515,6 +533,18 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
     def load(cls, path: str) -> VMISelectorModel:
         """The model saved at ``path``, validated; anything else is refused with one line."""
         return cls.read().load(path)
+
+
+def _sliced_sparse(dataset: DataFrame, col: str, out: str, indices: list[int],
+                   meta: dict[str, Any]) -> DataFrame:
+    """``dataset`` with ``out``: the elements ``indices`` of vector column ``col`` in that
+    order, a sparse vector stays sparse (Spark's ``VectorSlicer``, in the JVM), with the
+    ML attributes ``meta``."""
+    from pyspark.ml.feature import VectorSlicer
+
+    tmp = f"_vmi_sliced_{out}"
+    sliced = VectorSlicer(inputCol=col, outputCol=tmp, indices=list(indices)).transform(dataset)
+    return sliced.withColumn(out, F.col(tmp).alias(out, metadata=meta)).drop(tmp)
 
 
 class _Writer(DefaultParamsWriter):
