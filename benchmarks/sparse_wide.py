@@ -8,7 +8,7 @@ the binary label: each is present in a row of class 1 with probability 0.5 and o
 0 with 0.05. Prints one JSON object: the load (``uptime``), the sparse fit's seconds per
 step and in all, UnivariateFeatureSelector's fit seconds, the planted elements each
 found among its top ``--k``, and the peak resident memory of the driver's Python and of
-its child processes (the JVM and the Python workers: the largest of them).
+the child processes that have exited (not the running JVM: measure it with `ps`).
 
     .venv/bin/python benchmarks/sparse_wide.py --rows 100000 --width 262144
 """
@@ -91,7 +91,7 @@ def main() -> None:
         "planted_found": sorted(set(plant) & set(model.selectedFeatures)),
         "planted_found_univariate": sorted(set(plant) & set(uni.selectedFeatures)),
         "driver_python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
-        "children_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024,
+        "exited_children_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024,
     }, indent=1))
     spark.stop()
 
