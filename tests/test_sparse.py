@@ -159,3 +159,18 @@ def test_spark_sparse_fit_equals_the_dense_path_and_transform_stays_sparse(spark
     meta = got.transform(sdf).schema["picked"].metadata["ml_attr"]
     names = [a["name"] for a in sorted(meta["attrs"]["numeric"], key=lambda a: a["idx"])]
     assert names == [f"features[{i}]" for i in sel]
+
+
+@pytest.mark.parametrize("method", ["vmi_naive", "vmi_pairwise", "spec_cmi"])
+def test_sparse_selection_refuses_the_bound_in_one_line_before_reading(method):
+    """Refused before any row is read (no DataFrame is touched: None here), naming the
+    parameter to change."""
+    pytest.importorskip("pyspark")
+    from vmi_spark.errors import ParameterError
+    from vmi_spark.params import Settings
+    from vmi_spark.spark.sparse_vectors import sparse_selection
+
+    with pytest.raises(ParameterError) as err:
+        sparse_selection(None, "y", "features", Settings.of({"method": method}, "ml"))
+    assert str(err.value).startswith(f"method '{method}' needs every row's posterior")
+    assert "\n" not in str(err.value) and "mrmr" in str(err.value)
