@@ -313,3 +313,27 @@ class SparseBackend:
 
     def close(self) -> None:
         self.chunks = []
+
+
+#: bytes of dense codes (rows x screened elements) a screened selection of the bound may
+#: hold in the driver
+SCREEN_BYTES = 256 << 20
+
+
+def screened(relevance: np.ndarray, rows: int, budget: int = SCREEN_BYTES) -> np.ndarray:
+    """The elements a screened selection of the bound runs on: the ``budget // rows`` most
+    relevant (ties to the lowest index), in index order."""
+    m = max(0, min(len(relevance), budget // max(rows, 1)))
+    order = np.lexsort((np.arange(len(relevance)), -relevance))
+    return np.sort(order[:m])
+
+
+def chunk_dense_codes(plan: ElementPlan, chunk: SparseChunk, keep: np.ndarray) -> np.ndarray:
+    """(len(keep), n) uint8 codes of the elements ``keep`` (ascending) in the chunk's rows:
+    each element's zero state, and its non-zeros' codes where they are."""
+    out = np.repeat(np.maximum(plan.zero[keep], 0).astype(np.uint8)[:, None],
+                    chunk.num_rows, axis=1)
+    pos = np.searchsorted(keep, chunk.element)
+    hit = (pos < len(keep)) & (keep[np.minimum(pos, len(keep) - 1)] == chunk.element)
+    out[pos[hit], chunk.row[hit]] = chunk.code[hit]
+    return out

@@ -12,9 +12,12 @@ tables). Memory and work grow with the non-zeros; the tables the driver folds ar
 (D, A, L) and (D, A, A, L).
 
 :func:`is_sparse_input` decides: a vector column whose first vector is a
-``SparseVector`` with at least :data:`SPARSE_MIN_WIDTH` elements, and a comparison
-criterion chosen step by step (the bound needs every row's posterior for every
-candidate, a cost of rows x candidates: refused in one line, naming ``method``).
+``SparseVector`` with at least :data:`SPARSE_MIN_WIDTH` elements. The comparison
+criteria chosen step by step run on the sparse tables; the bound (``vmi_naive``,
+``vmi_pairwise``), whose steps cost rows x candidates whatever the sparsity, runs on the
+:data:`~vmi_spark.core.sparse.SCREEN_BYTES` // rows elements of most mutual information
+with the label, as dense codes in the driver (:func:`_screened_bound`); ``spec_cmi`` is
+refused in one line naming ``method``.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ from pyspark.sql import functions as F
 from ..core import criteria
 from ..core import sparse as sp
 from ..core.greedy import Selection, report_fields, select
+from ..core.inmemory import InMemoryBackend
 from ..core.summary import json_parameters
 from ..errors import InputError, ParameterError
-from ..params import Settings, plan_size
+from ..params import Settings, corrections, plan_size
 from .plan import quote
 from .vector_source import vector_attribute_names
 
@@ -182,16 +186,45 @@ def _checked(stats: tuple, features_col: str, label: str,
     return classes, sizes.pop(), cells
 
 
+def _screened_bound(backend: SparkSparseBackend, crit, k: int, min_gain: float | None,
+                    rows: int,
+                    settings: Settings, on_step) -> tuple[Selection, dict[str, Any]]:
+    """The bound on the :data:`~vmi_spark.core.sparse.SCREEN_BYTES` // rows elements of
+    most mutual information with the label (MIM from the sparse tables), as dense codes
+    in the driver; the selection in the vector's indices and what the screening kept."""
+    relevance = criteria.label_mutual_information(backend.feature_counts())
+    keep = sp.screened(relevance, rows)
+    if len(keep) < k:
+        raise ParameterError("num_features", f"{{num_features}} {k} is more than the "
+                             f"{len(keep)} elements a screened {settings.method} selection "
+                             f"of {rows} rows holds ({sp.SCREEN_BYTES >> 20} MiB of codes); "
+                             "lower {num_features} or choose mim, mrmr, jmi, cmim or cife")
+    plan = backend.plan
+    parts = backend.chunks.map(lambda c: (c.y, sp.chunk_dense_codes(plan, c, keep))).collect()
+    codes = np.concatenate([p[1] for p in parts], axis=1)
+    y = np.concatenate([p[0] for p in parts])
+    dense = InMemoryBackend(codes, y, arity=plan.arity, num_classes=backend.classes)
+    sel = select(dense, crit, k, restart_tolerance=settings.restart_tolerance,
+                 min_gain=min_gain, report_candidates=settings.report_candidates,
+                 **corrections(settings))
+    sel.selected = [int(keep[i]) for i in sel.selected]
+    sel.candidates = [[(int(keep[i]), v) for i, v in step] for step in sel.candidates]
+    if on_step is not None:
+        on_step(sel)
+    return sel, {"screened_by": "mim", "screened_elements": int(len(keep)),
+                 "screened_bytes": int(codes.nbytes)}
+
+
 def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Settings,
                      on_step=None) -> dict[str, Any]:
     """Select elements of the sparse vector column ``features_col`` by a comparison
     criterion; returns the report (the fields a fitted model reads)."""
     t0 = time.perf_counter()
     crit = criteria.criterion(settings.method)
-    if crit.vmi or crit.all_pair_tables:
-        raise ParameterError("method", f"{{method}} '{settings.method}' needs every row's "
-                             "posterior for every candidate (rows x elements) on a sparse "
-                             "vector this wide; choose mim, mrmr, jmi, cmim or cife")
+    if crit.all_pair_tables:
+        raise ParameterError("method", f"{{method}} '{settings.method}' needs every pair "
+                             "of elements' tables (elements squared) on a sparse vector this "
+                             "wide; choose mim, mrmr, jmi, cmim or cife")
     rdd = df.select(F.col(quote(label)), F.col(quote(features_col))).rdd.map(tuple)
     stats = rdd.mapPartitions(_stats).treeReduce(_merge_stats)
     classes, width, cells = _checked(stats, features_col, label, settings)
@@ -201,9 +234,13 @@ def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Set
     chunks = rdd.mapPartitions(_encoder(bc, classes)).persist(StorageLevel.MEMORY_AND_DISK)
     backend = SparkSparseBackend(chunks, plan, len(classes))
     k, min_gain, _ = plan_size(settings, width)
+    screen: dict[str, Any] = {}
     try:
-        sel: Selection = select(backend, crit, k, min_gain=min_gain, on_step=on_step,
-                                report_candidates=settings.report_candidates)
+        if crit.vmi:
+            sel, screen = _screened_bound(backend, crit, k, min_gain, rows, settings, on_step)
+        else:
+            sel = select(backend, crit, k, min_gain=min_gain, on_step=on_step,
+                         report_candidates=settings.report_candidates, **corrections(settings))
     finally:
         backend.close()
         bc.unpersist()
@@ -215,5 +252,5 @@ def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Set
             "label_type": "categorical", "parameters": json_parameters(settings.result()),
             "columns": [], "execution": "sparse", "reader": "spark", "storage": "cache",
             "sparse": {"elements": width, "non_zero_values": int(cells[2].sum()),
-                       "states": plan.arity},
+                       "states": plan.arity, **screen},
             "total_seconds": time.perf_counter() - t0, "warnings": []}
