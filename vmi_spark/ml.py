@@ -51,6 +51,8 @@ from .progress import StepLogger
 from .spark.compat import handle_overwrite, load_metadata, save_metadata
 from .spark.plan import quote
 from .spark.select import run_selection
+from .spark.sparse_vectors import is_sparse_input, sparse_selection
+from .spark.vector_source import vector_attribute_names
 from .tracking import log_if_active
 
 __all__ = ["VMISelector", "VMISelectorModel"]
@@ -328,6 +330,8 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     def _fit_with_report(self, dataset: DataFrame, **kwargs: Any) -> VMISelectorModel:
         settings = self._settings()  # before any Spark job
         input_cols = self.getInputCols() if self.isSet(self.inputCols) else None
+        if input_cols is None and is_sparse_input(dataset, self.getFeaturesCol()):
+            return self._fit_sparse(dataset, settings, **kwargs)
         if "on_step" not in kwargs:  # names and K from the run (progress.begin)
             kwargs["on_step"] = StepLogger()
         run = run_selection(
@@ -338,6 +342,37 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
         model._resetUid(self.uid)
         log_if_active(model.report)  # inside `with mlflow.start_run():`, logged to that run
         return self._copyValues(model)
+
+    def _fit_sparse(self, dataset: DataFrame, settings: Settings,
+                    **kwargs: Any) -> VMISelectorModel:
+        """The fit of a wide sparse vector column, from its non-zeros
+        (:mod:`vmi_spark.spark.sparse_vectors`). What that path does not do is refused in
+        one line naming the parameter, never ignored."""
+        unsupported = [(self.getWeightCol() is not None, "weightCol"),
+                       (settings.stability > 0, "stabilityRuns"),
+                       (settings.estimator != "histogram", "estimator"),
+                       (bool(self.getExcludeCols()), "excludeCols")]
+        for bad, name in unsupported:
+            if bad:
+                raise InputError(f"{name} is not supported for a wide sparse vector column "
+                                 f"'{self.getFeaturesCol()}' (its non-zeros path); unset {name}")
+        on_step = kwargs.get("on_step") or StepLogger()
+        begin = getattr(on_step, "begin", None)
+        if callable(begin):
+            begin(self._vector_names(dataset), settings.num_features)
+        report = sparse_selection(dataset, self.getLabelCol(), self.getFeaturesCol(),
+                                  settings, on_step=on_step)
+        model = VMISelectorModel._from_report(report)
+        model._resetUid(self.uid)
+        log_if_active(model.report)
+        return self._copyValues(model)
+
+    def _vector_names(self, dataset: DataFrame) -> Callable[[int], str]:
+        """Element names of ``featuresCol`` for progress lines (as the report will name them)."""
+        col = self.getFeaturesCol()
+        field = next((f for f in dataset.schema.fields if f.name == col), None)
+        names = vector_attribute_names(field.metadata if field is not None else None) or []
+        return lambda i: names[i] if 0 <= i < len(names) else f"{col}[{i}]"
 
 
 VMISelector.__init__.__signature__ = _ml_signature()  # type: ignore[attr-defined]
@@ -476,6 +511,12 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
             raise InputError(f"VMISelectorModel.transform: featuresCol '{col}' must be a vector "
                              f"column (pyspark.ml.linalg.Vector), not "
                              f"{field.dataType.simpleString()}")
+        # the output keeps the selected elements' ML attributes (names, types), renumbered
+        meta = sliced_metadata(field.metadata if field is not None else None,
+                               self.selectedFeatures, self.selectedFeatureNames)
+        out = self.getOutputCol()
+        if self._report.get("sparse"):  # a sparse vector stays sparse (never densified)
+            return _sliced_sparse(dataset, col, out, self.selectedFeatures, meta)
         arr = vector_to_array(F.col(quote(col)), "float64")
         picked = F.array(*[arr[i] for i in self.selectedFeatures]) if self.selectedFeatures else \
             F.array().cast("array<double>")
@@ -486,10 +527,6 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
             F.concat(F.lit(f"VMISelectorModel.transform: featuresCol '{col}' has a vector of "),
                      F.size(arr).cast("string"),
                      F.lit(f" elements; the model was fitted on {width}"))))
-        # the output keeps the selected elements' ML attributes (names, types), renumbered
-        meta = sliced_metadata(field.metadata if field is not None else None,
-                               self.selectedFeatures, self.selectedFeatureNames)
-        out = self.getOutputCol()
         return dataset.withColumn(out, array_to_vector(picked).alias(out, metadata=meta))
 
     def copy(self, extra: dict | None = None) -> VMISelectorModel:
@@ -512,6 +549,18 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
     def load(cls, path: str) -> VMISelectorModel:
         """The model saved at ``path``, validated; anything else is refused with one line."""
         return cls.read().load(path)
+
+
+def _sliced_sparse(dataset: DataFrame, col: str, out: str, indices: list[int],
+                   meta: dict[str, Any]) -> DataFrame:
+    """``dataset`` with ``out``: the elements ``indices`` of vector column ``col`` in that
+    order, a sparse vector stays sparse (Spark's ``VectorSlicer``, in the JVM), with the
+    ML attributes ``meta``."""
+    from pyspark.ml.feature import VectorSlicer
+
+    tmp = f"_vmi_sliced_{out}"
+    sliced = VectorSlicer(inputCol=col, outputCol=tmp, indices=list(indices)).transform(dataset)
+    return sliced.withColumn(out, F.col(tmp).alias(out, metadata=meta)).drop(tmp)
 
 
 class _Writer(DefaultParamsWriter):

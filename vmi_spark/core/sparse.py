@@ -1,0 +1,339 @@
+"""Sparse vectors kept sparse: element states and count tables from the non-zeros.
+
+A wide vector (``HashingTF``, one-hot ``VectorAssembler`` output) is mostly zeros. Here
+its rows are never expanded to rows x elements: a chunk of rows (:class:`SparseChunk`)
+holds the rows' label codes and, for each stored non-zero, its row, element and state
+code. The count tables the comparison criteria need are counted from the non-zeros
+alone, and the cells of an element's zero state by subtraction from the marginals:
+
+* n(x_i = z_i, y) = n(y) - sum_{a != z_i} n(x_i = a, y);
+* n(x_i = z_i, x_f = b, y) = n(x_f = b, y) - sum_{a != z_i} n(x_i = a, x_f = b, y).
+
+Each chunk gives its counts as sparse (cell, count) pairs (:func:`chunk_feature_cells`,
+:func:`chunk_pair_cells`); :func:`merge_cells` adds any number of them exactly in
+integers, so the tables do not depend on how the rows were cut into chunks.
+
+How an element's values become states (:func:`element_plan`): an element with at most
+``max_categories`` distinct values (zero included) is coded by its sorted values, as the
+dense path codes a column (:func:`~.encoding.categorical_plan`): binary and count-valued
+elements keep their values, and the tables are the dense path's, cell for cell. An
+element with more values is cut into at most ``num_bins - 1`` equal-frequency bins of its
+non-zeros (exact, from every non-zero value), and zero is a state of its own (state 0).
+
+Spark-free; :class:`SparseBackend` holds chunks in memory (tests, small tables), the
+Spark execution aggregates the same per-chunk functions over partitions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .bound import StepOps
+
+__all__ = ["ElementPlan", "SparseChunk", "value_cells", "element_plan", "encode_chunk",
+           "chunk_label_counts", "chunk_feature_cells", "chunk_pair_cells", "merge_cells",
+           "feature_table", "pair_table", "SparseBackend"]
+
+
+#: a sparse count: (cell ids ascending, int64 counts), one entry per non-empty cell
+Cells = tuple[np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True)
+class ElementPlan:
+    """How every element of a sparse vector is coded.
+
+    Attributes
+    ----------
+    width : int
+        Elements (D).
+    states : numpy.ndarray
+        (D,) states per element (at least 1).
+    zero : numpy.ndarray
+        (D,) the state of a zero of each element; -1 where no row has a zero there.
+    categories : list of numpy.ndarray or None
+        Per element its sorted values (a ``category`` element), or None (binned).
+    edges : list of numpy.ndarray or None
+        Per binned element the split points of its non-zeros (a non-zero ``v`` gets
+        state ``1 + #{edges <= v}``), else None.
+    """
+
+    width: int
+    states: np.ndarray
+    zero: np.ndarray
+    categories: list[np.ndarray | None]
+    edges: list[np.ndarray | None]
+
+    @property
+    def arity(self) -> int:
+        """The most states of any element (A of the (D, A, L) tables)."""
+        return int(self.states.max()) if self.width else 1
+
+
+def value_cells(indices: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                                  np.ndarray]:
+    """The distinct (element, value) pairs of the non-zeros ``indices``/``values`` (0.0 and
+    -0.0 dropped), sorted by element then value, with their int64 counts."""
+    values = np.asarray(values, dtype=np.float64)
+    keep = values != 0.0
+    idx, val = np.asarray(indices, dtype=np.int64)[keep], values[keep]
+    if not len(idx):
+        return idx, val, np.zeros(0, dtype=np.int64)
+    order = np.lexsort((val, idx))
+    idx, val = idx[order], val[order]
+    new = np.ones(len(idx), dtype=bool)
+    new[1:] = (idx[1:] != idx[:-1]) | (val[1:] != val[:-1])
+    starts = np.flatnonzero(new)
+    counts = np.diff(np.append(starts, len(idx))).astype(np.int64)
+    return idx[starts], val[starts], counts
+
+
+def merge_value_cells(parts: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`value_cells` of several chunks added up (exact; any order of the parts)."""
+    parts = list(parts)
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)
+    idx = np.concatenate([p[0] for p in parts])
+    val = np.concatenate([p[1] for p in parts])
+    cnt = np.concatenate([p[2] for p in parts])
+    if not len(idx):
+        return idx, val, cnt
+    order = np.lexsort((val, idx))
+    idx, val, cnt = idx[order], val[order], cnt[order]
+    new = np.ones(len(idx), dtype=bool)
+    new[1:] = (idx[1:] != idx[:-1]) | (val[1:] != val[:-1])
+    starts = np.flatnonzero(new)
+    return idx[starts], val[starts], np.add.reduceat(cnt, starts)
+
+
+def _bin_edges(values: np.ndarray, counts: np.ndarray, bins: int) -> np.ndarray:
+    """At most ``bins - 1`` split points cutting the multiset (``values`` ascending,
+    ``counts``) into equal-frequency bins: the value reached at each k/bins of the count."""
+    cum = np.cumsum(counts)
+    total = int(cum[-1])
+    at = np.searchsorted(cum, [total * k / bins for k in range(1, bins)], side="left")
+    edges = np.unique(values[np.minimum(at + 1, len(values) - 1)])
+    return edges[edges > values[0]]
+
+
+def element_plan(width: int, rows: int, cells: tuple[np.ndarray, np.ndarray, np.ndarray],
+                 max_categories: int, num_bins: int) -> ElementPlan:
+    """The states of every element from the exact counts of its non-zero values
+    (``cells``: :func:`merge_value_cells` over all rows) and the ``rows``."""
+    idx, val, cnt = cells
+    bounds = np.searchsorted(idx, np.arange(width + 1))
+    states = np.ones(width, dtype=np.int64)
+    zero = np.full(width, -1, dtype=np.int64)
+    categories: list[np.ndarray | None] = []
+    edges: list[np.ndarray | None] = []
+    for i in range(width):
+        v, c = val[bounds[i]:bounds[i + 1]], cnt[bounds[i]:bounds[i + 1]]
+        has_zero = int(c.sum()) < rows
+        if len(v) + has_zero <= max_categories:
+            cats = np.sort(np.append(v, 0.0)) if has_zero else v
+            categories.append(cats)
+            edges.append(None)
+            states[i] = max(len(cats), 1)
+            if has_zero:
+                zero[i] = int(np.searchsorted(cats, 0.0))
+            continue
+        e = _bin_edges(v, c, max(num_bins - 1, 1))
+        categories.append(None)
+        edges.append(e)
+        states[i] = len(e) + 2
+        zero[i] = 0 if has_zero else -1
+    return ElementPlan(width, states, zero, categories, edges)
+
+
+@dataclass
+class SparseChunk:
+    """Rows of a sparse vector as codes: ``y`` (n,) class codes, and per stored non-zero
+    its ``row`` (int32, in the chunk), ``element`` (int32) and state ``code`` (uint8)."""
+
+    y: np.ndarray
+    row: np.ndarray
+    element: np.ndarray
+    code: np.ndarray
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.y)
+
+
+def encode_chunk(plan: ElementPlan, y: np.ndarray, row: np.ndarray, indices: np.ndarray,
+                 values: np.ndarray) -> SparseChunk:
+    """The codes of the non-zeros (``row``, ``indices``, ``values``; zeros dropped) of rows
+    with class codes ``y``, by ``plan``."""
+    values = np.asarray(values, dtype=np.float64)
+    keep = values != 0.0
+    row, el, val = (np.asarray(row)[keep], np.asarray(indices, dtype=np.int64)[keep],
+                    values[keep])
+    code = np.zeros(len(el), dtype=np.uint8)
+    for i in np.unique(el):
+        at = el == i
+        cats = plan.categories[i]
+        if cats is not None:
+            code[at] = np.searchsorted(cats, val[at])
+        else:
+            edges = plan.edges[i]
+            assert edges is not None
+            code[at] = 1 + np.searchsorted(edges, val[at], side="right")
+    return SparseChunk(np.asarray(y, dtype=np.int32), row.astype(np.int32),
+                       el.astype(np.int32), code)
+
+
+def _cells(ids: np.ndarray) -> Cells:
+    """The distinct ``ids`` ascending and how often each occurs (int64)."""
+    if not len(ids):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    u, c = np.unique(ids, return_counts=True)
+    return u.astype(np.int64), c.astype(np.int64)
+
+
+def merge_cells(parts: Iterable[Cells]) -> Cells:
+    """Sparse counts added cell by cell (exact integers; any order and grouping)."""
+    parts = list(parts)
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ids = np.concatenate([p[0] for p in parts])
+    cnt = np.concatenate([p[1] for p in parts])
+    if not len(ids):
+        return ids, cnt
+    order = np.argsort(ids, kind="stable")
+    ids, cnt = ids[order], cnt[order]
+    new = np.ones(len(ids), dtype=bool)
+    new[1:] = ids[1:] != ids[:-1]
+    starts = np.flatnonzero(new)
+    return ids[starts], np.add.reduceat(cnt, starts)
+
+
+def chunk_label_counts(chunk: SparseChunk, classes: int) -> np.ndarray:
+    """(L,) int64 rows of each class in the chunk."""
+    return np.bincount(chunk.y, minlength=classes).astype(np.int64)
+
+
+def _off_zero(plan: ElementPlan, chunk: SparseChunk) -> np.ndarray:
+    """Which non-zeros are not in their element's zero state (all, by construction; kept
+    as a guard against a plan whose zero shares a state)."""
+    return chunk.code.astype(np.int64) != plan.zero[chunk.element]
+
+
+def chunk_feature_cells(plan: ElementPlan, chunk: SparseChunk, classes: int) -> Cells:
+    """The chunk's non-zero cells of n(x_i = a, y): ids ``(i * A + a) * L + y``."""
+    a = plan.arity
+    keep = _off_zero(plan, chunk)
+    el, code = chunk.element[keep].astype(np.int64), chunk.code[keep].astype(np.int64)
+    ids = (el * a + code) * classes + chunk.y[chunk.row[keep]]
+    return _cells(ids)
+
+
+def _states_of(plan: ElementPlan, chunk: SparseChunk, f: int) -> np.ndarray:
+    """(n,) the state of element ``f`` in every row of the chunk."""
+    b = np.full(chunk.num_rows, max(int(plan.zero[f]), 0), dtype=np.int64)
+    at = chunk.element == f
+    b[chunk.row[at]] = chunk.code[at]
+    return b
+
+
+def chunk_pair_cells(plan: ElementPlan, chunk: SparseChunk, f: int, classes: int) -> Cells:
+    """The chunk's non-zero cells of n(x_i = a, x_f = b, y) (a not x_i's zero state):
+    ids ``((i * A + a) * A + b) * L + y``, b the state of ``f`` in the non-zero's row."""
+    a = plan.arity
+    b = _states_of(plan, chunk, f)
+    keep = _off_zero(plan, chunk)
+    rows = chunk.row[keep]
+    el, code = chunk.element[keep].astype(np.int64), chunk.code[keep].astype(np.int64)
+    ids = ((el * a + code) * a + b[rows]) * classes + chunk.y[rows]
+    return _cells(ids)
+
+
+def feature_table(plan: ElementPlan, cells: Cells, label_counts: np.ndarray) -> np.ndarray:
+    """(D, A, L) int64 n(x_i = a, y): the non-zero cells, the zero state by subtraction
+    from the class totals ``label_counts``."""
+    d, a, classes = plan.width, plan.arity, len(label_counts)
+    flat = np.zeros(d * a * classes, dtype=np.int64)
+    flat[cells[0]] = cells[1]
+    table = flat.reshape(d, a, classes)
+    has = np.flatnonzero(plan.zero >= 0)
+    table[has, plan.zero[has], :] = label_counts[None, :] - table[has].sum(axis=1)
+    return table
+
+
+def pair_table(plan: ElementPlan, cells: Cells, marginal: np.ndarray) -> np.ndarray:
+    """(D, A, A, L) int64 n(x_i = a, x_f = b, y): the non-zero cells, x_i's zero state by
+    subtraction from ``marginal``, the (A, L) counts n(x_f = b, y) of f."""
+    d, a, classes = plan.width, plan.arity, marginal.shape[1]
+    flat = np.zeros(d * a * a * classes, dtype=np.int64)
+    flat[cells[0]] = cells[1]
+    table = flat.reshape(d, a, a, classes)
+    has = np.flatnonzero(plan.zero >= 0)
+    table[has, plan.zero[has]] = marginal[None] - table[has].sum(axis=1)
+    return table
+
+
+class SparseBackend:
+    """A :class:`~.criterion.Backend` over :class:`SparseChunk` s in memory: the count
+    tables of the comparison criteria from the non-zeros (the bound's passes are not
+    available: :meth:`run` raises)."""
+
+    execution = "sparse"
+
+    def __init__(self, plan: ElementPlan, chunks: Sequence[SparseChunk], classes: int):
+        self.plan, self.chunks, self.classes = plan, list(chunks), classes
+        self._counts: np.ndarray | None = None
+
+    def label_counts(self) -> np.ndarray:
+        total = np.zeros(self.classes, dtype=np.int64)
+        for c in self.chunks:
+            total += chunk_label_counts(c, self.classes)
+        return total
+
+    def feature_counts(self) -> np.ndarray:
+        if self._counts is None:
+            cells = merge_cells(chunk_feature_cells(self.plan, c, self.classes)
+                                for c in self.chunks)
+            self._counts = feature_table(self.plan, cells, self.label_counts())
+        return self._counts
+
+    def pair_counts(self, f: int) -> np.ndarray:
+        cells = merge_cells(chunk_pair_cells(self.plan, c, f, self.classes)
+                            for c in self.chunks)
+        return pair_table(self.plan, cells, self.feature_counts()[f])
+
+    def pair_counts_many(self, fs: list[int]) -> np.ndarray:
+        return np.stack([self.pair_counts(f) for f in fs])
+
+    def run(self, ops: StepOps) -> np.ndarray:
+        raise NotImplementedError("the sparse path counts tables only; the bound's passes "
+                                  "run on dense codes (a screened selection)")
+
+    def close(self) -> None:
+        self.chunks = []
+
+
+#: bytes of dense codes (rows x screened elements) a screened selection of the bound may
+#: hold in the driver
+SCREEN_BYTES = 256 << 20
+
+
+def screened(relevance: np.ndarray, rows: int, budget: int = SCREEN_BYTES) -> np.ndarray:
+    """The elements a screened selection of the bound runs on: the ``budget // rows`` most
+    relevant (ties to the lowest index), in index order."""
+    m = max(0, min(len(relevance), budget // max(rows, 1)))
+    order = np.lexsort((np.arange(len(relevance)), -relevance))
+    return np.sort(order[:m])
+
+
+def chunk_dense_codes(plan: ElementPlan, chunk: SparseChunk, keep: np.ndarray) -> np.ndarray:
+    """(len(keep), n) uint8 codes of the elements ``keep`` (ascending) in the chunk's rows:
+    each element's zero state, and its non-zeros' codes where they are."""
+    out = np.repeat(np.maximum(plan.zero[keep], 0).astype(np.uint8)[:, None],
+                    chunk.num_rows, axis=1)
+    pos = np.searchsorted(keep, chunk.element)
+    hit = (pos < len(keep)) & (keep[np.minimum(pos, len(keep) - 1)] == chunk.element)
+    out[pos[hit], chunk.row[hit]] = chunk.code[hit]
+    return out
