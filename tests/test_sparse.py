@@ -159,6 +159,14 @@ def test_spark_sparse_fit_equals_the_dense_path_and_transform_stays_sparse(spark
     meta = got.transform(sdf).schema["picked"].metadata["ml_attr"]
     names = [a["name"] for a in sorted(meta["attrs"]["numeric"], key=lambda a: a["idx"])]
     assert names == [f"features[{i}]" for i in sel]
+    # what the non-zeros path does not do is refused in one line, never ignored
+    from vmi_spark.errors import InputError
+
+    weighted = sdf.withColumn("w", sdf.y * 0 + 1.0)
+    for extra, name in (({"weightCol": "w"}, "weightCol"), ({"stabilityRuns": 2},
+                                                             "stabilityRuns")):
+        with pytest.raises(InputError, match=f"^{name} is not supported for a wide sparse"):
+            VMISelector(**args, **extra).fit(weighted)
 
 
 @pytest.mark.parametrize("method", ["spec_cmi"])
