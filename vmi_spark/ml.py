@@ -322,6 +322,8 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     def _fit_with_report(self, dataset: DataFrame, **kwargs: Any) -> VMISelectorModel:
         settings = self._settings()  # before any Spark job
         input_cols = self.getInputCols() if self.isSet(self.inputCols) else None
+        if input_cols is None:
+            self._check_features_col(dataset)
         if "on_step" not in kwargs:  # names and K from the run (progress.begin)
             kwargs["on_step"] = StepLogger()
         run = run_selection(
@@ -332,6 +334,22 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
         model._resetUid(self.uid)
         log_if_active(model.report)  # inside `with mlflow.start_run():`, logged to that run
         return self._copyValues(model)
+
+
+    def _check_features_col(self, dataset: DataFrame) -> None:
+        """Without ``inputCols`` the features are the vector ``featuresCol`` (as in Spark's
+        selectors): refuse a missing one with the two ways to give the features. The
+        estimator does not default to every other column: keys, ids and leaky columns
+        would be candidates, and the model's ``transform`` would depend on the fitted
+        table's columns."""
+        col = self.getFeaturesCol()
+        if col in dataset.columns:
+            return
+        label = self.getLabelCol()
+        raise InputError(f"featuresCol '{col}' not found in the input: set inputCols to the "
+                         "columns to select from (e.g. inputCols=[c for c in df.columns if c "
+                         f"!= '{label}']), or assemble them into a vector column with "
+                         "pyspark.ml.feature.VectorAssembler and set featuresCol")
 
 
 VMISelector.__init__.__signature__ = _ml_signature()  # type: ignore[attr-defined]
