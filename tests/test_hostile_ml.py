@@ -243,3 +243,18 @@ def test_a_saved_model_with_edited_indices_is_refused_at_load(vectors, tmp_path,
     with pytest.raises(InputError, match=match) as info:
         VMISelectorModel.load(str(path))
     assert "cannot load a VMISelectorModel from" in _one_line(info)
+
+
+def test_ordinary_columns_without_input_cols_say_how_to_give_the_features(spark):
+    """``VMISelector(labelCol=...).fit(df)`` on ordinary columns (no ``features`` vector):
+    one line that leads to ``inputCols`` or a VectorAssembler (issue 44 item 5), before
+    any Spark job."""
+    df = spark.createDataFrame([(1.0, 2, "a", 0), (2.0, 3, "b", 1)], "x double, n int, s string, "
+                                                                       "price int")
+    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup()
+    with pytest.raises(InputError) as info:
+        VMISelector(labelCol="price", numTopFeatures=1).fit(df)
+    text = _one_line(info)
+    assert text.startswith("featuresCol 'features' not found in the input: set inputCols")
+    assert "c != 'price'" in text and "VectorAssembler" in text
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs

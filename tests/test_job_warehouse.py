@@ -72,19 +72,49 @@ def test_write_selected_keeps_format_and_partitioning(spark, data, capsys, tmp_p
     assert _rows(back.toPandas(), want) == _rows(pdf, want)
     assert rep["pruned"]["partition_by"] == ["region"] and rep["pruned"]["format"] == "parquet"
     assert _no_temp(tmp_path)
-    # an existing non-empty directory is refused (nothing touched) unless --overwrite
-    before = sorted(os.listdir(dest))
+    # a scheduled re-run to the same directory replaces the job's own earlier output
+    # (its marker), without --overwrite (issue 44 item 7) ...
     args = ["--input", str(base / "part.parquet"), "--label", "y", "--features", feats,
             "--num-features", "2", "--write-selected", str(dest)]
-    rc, cap = _run(spark, capsys, *args, "--output", str(tmp_path / "o2"))
-    _one_error_line(rc, cap, "exists and is not empty")
-    assert sorted(os.listdir(dest)) == before and not (tmp_path / "o2").exists()
-    rc, cap = _run(spark, capsys, *args, "--output", str(tmp_path / "o3"), "--overwrite")
+    rc, cap = _run(spark, capsys, *args, "--output", str(tmp_path / "o3"))
     assert rc == 0, cap.err
     rep2 = json.loads((tmp_path / "o3" / "selection.json").read_text())
     want2 = [c for c in pdf.columns if c in {*rep2["selected"], "y", "region"}]
     assert sorted(spark.read.parquet(str(dest)).columns) == sorted(want2) and len(want2) == 4
     assert _no_temp(tmp_path)
+    # ... never a file the user put there, with --overwrite or without
+    (dest / "notes.txt").write_text("mine")
+    before = sorted(os.listdir(dest))
+    for extra in ([], ["--overwrite"]):
+        rc, cap = _run(spark, capsys, *args, "--output", str(tmp_path / "o4"), *extra)
+        _one_error_line(rc, cap, "is not a previous output of this job")
+        assert sorted(os.listdir(dest)) == before and not (tmp_path / "o4").exists()
+    assert (dest / "notes.txt").read_text() == "mine"
+
+
+def test_write_selected_drops_only_the_unselected_candidates(spark, capsys, tmp_path):
+    """The pruned table keeps the label, the selected features and every column left out
+    of the selection: a key (excluded), an array and a map (no feature type)."""
+    from pyspark.sql import functions as F
+
+    pdf = random_discrete(32, n=200, d=5, classes=2)
+    pdf["key"] = np.arange(len(pdf))
+    df = spark.createDataFrame(pdf).withColumn("tags", F.array(F.col("c0").cast("string"))) \
+        .withColumn("attrs", F.create_map(F.lit("k"), F.col("c1")))
+    df.write.parquet(str(tmp_path / "in.parquet"))
+    dest = tmp_path / "pruned"
+    rc, cap = _run(spark, capsys, "--input", str(tmp_path / "in.parquet"), "--label", "y",
+                   "--exclude", "key", "--num-features", "2", "--output", str(tmp_path / "o"),
+                   "--write-selected", str(dest))
+    assert rc == 0, cap.err
+    rep = json.loads((tmp_path / "o" / "selection.json").read_text())
+    assert rep["features"] == [f"c{j}" for j in range(5)] and len(rep["selected"]) == 2
+    unselected = {f"c{j}" for j in range(5)} - set(rep["selected"])
+    want = [c for c in df.columns if c not in unselected]
+    assert {"key", "tags", "attrs", "y", *rep["selected"]} == set(want)
+    back = spark.read.parquet(str(dest))
+    assert back.columns == want == rep["pruned"]["columns"]
+    assert sorted(r["key"] for r in back.select("key").collect()) == list(range(len(pdf)))
 
 
 def test_csv_input_written_back_as_csv(spark, data, capsys, tmp_path):

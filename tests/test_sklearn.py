@@ -279,3 +279,49 @@ def test_integers_not_exact_as_doubles_are_read_as_doubles():
     assert _exact_integers(pd.Series([1, None, 3], dtype="Int64")) is None  # nullable
     got = _exact_integers(np.arange(12, dtype=np.int32).reshape(3, 4)[:, 1])
     assert got.dtype == np.int32 and got.flags.c_contiguous and got.tolist() == [1, 5, 9]
+
+
+def _tree(n: int) -> tuple[np.ndarray, np.ndarray]:
+    df = random_discrete(9, n=n, d=6, classes=3)
+    return df.drop(columns="y").to_numpy(), df["y"].to_numpy()
+
+
+def test_missing_labels_are_dropped_with_a_warning_as_the_job_does():
+    """NaN or None labels: those rows are left out with a warning (issue 44 item 9), and
+    the selection is that of the labelled rows alone; all missing is one ValueError."""
+    X, y = _tree(400)
+    y_missing = y.astype(float)
+    gone = np.arange(len(y)) % 7 == 3
+    y_missing[gone] = np.nan
+    w = np.arange(len(y)) % 3 + 1.0
+    with pytest.warns(UserWarning, match=f"dropped {gone.sum()} rows with a missing label"):
+        sel = VMIFeatureSelector(n_features_to_select=3).fit(X, y_missing, sample_weight=w)
+    ref = VMIFeatureSelector(n_features_to_select=3).fit(X[~gone], y[~gone],
+                                                         sample_weight=w[~gone])
+    assert list(sel.selected_features_) == list(ref.selected_features_)
+    np.testing.assert_array_equal(sel.scores_, ref.scores_)
+    assert sel.n_samples_fit_ == (~gone).sum()
+    objects = np.where(gone, None, y.astype(object))
+    with pytest.warns(UserWarning, match="missing label"):
+        VMIFeatureSelector(n_features_to_select=3).fit(pd.DataFrame(X), objects)
+    with pytest.raises(ValueError, match="y has no labelled rows"):
+        VMIFeatureSelector().fit(X, np.full(len(y), np.nan))
+
+
+def test_selected_feature_names_next_to_the_indices():
+    X, y = _tree(400)
+    frame = pd.DataFrame(X, columns=[f"col_{j}" for j in range(X.shape[1])])
+    sel = VMIFeatureSelector(n_features_to_select=3).fit(frame, y)
+    assert list(sel.selected_feature_names_) == [f"col_{j}" for j in sel.selected_features_]
+    assert sorted(sel.get_feature_names_out()) == sorted(sel.selected_feature_names_)
+    plain = VMIFeatureSelector(n_features_to_select=3).fit(X, y)
+    assert list(plain.selected_feature_names_) == [f"x{j}" for j in plain.selected_features_]
+    assert list(plain.get_feature_names_out()) == sorted(plain.selected_feature_names_,
+                                                         key=lambda n: int(n[1:]))
+
+
+def test_check_estimator_passes_the_message_checks():
+    """scikit-learn's checks of the error wording for all-zero weights (issue 44 item 9)."""
+    from sklearn.utils.estimator_checks import check_all_zero_sample_weights_error
+
+    check_all_zero_sample_weights_error("VMIFeatureSelector", VMIFeatureSelector())

@@ -278,7 +278,7 @@ def test_sklearn_weight_scale_does_not_matter_for_the_bound():
     ("nan", "sample_weight has 1 null or NaN value; weights must be finite and non-negative"),
     ("negative", "sample_weight has 1 negative value; weights must be finite and non-negative"),
     ("zero", "every weight of sample_weight is 0 (or below 2**-11, which rounds to 0): no row "
-             "is left"),
+             "is left with a non-zero weight"),
     ("strings", "sample_weight must hold numbers, not <U1"),
     ("short", "sample_weight must have shape (300,) like X's rows, got (3,)"),
 ])

@@ -128,7 +128,7 @@ def test_weighted_vector_column_and_the_estimator(spark, weighted_parquet):
     ([1.0, -1.0, 2.0], "weightCol 'w' has 10 negative values; weights must be finite and "
                        "non-negative"),
     ([0.0, 0.0, 0.0], "every weight of weightCol 'w' is 0 (or below 2**-11, which rounds to 0):"
-                      " no row is left"),
+                      " no row is left with a non-zero weight"),
 ])
 def test_bad_weights_are_one_line_errors(spark, weights, message):
     from vmi_spark import VMISelector

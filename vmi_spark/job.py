@@ -72,14 +72,17 @@ def build_parser() -> argparse.ArgumentParser:
                                      "contain or lie inside the input or another output")
     p.add_argument("--overwrite", action="store_true",
                    help="replace a previous output of this job (an --output directory holding "
-                        "only the job's files, a --write-selected directory holding the job's "
-                        "_VMI_SPARK_SELECTED marker) or the --output-table; any other non-empty "
-                        "directory is refused even so")
+                        "only the job's files) or the --output-table; any other non-empty "
+                        "directory is refused even so (a --write-selected directory holding "
+                        "only the job's earlier output is replaced without it)")
     p.add_argument("--write-selected", metavar="DIR",
-                   help="also write the input with only the selected columns and the label, in "
-                        "the input's format and partitioning (a Spark path, outside the input)")
+                   help="also write the input without the candidate features that were not "
+                        "selected (the label, the selected features and every column left out "
+                        "of the selection kept), in the input's format and partitioning (a Spark "
+                        "path, outside the input); a directory holding only the job's earlier "
+                        "output there is replaced, anything else refused")
     p.add_argument("--output-table", metavar="NAME",
-                   help="also write the input with only the selected columns and the label to "
+                   help="also write the input without the unselected candidate features to "
                         "this catalog table (saveAsTable), in the input's format and partitioning")
     p.add_argument("--remote", metavar="URL",
                    help="run through Spark Connect: sc://host:port for a Connect server, or "
@@ -400,15 +403,15 @@ def _path_partitions(df) -> list[str]:
 
 
 def _pruned(df, report: dict[str, Any], parts: list[str]):
-    """The input with only the selected columns, the label and the partition columns."""
+    """The input without the candidate features that were not selected: the label, the
+    selected features and every column left out of the selection (keys, excluded and
+    weight columns, arrays, maps, the partition columns) are kept, in the input's order."""
     from pyspark.sql import functions as F
 
     from .spark.plan import quote
 
-    weights = report.get("weights") or {}
-    keep = {*report["selected"], report["label"], *parts,
-            *([weights["column"]] if weights.get("column") else [])}
-    return df.select(*[F.col(quote(c)) for c in df.columns if c in keep])
+    drop = set(report["features"]) - set(report["selected"]) - {*parts}
+    return df.select(*[F.col(quote(c)) for c in df.columns if c not in drop])
 
 
 def _writer(df, fmt: str, parts: list[str]):

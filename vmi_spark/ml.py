@@ -330,8 +330,10 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     def _fit_with_report(self, dataset: DataFrame, **kwargs: Any) -> VMISelectorModel:
         settings = self._settings()  # before any Spark job
         input_cols = self.getInputCols() if self.isSet(self.inputCols) else None
-        if input_cols is None and is_sparse_input(dataset, self.getFeaturesCol()):
-            return self._fit_sparse(dataset, settings, **kwargs)
+        if input_cols is None:
+            self._check_features_col(dataset)
+            if is_sparse_input(dataset, self.getFeaturesCol()):
+                return self._fit_sparse(dataset, settings, **kwargs)
         if "on_step" not in kwargs:  # names and K from the run (progress.begin)
             kwargs["on_step"] = StepLogger()
         run = run_selection(
@@ -373,6 +375,22 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
         field = next((f for f in dataset.schema.fields if f.name == col), None)
         names = vector_attribute_names(field.metadata if field is not None else None) or []
         return lambda i: names[i] if 0 <= i < len(names) else f"{col}[{i}]"
+
+
+    def _check_features_col(self, dataset: DataFrame) -> None:
+        """Without ``inputCols`` the features are the vector ``featuresCol`` (as in Spark's
+        selectors): refuse a missing one with the two ways to give the features. The
+        estimator does not default to every other column: keys, ids and leaky columns
+        would be candidates, and the model's ``transform`` would depend on the fitted
+        table's columns."""
+        col = self.getFeaturesCol()
+        if col in dataset.columns:
+            return
+        label = self.getLabelCol()
+        raise InputError(f"featuresCol '{col}' not found in the input: set inputCols to the "
+                         "columns to select from (e.g. inputCols=[c for c in df.columns if c "
+                         f"!= '{label}']), or assemble them into a vector column with "
+                         "pyspark.ml.feature.VectorAssembler and set featuresCol")
 
 
 VMISelector.__init__.__signature__ = _ml_signature()  # type: ignore[attr-defined]

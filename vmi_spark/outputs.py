@@ -729,6 +729,12 @@ _PARTITION_DIR = re.compile(r"^[^=/]+=[^/]*$")
 _MARKER_CRC = f".{SELECTED_MARKER}.crc"
 
 
+#: a --write-selected directory holding the job's own earlier output (its marker, only the
+#: files it wrote) is replaced without --overwrite, so that a scheduled run works every
+#: week; anything else there is refused, as with --overwrite
+REPLACE_SELECTED = True
+
+
 def previous_selected(fs, path: str) -> str | None:
     """None if directory ``path`` holds a previous ``--write-selected`` output and nothing
     else, else why not.
@@ -948,7 +954,7 @@ def check_before_spark(args) -> None:
         writable("--output", path)
     if args.write_selected and scheme_of(args.write_selected) == "file":
         path = os.path.realpath(local_path(args.write_selected))
-        Target("--write-selected", path, local, previous_selected, args.overwrite).check()
+        Target("--write-selected", path, local, previous_selected, REPLACE_SELECTED).check()
         writable("--write-selected", path)
     if args.checkpoint_dir:
         path = resolve(args.checkpoint_dir, "--checkpoint-dir", local_only=True).text
@@ -1131,7 +1137,7 @@ def claims(args, spark, table_location: str | None = None) -> Claims:
                               LocalFS(), previous_output, args.overwrite))
     if sel_path is not None:
         targets.append(Target("--write-selected", sel_path, sel_fs, previous_selected,
-                              args.overwrite))
+                              REPLACE_SELECTED))
     return Claims(targets)
 
 

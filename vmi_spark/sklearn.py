@@ -28,6 +28,7 @@ import pyarrow as pa
 try:
     from sklearn.base import BaseEstimator
     from sklearn.feature_selection import SelectorMixin
+    from sklearn.utils import _safe_indexing
     from sklearn.utils.multiclass import check_classification_targets
     from sklearn.utils.validation import check_is_fitted
 except ImportError as exc:  # pragma: no cover - exercised only without scikit-learn
@@ -97,15 +98,16 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (numbers.Number, np.bool_)) and not isinstance(v, complex)
 
 
-def _has_missing(values: Any) -> bool:
-    """True if a 1-d array has a missing value (NaN, None); whole-number and boolean
-    arrays cannot, float arrays are checked at once, others value by value."""
+def _missing(values: Any) -> np.ndarray:
+    """Which values of a 1-d array are missing (NaN, None); whole-number and boolean
+    arrays have none, float arrays are checked at once, others value by value."""
     arr = np.asarray(values)
     if arr.dtype.kind in "biu":
-        return False
+        return np.zeros(arr.shape[0], dtype=bool)
     if arr.dtype.kind == "f":
-        return bool(np.isnan(arr).any())
-    return any(_is_missing(v) for v in arr.astype(object))
+        return np.isnan(arr)
+    return np.fromiter((_is_missing(v) for v in arr.astype(object)), dtype=bool,
+                       count=arr.shape[0])
 
 
 def _is_missing(v: Any) -> bool:
@@ -316,6 +318,30 @@ def _plan_and_code(frame: Any, X: Any, y: Any, names: list[str], keep: list[int]
     return planned, codes, y_codes, w
 
 
+def _labelled_rows(X: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, Any]:
+    """``X``, ``y`` and ``sample_weight`` without the rows whose label is missing (NaN,
+    None), with a warning saying how many, as the job drops them; a ``y`` without any
+    label is a ValueError (a ``y`` of another shape is left to the input checks)."""
+    if y is None:
+        return X, y, sample_weight
+    labels = np.asarray(y)
+    if labels.ndim != 1 or not len(labels):
+        return X, y, sample_weight
+    unlabelled = _missing(labels)
+    if not unlabelled.any():
+        return X, y, sample_weight
+    if unlabelled.all():
+        raise ValueError("y has no labelled rows (every label is NaN or None)")
+    warnings.warn(f"dropped {int(unlabelled.sum())} rows with a missing label (NaN or None) "
+                  "in y", UserWarning, stacklevel=3)
+    rows = np.flatnonzero(~unlabelled)
+    weights = None if sample_weight is None else _safe_indexing(sample_weight, rows)
+    kept = labels[rows]
+    if kept.dtype == object:  # the labels' own type once the Nones are gone (ints, strings)
+        kept = np.asarray(kept.tolist())
+    return _safe_indexing(X, rows), kept, weights
+
+
 def _sample_weight(sample_weight: Any, n_rows: int) -> np.ndarray | None:
     """``sample_weight`` as float64 (n_rows,), or None; a non-numeric or misshapen one is
     a one-line ValueError (the values themselves are checked with the rows)."""
@@ -418,6 +444,10 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
     ----------
     selected_features_ : ndarray of shape (n_selected,)
         Indices of the selected features, in selection order.
+    selected_feature_names_ : ndarray of str of shape (n_selected,)
+        Their names, in selection order: the DataFrame's column names, else ``x0``,
+        ``x1``, ... (scikit-learn's names for an array's columns). ``get_feature_names_out()``
+        gives the same names in the input's column order.
     scores_ : ndarray of shape (n_selected,)
         Per step, aligned with ``selected_features_``: for VMI the bound I_LB of
         the current block after adding that feature (nats); for a classic
@@ -583,10 +613,9 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         """
         settings = self._check_params()
         kernels.warm()  # numba's set-up overlaps the planning
+        X, y, sample_weight = _labelled_rows(X, y, sample_weight)
         frame = X if hasattr(X, "iloc") and hasattr(X, "columns") else None
         X_checked, y_checked = self._validate(X, y)
-        if _has_missing(y_checked):
-            raise ValueError("y has missing values (NaN or None)")
         n_rows, n_cols = X_checked.shape
         weights = _sample_weight(sample_weight, n_rows)
         names = [str(c) for c in frame.columns] if frame is not None else \
@@ -665,6 +694,8 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
                                        tuple(plan.label_spikes or ()))
                                if plan.label_type == "continuous" else None)
         self.selected_features_ = np.asarray([keep[i] for i in sel.selected], dtype=np.intp)
+        self.selected_feature_names_ = np.asarray([plan.features[i] for i in sel.selected],
+                                                  dtype=object)
         self.scores_ = np.asarray(sel.scores, dtype=np.float64)
         self.gains_ = np.asarray(sel.gains, dtype=np.float64)
         self.blocks_ = np.asarray(sel.blocks, dtype=np.intp)

@@ -139,7 +139,7 @@ class WeightStats:
                         "weights must be finite and non-negative")
         if self.present == 0 and self.absent:
             return (f"every weight of {named} is 0 (or below 2**-11, which "
-                    "rounds to 0): no row is left")
+                    "rounds to 0): no row is left with a non-zero weight")
         if self.total_units >= MAX_TOTAL_WEIGHT:
             return (f"the weights of {named} add up to "
                     f"{self.total_units / self.scale:.6g}, {MAX_TOTAL_WEIGHT:.3g} units or more "
