@@ -200,12 +200,13 @@ def test_process_cores_follows_the_affinity():
 
 
 def test_missing_label_check_reads_arrays_at_once():
-    from vmi_spark.sklearn import _has_missing
+    from vmi_spark.sklearn import _missing
 
-    assert not _has_missing(np.arange(5)) and not _has_missing(np.array([True, False]))
-    assert _has_missing(np.array([1.0, np.nan])) and not _has_missing(np.array([1.0, 2.0]))
-    assert _has_missing(np.array(["a", None], dtype=object))
-    assert not _has_missing(np.array(["a", "b"]))
+    assert not _missing(np.arange(5)).any() and not _missing(np.array([True, False])).any()
+    assert _missing(np.array([1.0, np.nan])).tolist() == [False, True]
+    assert not _missing(np.array([1.0, 2.0])).any()
+    assert _missing(np.array(["a", None], dtype=object)).tolist() == [False, True]
+    assert not _missing(np.array(["a", "b"])).any()
 
 
 def test_a_selection_that_cannot_fit_is_refused_before_reading():
