@@ -170,7 +170,10 @@ def slowloris(address, stop, log):
         with _connect(address) as s:
             _count(log, "opened")
             opened = last = time.monotonic()
-            s.sendall(b"\x10")
+            try:
+                s.sendall(b"\x10")
+            except ConnectionResetError as exc:  # accepted by the backlog of a listener that closed
+                raise ConnectionRefusedError(f"reset at the first byte: {exc}") from exc
             s.settimeout(0.2)
             while not stop.is_set():
                 try:
