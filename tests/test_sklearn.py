@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,7 +15,7 @@ from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.pipeline import Pipeline  # noqa: E402
 
 from helpers import lung_frame, random_discrete  # noqa: E402
-from vmi_spark.sklearn import VMIFeatureSelector, encode_column, plan_column  # noqa: E402
+from vmi_spark.sklearn import VMIFeatureSelector, encode_column  # noqa: E402
 
 
 def continuous_frame(seed: int = 3, n: int = 300) -> pd.DataFrame:
@@ -76,23 +78,34 @@ def test_continuous_same_selection_as_spark(spark, method):
 
 
 # ---------------------------------------------------------------- encoding rules
+def _plan_of(values: np.ndarray):
+    """The plan the fitted selector made of one column (the planner every front end uses)."""
+    X = pd.DataFrame({"c": pd.Series(values, dtype=values.dtype)})
+    y = np.arange(len(values)) % 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sel = VMIFeatureSelector(n_features_to_select=1, num_bins=4, max_categories=3,
+                                 bias_correction="none", drop_suspects="none").fit(X, y)
+    return sel.columns_[0]
+
+
 def test_encoding_rules():
     v = np.array([5.0, 1.0, 3.0, np.nan, 3.0])
-    p = plan_column("v", v, "double", num_bins=4, max_categories=3)
+    p = _plan_of(v)
     assert (p.kind, p.values, p.missing, p.num_states) == ("category", [1.0, 3.0, 5.0], True, 4)
     assert encode_column(v, p).tolist() == [2, 0, 1, 3, 1]
     w = np.arange(10, dtype=float)
-    p = plan_column("w", w, "double", num_bins=4, max_categories=3)
+    p = _plan_of(w)
     assert p.kind == "bins" and p.splits == [2.0, 5.0, 7.0]
     # bin = number of splits <= v (Bucketizer convention)
     assert encode_column(w, p).tolist() == [0, 0, 1, 1, 1, 2, 2, 3, 3, 3]
     s = np.array(["b", None, "a"], dtype=object)
-    p = plan_column("s", s, "string", num_bins=4, max_categories=3)
+    p = _plan_of(s)
     assert encode_column(s, p).tolist() == [1, 2, 0]
     # more strings than max_categories: the 2 most frequent (ties to the smaller value)
     # are states, every other value one state after them, as OneHotEncoder(max_categories=3)
     t = np.array(list("dcbaddcb") * 10 + [None], dtype=object)  # 10 rows a value at least
-    p = plan_column("t", t, "string", num_bins=4, max_categories=3)
+    p = _plan_of(t)
     # counts d 3, c 2, b 2, a 1: d, then b before c (the tie goes to the smaller value)
     assert (p.values, p.other, p.num_states) == (["b", "d"], True, 4)
     assert encode_column(t, p).tolist() == [1, 2, 0, 2, 1, 1, 2, 0] * 10 + [3]

@@ -19,7 +19,6 @@ import datetime as _dt
 import logging
 import numbers
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -42,16 +41,12 @@ except ImportError:  # pragma: no cover - older scikit-learn
     _validate_data = None
 
 from .core import kernels
-from .core.binning import Binning, fit_binning
+from .core.binning import Binning
 from .core.encoding import (
     ColumnPlan,
-    binned_plan,
-    categorical_plan,
-    grouped_plan,
-    top_values,
 )
 from .core.encoding import encode_column as _encode_typed
-from .core.greedy import Backend, Selection, select
+from .core.greedy import Selection
 from .core.inmemory import ThreadedBackend
 from .core.planning import (
     BOOLEAN,
@@ -65,22 +60,18 @@ from .core.planning import (
     check_fits,
     suggest_name,
 )
-from .core.stability import run_stability, summarize
 from .core.summary import selection_report
-from .core.suspects import report_copies, report_suspects, screen_all
 from .errors import phrased
 from .params import (
     METHOD_NAMES,
     SPEC,
     Settings,
-    corrections,
     default,
-    plan_size,
-    stops_on_evidence,
 )
-from .progress import StepLogger, begin
+from .progress import StepLogger
+from .run import run_planned
 
-__all__ = ["VMIFeatureSelector", "column_values", "encode_column", "plan_column"]
+__all__ = ["VMIFeatureSelector", "column_values", "encode_column"]
 
 log = logging.getLogger("vmi_spark")
 
@@ -236,42 +227,6 @@ def _exact_integers(column: Any) -> np.ndarray | None:
             int(arr.max()) > _EXACT_INTEGER or int(arr.min()) < -_EXACT_INTEGER):
         return None
     return np.ascontiguousarray(arr)
-
-
-def plan_column(name: str, values: np.ndarray, dtype: str, num_bins: int,
-                max_categories: int, binning: str = "quantile",
-                y_codes: np.ndarray | None = None, num_classes: int | None = None) -> ColumnPlan:
-    """The :class:`~vmi_spark.core.encoding.ColumnPlan` of one canonical column.
-
-    Numeric columns with at most ``max_categories`` distinct values, and string
-    columns, are categories coded by their sorted values
-    (:func:`~vmi_spark.core.encoding.categorical_plan`); a string column with more
-    keeps its most frequent values (:func:`~vmi_spark.core.encoding.grouped_plan`);
-    other numeric columns get ``num_bins`` bins (:func:`~vmi_spark.core.binning.fit_binning`
-    with ``binning``; ``mdlp`` counts the classes ``y_codes``, 0 .. ``num_classes`` - 1);
-    a column that is all missing is ``constant``; missing values (NaN, None) are an
-    extra state.
-    """
-    if dtype == "double":
-        miss = np.isnan(values)
-        distinct: list[Any] = [float(v) for v in np.unique(values[~miss])]
-    else:
-        miss = np.array([v is None for v in values], dtype=bool)
-        distinct = list(set(values[~miss].tolist()))
-    missing = bool(miss.any())
-    plan = categorical_plan(name, dtype, distinct if len(distinct) <= max_categories else None,
-                            missing, max_categories)
-    if plan is not None:
-        return plan
-    if dtype == "string":
-        present = values[~miss].tolist()
-        counts: dict[Any, int] = {}
-        for v in present:
-            counts[v] = counts.get(v, 0) + 1
-        top = top_values(list(counts), list(counts.values()), max_categories - 1)
-        return grouped_plan(name, dtype, top, missing, max_categories)
-    b = fit_binning(binning, values, num_bins, labels=y_codes, num_classes=num_classes)
-    return binned_plan(name, [float(e) for e in b.edges], missing, [float(x) for x in b.spikes])
 
 
 def encode_column(values: np.ndarray, col: ColumnPlan) -> np.ndarray:
@@ -630,37 +585,17 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         if plan.label_type == "categorical":
             check_classification_targets(y_checked)
         log.info("label: %s (%s)", plan.label_type, planned.label.reason)
-        for note in planned.notes:
+        notes = list(planned.notes)
+        for note in notes:
             warnings.warn(note, UserWarning, stacklevel=2)
-        k, min_gain, capped = plan_size(settings, len(keep))
-        if capped is not None:
-            warnings.warn(capped.phrase("sklearn"), UserWarning, stacklevel=2)
         threads = settings.threads if settings.threads not in (None, -1) else None
         backend = ThreadedBackend(codes, y_codes, arity=plan.arity,
                                   num_classes=len(plan.classes), threads=threads, w=w)
-        suspects, dropped, copies, lines = screen_all(backend, planned, settings)
-        for note in lines:
-            warnings.warn(note, UserWarning, stacklevel=2)
-        steps = StepLogger()  # one INFO line a step, as the job's and the estimator's
-        begin(steps, plan.features, k,
-              open_end=min_gain is not None or stops_on_evidence(settings))
-
-        def run(b: Backend, on_step: Callable[[Selection], None] | None = None) -> Selection:
-            return select(b, settings.method, k, restart_tolerance=settings.restart_tolerance,
-                          min_gain=min_gain, on_step=on_step, exclude=dropped, copies=copies,
-                          **corrections(settings))
-
-        try:
-            sel = run(backend, steps)
-            sel.suspects = report_suspects(suspects, dropped)
-            sel.duplicates = report_copies(copies, plan.features, sel.selected)
-            stability = None
-            if settings.stability:
-                runs = run_stability(backend, run, settings.stability, settings.stability_seed,
-                                     settings.stability_fraction)
-                stability = summarize(runs, plan.features, sel.selected)
+        try:  # one INFO line a step, as the job's and the estimator's
+            ran = run_planned(backend, planned, settings, notes, on_step=StepLogger())
         finally:
             backend.close()
+        sel, stability = ran.selection, ran.stability
         self._record(sel, planned, keep, y_checked, n_rows, settings)
         self.stability_ = stability
         return self

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -14,26 +14,16 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
-from .. import progress
 from ..checkpoint import Checkpoint, fingerprint
 from ..core.encoding import EncodingPlan
-from ..core.greedy import Backend, ResumeMismatch, Selection, select
+from ..core.greedy import ResumeMismatch, Selection
 from ..core.kde import kde_conditional
 from ..core.planning import AUTO_ROWS_PER_VALUE, Planned, check_fits, thin_classes
-from ..core.stability import run_stability, summarize
 from ..core.summary import selection_report
-from ..core.suspects import Suspect, report_copies, report_suspects, screen_all
 from ..errors import InputError, literal, phrase, phrased
 from ..outputs import checkpoint_held
-from ..params import (
-    METHOD_NAMES,
-    ParameterWarning,
-    Settings,
-    corrections,
-    parameter,
-    plan_size,
-    stops_on_evidence,
-)
+from ..params import METHOD_NAMES, Settings, parameter
+from ..run import run_planned
 from .arrow_source import (
     ParquetSource,
     plain_parquet_scan,
@@ -137,15 +127,6 @@ _STORAGE_WORDS = {"staging": "a Parquet copy in the staging directory",
                   "recompute": "recomputing them from the input in every pass"}
 
 
-def _saving(ckpt: Checkpoint, on_step: Callable[[Selection], None] | None):
-    """An ``on_step`` that saves the checkpoint first, then calls ``on_step``."""
-    def save_then_call(sel: Selection) -> None:
-        ckpt.save(sel)
-        if on_step is not None:
-            on_step(sel)
-    return save_then_call
-
-
 def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *,
                   features: list[str] | None = None, exclude: list[str] | None = None,
                   features_col: str | None = None, weight_col: str | None = None,
@@ -211,86 +192,40 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
                             weight_col)
         check_fits(settings.method, len(route.features))  # before the rows are read
         planned = _plan(route, label, settings, phases)
-    plan, d = planned.plan, len(route.features)
+    plan = planned.plan
     notes = route.notes + planned.notes + _plan_notes(plan, settings.style)
     log.info("label '%s': %s (%s)", label, plan.label_type, planned.label.reason)
     old_pyarrow = (arrow_reader_note() if settings.reader == "auto" and route.read_by == "spark"
                    else None)
     if old_pyarrow is not None and plain_parquet_scan(route.df):
         notes.append(old_pyarrow)  # the pyarrow reader would have read this input
-    k, min_gain, capped = plan_size(settings, d)
     for n in notes:
         warnings.warn(n, UserWarning, stacklevel=2)
-    if capped is not None:  # in the names of the front end that asked
-        capped = ParameterWarning(capped.key, capped.template, settings.style)
-        notes.append(str(capped))
-        warnings.warn(capped, stacklevel=2)
-    progress.begin(on_step, plan.features, k,
-                   open_end=min_gain is not None or stops_on_evidence(settings))
     execution = choose_execution(plan, route, settings)
     with ExitStack() as steps:  # what the steps run under (Arrow batches sized for the heap)
         backend, kept = start_execution(execution, route, plan, planned.skip_cols, settings,
                                         storage_level, notes, phases.lap, steps)
         phases.lap("start_execution")
         t_prep = time.perf_counter() - t0
-        stability = None
         try:
-            suspects, dropped, copies = _suspects(backend, planned, settings, notes)
-            selection = _select(backend, plan, settings, k, min_gain, on_step, notes, dropped,
-                                copies)
-            selection.suspects = report_suspects(suspects, dropped)
-            selection.duplicates = report_copies(copies, plan.features, selection.selected)
-            phases.lap("steps")
-            if settings.stability:
-                runs = run_stability(backend, partial(_select_view, plan=plan,
-                                                      settings=settings, k=k,
-                                                      min_gain=min_gain, exclude=dropped,
-                                                      copies=copies),
-                                     settings.stability, settings.stability_seed,
-                                     settings.stability_fraction, on_run=_log_run)
-                stability = summarize(runs, route.features, selection.selected)
-                phases.lap("stability")
+            keeper = (steps.enter_context(_held(settings, plan, backend, notes))
+                      if settings.checkpoint_dir is not None else None)
+            ran = run_planned(backend, planned, settings, notes, on_step=on_step,
+                              keeper=keeper, conditional_fn=_smoothing(plan, settings),
+                              lap=phases.lap)
         finally:
             backend.close()
             if kept is not None:
                 kept.release()
     phases.lap("release")
     notes += backend.notes()
-    if selection.stopped_early and selection.stop_reason != "threshold":
-        notes.append(f"stopped early: {selection.stopped_early}")
     how = kept.how if kept is not None else "driver"
     if how not in ("cache", "driver"):
         notes.append(f"the encoded rows were kept by {_STORAGE_WORDS[how]} (the session "
                      "cannot cache DataFrames)")
-    return SelectionRun(plan, selection, settings.result(), time.perf_counter() - t0, t_prep,
-                        notes, backend.execution, how, dict(phases), route.read_by,
-                        planned.label.reason, stability)
-
-
-def _select_view(view: Backend, plan: EncodingPlan, settings: Settings, k: int,
-                 min_gain: float | None, exclude: list[int],
-                 copies: dict[int, list[int]]) -> Selection:
-    """A stability run's selection over ``view``: the main selection's method, K,
-    thresholds, gain correction and candidates, no checkpoint."""
-    return select(view, settings.method, k, restart_tolerance=settings.restart_tolerance,
-                  conditional_fn=_smoothing(plan, settings), min_gain=min_gain,
-                  exclude=exclude, copies=copies, **corrections(settings))
-
-
-def _suspects(backend: Execution, planned: Planned, settings: Settings, notes: list[str]
-              ) -> tuple[list[Suspect], list[int], dict[int, list[int]]]:
-    """The suspect features and the copies (:mod:`vmi_spark.core.suspects`) from the count
-    tables the selection starts from, warned of before the steps (:func:`screen_all`)."""
-    suspects, dropped, copies, lines = screen_all(backend, planned, settings)
-    for note in lines:
-        notes.append(note)
-        warnings.warn(note, UserWarning, stacklevel=3)
-    return suspects, dropped, copies
-
-
-def _log_run(b: int, sel: Selection) -> None:
-    log.info("stability run %d: %d features on %d rows", b + 1, len(sel.selected),
-             sel.num_rows)
+    return SelectionRun(plan, ran.selection, settings.result(), time.perf_counter() - t0,
+                        t_prep, notes, backend.execution, how, dict(phases), route.read_by,
+                        planned.label.reason, ran.stability)
 
 
 def _settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
@@ -329,40 +264,48 @@ def _plan_notes(plan: EncodingPlan, style: str) -> list[str]:
     return notes
 
 
-def _select(backend: Execution, plan: EncodingPlan, settings: Settings, k: int,
-            min_gain: float | None, on_step: Callable[[Selection], None] | None,
-            notes: list[str], exclude: list[int], copies: dict[int, list[int]]) -> Selection:
-    """The greedy selection of ``k`` features over ``backend``, continued from the
-    checkpoint in ``settings.checkpoint_dir`` (if it has one of this input and these
-    parameters) and saved there after every step."""
-    method = settings.method
-    checkpoint_dir, report_candidates = settings.checkpoint_dir, settings.report_candidates
-    resume = None
-    with ExitStack() as stack:
-        if checkpoint_dir is not None:
-            stack.enter_context(checkpoint_held(checkpoint_dir))  # one run at a time in the directory
-            ckpt = Checkpoint(checkpoint_dir, fingerprint(
-                plan.to_json(), backend.feature_counts(),
-                {**settings.result(), "report_candidates": report_candidates}),
-                num_features=len(plan.columns), method=method,
-                report_candidates=report_candidates)
-            resume = ckpt.load()
-            if resume is not None:
-                if len(resume.selected) > k:
-                    raise InputError(f"the checkpoint in {checkpoint_dir} has more steps than "
-                                     "this run selects")
-                notes.append(f"resumed from the checkpoint after step {len(resume.selected)}")
-            on_step = _saving(ckpt, on_step)
-        smoothing = _smoothing(plan, settings)
-        try:
-            return select(backend, method, k, restart_tolerance=settings.restart_tolerance,
-                          report_candidates=report_candidates, on_step=on_step, resume=resume,
-                          conditional_fn=smoothing, min_gain=min_gain, exclude=exclude,
-                          copies=copies, **corrections(settings))
-        except ResumeMismatch as exc:  # an edited checkpoint: refused, never trusted
-            raise InputError(f"the checkpoint in {checkpoint_dir} does not replay: {exc}; it "
-                             "was edited, or written by another version: remove it to start "
-                             "over") from None
+class _Checkpointed:
+    """The run's :class:`~vmi_spark.run.Keeper`: the checkpoint in ``checkpoint_dir``."""
+
+    def __init__(self, ckpt: Checkpoint, notes: list[str]):
+        self.ckpt, self.notes = ckpt, notes
+
+    def resume(self, k: int) -> Selection | None:
+        resume = self.ckpt.load()
+        if resume is not None:
+            if len(resume.selected) > k:
+                raise InputError(f"the checkpoint in {self.ckpt.path} has more steps than "
+                                 "this run selects")
+            self.notes.append(f"resumed from the checkpoint after step {len(resume.selected)}")
+        return resume
+
+    def saving(self, on_step: Callable[[Selection], None] | None
+               ) -> Callable[[Selection], None]:
+        def save_then_call(sel: Selection) -> None:
+            self.ckpt.save(sel)
+            if on_step is not None:
+                on_step(sel)
+        return save_then_call
+
+    def refused(self, exc: ResumeMismatch) -> Exception:
+        return InputError(f"the checkpoint in {self.ckpt.path} does not replay: {exc}; it was "
+                          "edited, or written by another version: remove it to start over")
+
+
+@contextmanager
+def _held(settings: Settings, plan: EncodingPlan, backend: Execution, notes: list[str]
+          ) -> Iterator[_Checkpointed]:
+    """The checkpoint of this input and these parameters in ``settings.checkpoint_dir``,
+    held (one run at a time in the directory) while the steps run."""
+    checkpoint_dir = settings.checkpoint_dir
+    assert checkpoint_dir is not None
+    with checkpoint_held(checkpoint_dir):
+        report_candidates = settings.report_candidates
+        yield _Checkpointed(Checkpoint(checkpoint_dir, fingerprint(
+            plan.to_json(), backend.feature_counts(),
+            {**settings.result(), "report_candidates": report_candidates}),
+            num_features=len(plan.columns), method=settings.method,
+            report_candidates=report_candidates), notes)
 
 
 def _smoothing(plan: EncodingPlan, settings: Settings) -> Callable | None:
