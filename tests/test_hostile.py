@@ -35,10 +35,10 @@ from hypothesis import strategies as st
 import vmi_spark
 from vmi_spark import job
 from vmi_spark.job import main
-from vmi_spark.params import Settings
+from vmi_spark.params import METHOD_NAMES, Settings
 
 PACKAGE = Path(vmi_spark.__file__).resolve().parent
-METHODS = job.METHOD_CHOICES
+METHODS = METHOD_NAMES
 ERROR_PREFIX = "select_features: error:"
 
 

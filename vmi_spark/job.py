@@ -24,7 +24,6 @@ from .errors import InputError
 from .params import (
     AUTO_MAX_FEATURES,
     DEFAULT_THRESHOLDS,
-    METHOD_NAMES,
     SPEC,
     ParameterError,
     ParameterWarning,
@@ -36,8 +35,6 @@ from .params import (
 
 log = logging.getLogger("vmi_spark")
 
-#: the methods --method accepts (the registry's names)
-METHOD_CHOICES = METHOD_NAMES
 #: spec keys whose flags the job adds by hand (comma lists) or not at all
 _OWN_FLAGS = ("features", "exclude")
 

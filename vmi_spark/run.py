@@ -18,14 +18,14 @@ import logging
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
 from . import progress
 from .core.greedy import Backend, ResumeMismatch, Selection, select
 from .core.planning import Planned
-from .core.stability import run_stability, summarize
+from .core.stability import Masked, run_stability, summarize
 from .core.suspects import report_copies, report_suspects, screen_all
 from .errors import ParameterWarning
 from .params import Settings, corrections, plan_size, stops_on_evidence
@@ -112,6 +112,8 @@ def run_planned(backend: Backend, planned: Planned, settings: Settings, notes: l
     told the candidates and K, :func:`vmi_spark.progress.begin`); ``keeper`` continues
     from saved steps and saves every step; ``conditional_fn`` is the ``kde``
     estimator's smoothing; ``lap(phase)`` closes the phases ``steps`` and ``stability``.
+    With ``stability`` runs the backend must give masked views
+    (:class:`~vmi_spark.core.stability.Masked`, as every dense backend does).
     """
     plan = planned.plan
     policy = Policy.of(settings, len(plan.features))
@@ -142,7 +144,7 @@ def run_planned(backend: Backend, planned: Planned, settings: Settings, notes: l
         def again(view: Backend) -> Selection:  # the main run's policy, candidates, no keeper
             return policy.select(view, exclude=dropped, copies=copies,
                                  conditional_fn=conditional_fn)
-        runs = run_stability(backend, again, settings.stability, settings.stability_seed,
+        runs = run_stability(cast(Masked, backend), again, settings.stability, settings.stability_seed,
                              settings.stability_fraction, on_run=_log_run)
         stability = summarize(runs, plan.features, sel.selected)
         if lap is not None:

@@ -63,7 +63,6 @@ from .core.planning import (
 from .core.summary import selection_report
 from .errors import phrased
 from .params import (
-    METHOD_NAMES,
     SPEC,
     Settings,
     default,
@@ -75,8 +74,6 @@ __all__ = ["VMIFeatureSelector", "column_values", "encode_column"]
 
 log = logging.getLogger("vmi_spark")
 
-#: every method the selector accepts (the registry's names)
-METHODS = METHOD_NAMES
 #: spec key of each constructor parameter
 _SKLEARN_KEYS = {p.sklearn: p.key for p in SPEC if p.sklearn is not None}
 

@@ -22,7 +22,7 @@ from ..core.planning import AUTO_ROWS_PER_VALUE, Planned, check_fits, thin_class
 from ..core.summary import selection_report
 from ..errors import InputError, literal, phrase, phrased
 from ..outputs import checkpoint_held
-from ..params import METHOD_NAMES, Settings, parameter
+from ..params import Settings
 from ..run import run_planned
 from .arrow_source import (
     ParquetSource,
@@ -43,13 +43,6 @@ from .storage import check_checkpoint_dir, check_staging
 from .vector_source import vector_lengths_checked
 
 log = logging.getLogger("vmi_spark")
-
-#: every selection method (the registry's names, kept here for existing imports)
-ALL_METHODS = METHOD_NAMES
-#: how p(x_i | y) of continuous features is estimated: quantile bins, or a binned KDE
-ESTIMATORS = parameter("estimator").choices
-#: how the greedy steps run: resident tasks if the session allows, else one Spark job a pass
-EXECUTIONS = parameter("execution").choices
 
 
 @dataclass
