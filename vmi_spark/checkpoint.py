@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from .core.greedy import Selection
-from .errors import InputError
+from .errors import InputError, flat
 from .outputs import CHECKPOINT_FILE, current_umask
 
 FILE_NAME = CHECKPOINT_FILE
@@ -130,7 +130,7 @@ class Checkpoint:
                 raise ValueError("no fingerprint")
         except (OSError, ValueError, RecursionError, MemoryError) as exc:
             raise InputError(f"cannot read the checkpoint {self.file}: "
-                             f"{_one_line(exc)}") from None
+                             f"{flat(exc, 200)}") from None
         if saved != self.fingerprint:
             raise InputError(
                 f"the checkpoint in {self.path} was written for a different input or different "
@@ -138,7 +138,7 @@ class Checkpoint:
         try:
             return self._selection(data)
         except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
-            raise InputError(f"invalid checkpoint {self.file}: {_one_line(exc)}") from None
+            raise InputError(f"invalid checkpoint {self.file}: {flat(exc, 200)}") from None
 
     def _read(self) -> dict:
         """The file's JSON object; its size is bounded before anything is parsed."""
@@ -241,7 +241,3 @@ class Checkpoint:
                 os.unlink(tmp)
             raise
 
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())[:200]
-    return text or type(exc).__name__

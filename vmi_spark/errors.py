@@ -10,6 +10,7 @@ when a message is phrased.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
@@ -102,3 +103,51 @@ def phrased(style: str) -> Iterator[None]:
         if exc.style == style:
             raise
         raise exc.restyled(style) from None
+
+
+# --------------------------------------------------------------------------- one line
+#
+# The one place an exception becomes the single line a user reads.
+
+def one_line(exc: BaseException) -> str:
+    """One line for a (possibly Java) exception: the first line of its root cause's
+    message (Spark wraps the cause in a long Java trace), else of its own text, else its
+    type's name."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            cause = java
+            while cause.getCause() is not None:
+                cause = cause.getCause()
+            text = str(cause.getMessage() or cause.toString()).strip().splitlines()
+            if text:
+                return text[0]
+        except Exception:  # noqa: BLE001, S110 - the JVM is gone: the Python text below
+            pass
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def raised_line(exc: BaseException, limit: int = 300) -> str:
+    """One line that says why a Spark job failed: the last Python error raised in a task
+    that the message carries (``ValueError: ...``), else its first line."""
+    text = str(exc)
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            text = str(java.getMessage()) or text
+        except Exception:  # noqa: BLE001, S110 - the JVM is gone
+            pass
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    raised = [ln for ln in lines if re.match(r"^[A-Za-z_.]*(Error|Exception): ", ln)
+              and not ln.startswith(("org.apache", "py4j", "java."))]
+    line = raised[-1] if raised else (lines[0] if lines else type(exc).__name__)
+    return line[:limit]
+
+
+def flat(exc: BaseException | str, limit: int | None = None) -> str:
+    """The whole message of ``exc`` on one line: line breaks shown as ``\\n`` (a column
+    name may hold one), cut at ``limit`` characters if given."""
+    text = str(exc).replace("\r", "\\r").replace("\n", "\\n")
+    text = text if limit is None else text[:limit]
+    return text or (type(exc).__name__ if isinstance(exc, BaseException) else "")

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 from . import changes, hints, outputs
-from .errors import InputError
+from .errors import InputError, flat, one_line
 from .params import (
     AUTO_MAX_FEATURES,
     DEFAULT_THRESHOLDS,
@@ -183,7 +183,7 @@ _MODE_SIZE = {"gain": "until a step gains less than --selection-threshold nats",
 
 def _message(exc: InputError) -> str:
     """The one error line, in the job's own flag names."""
-    return _one_line(exc.restyled("cli") if isinstance(exc, ParameterError) else exc)
+    return flat(exc.restyled("cli") if isinstance(exc, ParameterError) else exc)
 
 
 def write_report(path: str, report: dict[str, Any]) -> None:
@@ -266,29 +266,9 @@ def read_input(spark, args: argparse.Namespace):
         hint = hints.explain(exc, spark, args.table)
         if hint is not None:
             raise InputError(hint) from exc
-        raise InputError(f"cannot read input '{args.input or args.table}': {_first_line(exc)}") from exc
+        raise InputError(f"cannot read input '{args.input or args.table}': {one_line(exc)}") from exc
 
 
-def _one_line(exc: BaseException) -> str:
-    """The message of ``exc`` on one line (a column name may hold a line break)."""
-    return str(exc).replace("\r", "\\r").replace("\n", "\\n")
-
-
-def _first_line(exc: BaseException) -> str:
-    """One line describing a (possibly Java) exception: its root cause's message."""
-    java = getattr(exc, "java_exception", None)
-    if java is not None:
-        try:
-            cause = java
-            while cause.getCause() is not None:
-                cause = cause.getCause()
-            text = (cause.getMessage() or cause.toString()).strip().splitlines()
-            if text:
-                return text[0]
-        except Exception:  # the JVM is gone: fall back to the Python text
-            pass
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def _is_spark_error(exc: BaseException) -> bool:
@@ -507,7 +487,7 @@ def _file_head(spark, uri: str, limit: int) -> bytes | None:
         finally:
             stream.close()
     except Exception as exc:  # noqa: BLE001 - Connect, or unreadable: no warning then
-        log.debug("cannot look at %s: %s", uri, _first_line(exc))
+        log.debug("cannot look at %s: %s", uri, one_line(exc))
         return None
 
 
@@ -576,7 +556,7 @@ def _track(report: dict[str, Any], report_dir: str | None, asked: bool) -> None:
         with tracking.bounded_http():  # and log_selection waits DEADLINE_SECONDS at most
             tracking.log_selection(report, report_dir)
     except Exception as exc:  # noqa: BLE001 - tracking is a side channel
-        log.error("could not log the selection to MLflow: %s", _one_line(exc))
+        log.error("could not log the selection to MLflow: %s", flat(exc))
 
 
 def _table_location(spark, name: str) -> str | None:
@@ -629,7 +609,7 @@ def _write_outputs(spark, claimed: outputs.Claims, df, args: argparse.Namespace,
             log.info("wrote %s (%s)", args.write_selected, ", ".join(report["pruned"]["columns"]))
     except Exception as exc:
         if _is_spark_error(exc):
-            raise InputError(f"cannot write the pruned input: {_first_line(exc)}") from exc
+            raise InputError(f"cannot write the pruned input: {one_line(exc)}") from exc
         raise
 
 
@@ -733,7 +713,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
     except Exception as exc:  # a Spark failure reading or scanning the input
         if verbose or not _is_spark_error(exc):
             raise
-        print(f"select_features: error: {hints.explain(exc) or _first_line(exc)}",
+        print(f"select_features: error: {hints.explain(exc) or one_line(exc)}",
               file=sys.stderr)
         return 2
     log.debug("done in %.1fs", time.perf_counter() - t0)

@@ -44,8 +44,7 @@ from pyspark.ml.util import (
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .errors import InputError
-from .outputs import first_line
+from .errors import InputError, one_line
 from .params import METHOD_NAMES, SPEC, Settings, check, defaults, is_vmi, parameter
 from .progress import StepLogger
 from .spark.compat import handle_overwrite, load_metadata, save_metadata
@@ -650,7 +649,7 @@ def _read_metadata(path: str, spark) -> dict[str, Any]:
         raise InputError(f"cannot load a VMISelectorModel from '{path}': its metadata is not "
                          f"the JSON this model writes ({text})") from None
     except Exception as exc:  # noqa: BLE001 - Spark's reader: a Java exception of many lines
-        line = first_line(exc)
+        line = one_line(exc)
         if "checksum" in f"{line} {exc}".lower():
             raise InputError(f"cannot load a VMISelectorModel from '{path}': its metadata does "
                              "not match its checksum (.crc) file: it was changed after it was "

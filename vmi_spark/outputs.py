@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from .errors import InputError, ParameterError, literal
+from .errors import InputError, ParameterError, literal, one_line
 
 OUTPUT_FILES = frozenset({"selection.json", "report.md", "steps.csv", "bounds.png",
                           "stability.png"})
@@ -974,22 +974,6 @@ def check_before_spark(args) -> None:
         writable("--staging-dir", os.path.realpath(local_path(staging)))
 
 
-def first_line(exc: BaseException) -> str:
-    """One line for a (possibly Java) exception: its root cause's message."""
-    java = getattr(exc, "java_exception", None)
-    if java is not None:
-        try:
-            cause = java
-            while cause.getCause() is not None:
-                cause = cause.getCause()
-            text = str(cause.getMessage() or cause.toString()).strip().splitlines()
-            if text:
-                return text[0]
-        except Exception:  # noqa: BLE001, S110 - the JVM is gone: the Python text below
-            pass
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
 
 def check_staging_dir(hfs: HadoopFS | None, path: str, flag: str = "--staging-dir") -> str:
     """Refuse a staging directory the run could not write its copy of the encoded rows
@@ -1024,7 +1008,7 @@ def check_staging_dir(hfs: HadoopFS | None, path: str, flag: str = "--staging-di
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - an unreachable or refusing file system
-        raise InputError(f"{flag} '{path}': cannot write there ({first_line(exc)})") from None
+        raise InputError(f"{flag} '{path}': cannot write there ({one_line(exc)})") from None
 
 
 def output_locations(args, selected_qualified: str | None = None,

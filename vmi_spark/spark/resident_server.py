@@ -18,7 +18,6 @@ from __future__ import annotations
 import hmac
 import logging
 import queue
-import re
 import secrets
 import selectors
 import socket
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pyspark.sql import DataFrame
 
+from ..errors import raised_line
 from . import wire
 from .resident_protocol import (
     MAX_HELLO_BLOCK_BYTES,
@@ -362,7 +362,7 @@ class ResidentTasks:
         short_since: float | None = None
         while self.num_tasks is None or len(self.peers) < self.num_tasks:
             if self._done.is_set():
-                why = first_line(self._error) if self._error else "the job ended"
+                why = raised_line(self._error) if self._error else "the job ended"
                 raise lost(f"the resident tasks failed: {why}") from self._error
             now = time.monotonic()
             if now > deadline:
@@ -480,19 +480,3 @@ class ResidentTasks:
         self._wake_r.close()
         self._wake_w.close()
 
-
-def first_line(exc: BaseException) -> str:
-    """One line that says why a job failed: the Python error raised in a task if the
-    message carries one (Spark wraps it in a long Java trace), else the first line."""
-    text = str(exc)
-    java = getattr(exc, "java_exception", None)
-    if java is not None:
-        try:
-            text = str(java.getMessage()) or text
-        except Exception:  # the JVM is gone
-            pass
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    raised = [ln for ln in lines if re.match(r"^[A-Za-z_.]*(Error|Exception): ", ln)
-              and not ln.startswith(("org.apache", "py4j", "java."))]
-    line = raised[-1] if raised else (lines[0] if lines else type(exc).__name__)
-    return line[:300]
