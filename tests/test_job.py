@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from helpers import random_discrete
+from vmi_spark.core.report_schema import SelectionReport
 from vmi_spark.job import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,6 +158,9 @@ def test_spark_submit_end_to_end(table, tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     rep = json.loads((out / "selection.json").read_text())
     assert len(rep["selected"]) == 3
+    # every key the job writes is declared in the one schema readers type against
+    assert set(rep) <= set(SelectionReport.__annotations__), \
+        set(rep) - set(SelectionReport.__annotations__)
     bad = subprocess.run(cmd[:-5] + ["--label", "nolabel", "--output", str(tmp_path / "x")],
                          env=env, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2

@@ -15,6 +15,7 @@ from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.pipeline import Pipeline  # noqa: E402
 
 from helpers import lung_frame, random_discrete  # noqa: E402
+from vmi_spark.core.report_schema import SelectionReport  # noqa: E402
 from vmi_spark.sklearn import VMIFeatureSelector, encode_column  # noqa: E402
 
 
@@ -338,3 +339,11 @@ def test_check_estimator_passes_the_message_checks():
     from sklearn.utils.estimator_checks import check_all_zero_sample_weights_error
 
     check_all_zero_sample_weights_error("VMIFeatureSelector", VMIFeatureSelector())
+
+
+def test_the_report_keys_are_the_declared_schema():
+    df = random_discrete(3, n=400, d=6)
+    rep = VMIFeatureSelector(n_features_to_select=3, stability=2).fit(
+        df.drop(columns="y"), df["y"]).report()
+    declared = set(SelectionReport.__annotations__)
+    assert {"selected", "scores", "columns", "suspects", "stability"} <= set(rep) <= declared

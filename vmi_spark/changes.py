@@ -29,6 +29,8 @@ import os
 import stat
 from typing import Any
 
+from .core.report_schema import SelectionReport
+
 #: largest previous ``selection.json`` read (a wide table's report with its columns' states)
 MAX_PREVIOUS_BYTES = 256 << 20
 #: the exit status of ``--fail-on-change`` when the selected set changed
@@ -124,7 +126,7 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def compare(previous: dict[str, Any] | None, current: dict[str, Any], where: str,
+def compare(previous: dict[str, Any] | None, current: SelectionReport, where: str,
             reason: str | None = None) -> dict[str, Any]:
     """The report's ``changes``: ``previous`` (from :func:`read_previous`, None when it
     could not be read, ``reason`` saying why) against the ``current`` report.

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 from . import changes, hints, outputs
+from .core.report_schema import SelectionReport
 from .errors import InputError, flat, one_line
 from .params import (
     AUTO_MAX_FEATURES,
@@ -186,7 +187,7 @@ def _message(exc: InputError) -> str:
     return flat(exc.restyled("cli") if isinstance(exc, ParameterError) else exc)
 
 
-def write_report(path: str, report: dict[str, Any]) -> None:
+def write_report(path: str, report: SelectionReport) -> None:
     """Write ``selection.json``, ``report.md``, ``steps.csv``, ``bounds.png`` and (with
     stability runs) ``stability.png`` into the new directory ``path`` (the staging
     directory of ``--output``; modes follow the umask)."""
@@ -379,7 +380,7 @@ def _path_partitions(df) -> list[str]:
     return [columns[k.lower()] for k in keys if k.lower() in columns]
 
 
-def _pruned(df, report: dict[str, Any], parts: list[str]):
+def _pruned(df, report: SelectionReport, parts: list[str]):
     """The input without the candidate features that were not selected: the label, the
     selected features and every column left out of the selection (keys, excluded and
     weight columns, arrays, maps, the partition columns) are kept, in the input's order."""
@@ -398,7 +399,7 @@ def _writer(df, fmt: str, parts: list[str]):
     return w.partitionBy(*parts) if parts else w
 
 
-def run(args: argparse.Namespace, spark) -> dict[str, Any]:
+def run(args: argparse.Namespace, spark) -> SelectionReport:
     """Run the job for parsed ``args`` on ``spark``; returns the report.
 
     Before anything is read, the outputs are checked as the session sees them and claimed
@@ -492,7 +493,7 @@ def _file_head(spark, uri: str, limit: int) -> bytes | None:
 
 
 def _select(args: argparse.Namespace, spark, df, claimed,
-            notes: Sequence[str] = ()) -> dict[str, Any]:
+            notes: Sequence[str] = ()) -> SelectionReport:
     """Select on ``df`` (the demo data when None) and write the claimed outputs; ``notes``
     are warnings about the input (logged, and in the report's ``warnings``)."""
     for note in notes:
@@ -544,7 +545,7 @@ def _columns(text: str | None) -> list[str] | None:
     return [c.strip() for c in text.split(",")] if text else None
 
 
-def _track(report: dict[str, Any], report_dir: str | None, asked: bool) -> None:
+def _track(report: SelectionReport, report_dir: str | None, asked: bool) -> None:
     """Log to MLflow with --mlflow or in an active run; a failure (an unreachable server
     included: bounded, :mod:`vmi_spark.tracking`) is a log line, not a failed job (the
     selection is written by then)."""
@@ -573,7 +574,7 @@ def _table_location(spark, name: str) -> str | None:
 
 
 def _write_outputs(spark, claimed: outputs.Claims, df, args: argparse.Namespace,
-                   report: dict[str, Any]) -> None:
+                   report: SelectionReport) -> None:
     """Write the report, the pruned input (--write-selected) and the --output-table.
 
     Everything goes to the claimed staging directories first (the pruned files with a
@@ -613,7 +614,7 @@ def _write_outputs(spark, claimed: outputs.Claims, df, args: argparse.Namespace,
         raise
 
 
-def print_summary(report: dict[str, Any]) -> None:
+def print_summary(report: SelectionReport) -> None:
     print(f"VMI feature selection ({report['method']}) on {report['num_rows']} rows, "
           f"label '{report['label']}'")
     print(f"{'step':>4}  {'feature':<12} {'bound (nats)':>12}  block")

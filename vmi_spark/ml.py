@@ -44,6 +44,7 @@ from pyspark.ml.util import (
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from .core.report_schema import SelectionReport
 from .errors import InputError, one_line
 from .params import METHOD_NAMES, SPEC, Settings, check, defaults, is_vmi, parameter
 from .progress import StepLogger
@@ -419,18 +420,18 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
 
     def __init__(self) -> None:
         super().__init__()
-        self._report: dict[str, Any] = {}
+        self._report: SelectionReport = {}
 
     @classmethod
-    def _from_report(cls, report: dict[str, Any]) -> VMISelectorModel:
+    def _from_report(cls, report: SelectionReport) -> VMISelectorModel:
         model = cls()
-        model._report = dict(report)
+        model._report = report.copy()
         return model
 
     @property
-    def report(self) -> dict[str, Any]:
+    def report(self) -> SelectionReport:
         """The full selection report, the fields of the job's ``selection.json`` (a copy)."""
-        return dict(self._report)
+        return self._report.copy()
 
     @property
     def selectedFeatures(self) -> list[int]:
@@ -549,7 +550,7 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
     def copy(self, extra: dict | None = None) -> VMISelectorModel:
         """A copy of this model with the same selection (and ``extra`` Params)."""
         that = super().copy(extra)
-        that._report = dict(self._report)
+        that._report = self._report.copy()
         return that
 
     def write(self) -> MLWriter:

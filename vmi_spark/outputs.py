@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from .core.report_schema import SelectionReport
 from .errors import InputError, ParameterError, literal, one_line
 
 OUTPUT_FILES = frozenset({"selection.json", "report.md", "steps.csv", "bounds.png",
@@ -711,7 +712,7 @@ def previous_output(fs, path: str) -> str | None:
     return None
 
 
-def marker_text(report: dict[str, Any], files: Sequence[str] = ()) -> str:
+def marker_text(report: SelectionReport, files: Sequence[str] = ()) -> str:
     """The JSON of the :data:`SELECTED_MARKER` file for a pruned output of ``report``;
     ``files`` are the paths (relative, ``/``-separated) of every file the job wrote there,
     so that ``--overwrite`` can tell them from files added since."""

@@ -13,6 +13,7 @@ import math
 import os
 from typing import Any
 
+from .core.report_schema import SelectionReport
 from .params import is_vmi as _is_vmi
 
 __all__ = ["render_markdown", "plot_bounds", "plot_stability", "restart_steps", "step_rows",
@@ -64,13 +65,13 @@ def _ms(value: Any) -> str:
     return f"{ms:.3g}" if ms < 100 else f"{ms:.0f}"
 
 
-def restart_steps(report: dict[str, Any]) -> list[int]:
+def restart_steps(report: SelectionReport) -> list[int]:
     """0-based steps whose feature starts a new block after a restart."""
     blocks = list(report.get("blocks") or [])
     return [i for i in range(1, len(blocks)) if blocks[i] != blocks[i - 1]]
 
 
-def step_rows(report: dict[str, Any]) -> list[tuple[int, str, int | None, float, float, int]]:
+def step_rows(report: SelectionReport) -> list[tuple[int, str, int | None, float, float, int]]:
     """The selection as rows of :data:`STEP_COLUMNS`, one per step, in selection order.
 
     ``step`` counts from 1; ``index`` is the feature's position among the candidate
@@ -88,7 +89,7 @@ def step_rows(report: dict[str, Any]) -> list[tuple[int, str, int | None, float,
             for i, name in enumerate(selected)]
 
 
-def write_steps_csv(report: dict[str, Any], path: str | os.PathLike[str]) -> None:
+def write_steps_csv(report: SelectionReport, path: str | os.PathLike[str]) -> None:
     """Write :func:`step_rows` as CSV with a header row (floats at full precision)."""
     import csv
 
@@ -114,7 +115,7 @@ def short_name(name: str, width: int = _MAX_LABEL) -> str:
     return name[:head] + "\u2026" + name[len(name) - (width - 1 - head):]
 
 
-def _candidates_section(report: dict[str, Any]) -> list[str]:
+def _candidates_section(report: SelectionReport) -> list[str]:
     """The best candidates per step (``--report-candidates``), as a Markdown table."""
     steps = report.get("candidates") or []
     if not steps:
@@ -132,7 +133,7 @@ def _candidates_section(report: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def _states_section(report: dict[str, Any], selected: list[str]) -> list[str]:
+def _states_section(report: SelectionReport, selected: list[str]) -> list[str]:
     """The states of the selected columns: how each was coded (binning and spikes of a
     binned column, ``(other)`` of a grouped category column, a constant column) and its
     state names, in the column's own form (dates for a date column)."""
@@ -156,7 +157,7 @@ def _states_section(report: dict[str, Any], selected: list[str]) -> list[str]:
     return out + [""]
 
 
-def render_markdown(report: dict[str, Any]) -> str:
+def render_markdown(report: SelectionReport) -> str:
     """Render a selection report as Markdown (the contents of a ``report.md``).
 
     Parameters
@@ -210,7 +211,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _summary_section(report: dict[str, Any], selected: list[str], is_vmi: bool) -> list[str]:
+def _summary_section(report: SelectionReport, selected: list[str], is_vmi: bool) -> list[str]:
     """The input, label, how many were selected, restarts and why selection ended early."""
     summary = []
     if report.get("input"):
@@ -225,8 +226,8 @@ def _summary_section(report: dict[str, Any], selected: list[str], is_vmi: bool) 
         summary.append(f"- **Restarts:** {report.get('restarts', len(restart_steps(report)))}")
     if report.get("stopped_early"):
         summary.append(f"- **Stopped early:** {report['stopped_early']}")
-    elif report.get("stop_reason"):
-        summary.append(f"- **Stopped:** {_STOPS.get(report['stop_reason'], report['stop_reason'])}")
+    elif reason := report.get("stop_reason"):
+        summary.append(f"- **Stopped:** {_STOPS.get(reason, reason)}")
     return summary + [""]
 
 
@@ -235,7 +236,7 @@ _STOPS = {"num_features": "K features selected", "no_features_left": "every feat
           "callback": "stopped by the caller"}
 
 
-def _suspects_section(report: dict[str, Any]) -> list[str]:
+def _suspects_section(report: SelectionReport) -> list[str]:
     """The suspect features found before the steps (leaks, identifiers), with the number
     behind each and whether ``dropSuspects`` left it out, and the selected features'
     copies."""
@@ -257,7 +258,7 @@ def _suspects_section(report: dict[str, Any]) -> list[str]:
     return lines + [""] + dup
 
 
-def _selection_section(report: dict[str, Any], selected: list[str], is_vmi: bool) -> list[str]:
+def _selection_section(report: SelectionReport, selected: list[str], is_vmi: bool) -> list[str]:
     """The table of steps (step, feature, index, score, gain, block, seconds), restarts
     marked and explained."""
     lines = ["## Selection", ""]
@@ -296,7 +297,7 @@ def _selection_section(report: dict[str, Any], selected: list[str], is_vmi: bool
     return lines
 
 
-def _data_section(report: dict[str, Any]) -> list[str]:
+def _data_section(report: SelectionReport) -> list[str]:
     """Rows used, dropped and skipped, classes, candidate features and their coding; the
     classes and a continuous label's bins."""
     data = []
@@ -304,8 +305,9 @@ def _data_section(report: dict[str, Any]) -> list[str]:
                        ("rows_dropped", "rows dropped (null label)"),
                        ("rows_skipped", "rows skipped (missing feature values)"),
                        ("num_classes", "classes")):
-        if report.get(key) is not None:
-            data.append((title, _num(report[key])))
+        value = report.get(key)
+        if value is not None:
+            data.append((title, _num(value)))
     weights = report.get("weights")
     if isinstance(weights, dict):
         data.append((f"total weight (column `{_cell(weights.get('column'))}`)",
@@ -340,7 +342,7 @@ def _data_section(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _stability_section(report: dict[str, Any]) -> list[str]:
+def _stability_section(report: SelectionReport) -> list[str]:
     """The stability runs: the index with its interval, and the features by frequency."""
     st = report.get("stability")
     if not isinstance(st, dict):
@@ -368,7 +370,7 @@ def _stability_section(report: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def _changes_section(report: dict[str, Any]) -> list[str]:
+def _changes_section(report: SelectionReport) -> list[str]:
     """What changed since ``--previous``: entered, left, rank moves, Jaccard, the input."""
     ch = report.get("changes")
     if not isinstance(ch, dict):
@@ -409,7 +411,7 @@ def _changes_section(report: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def _timings(report: dict[str, Any]) -> list[tuple[str, str]]:
+def _timings(report: SelectionReport) -> list[tuple[str, str]]:
     """(what, seconds) of the preparation, the selection's steps and the whole run."""
     step_seconds = list(report.get("step_seconds") or [])
     timing = []
@@ -435,7 +437,7 @@ def _table_section(title: str, head: list[str], rows: list[tuple[str, str]]) -> 
     return [f"## {title}", ""] + head + [f"| {a} | {b} |" for a, b in rows] + [""]
 
 
-def plot_bounds(report: dict[str, Any], path: str | os.PathLike[str] | None = None,
+def plot_bounds(report: SelectionReport, path: str | os.PathLike[str] | None = None,
                 *, title: str | None = None):
     """Plot the bound per step, one line per block, with the restarts marked.
 
@@ -523,7 +525,7 @@ def plot_bounds(report: dict[str, Any], path: str | os.PathLike[str] | None = No
     return fig
 
 
-def plot_stability(report: dict[str, Any], path: str | os.PathLike[str] | None = None,
+def plot_stability(report: SelectionReport, path: str | os.PathLike[str] | None = None,
                    *, title: str | None = None):
     """Plot each feature's selection frequency over the stability runs, most frequent first
     (the features selected at least once, at most 40), the main selection's features marked.

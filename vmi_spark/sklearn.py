@@ -60,6 +60,7 @@ from .core.planning import (
     check_fits,
     suggest_name,
 )
+from .core.report_schema import SelectionReport
 from .core.summary import selection_report
 from .errors import phrased
 from .params import (
@@ -645,7 +646,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         mask[self.selected_features_] = True
         return mask
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> SelectionReport:
         """The selection as a dict with the fields of the job's ``selection.json``
         (:func:`vmi_spark.core.summary.selection_report`: the same builder), with
         ``selected_indices`` those of the candidates (all columns but ``exclude``).

@@ -39,6 +39,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from .core.report_schema import SelectionReport
+
 __all__ = ["log_selection", "log_if_active", "active_run", "MLFLOW_HINT"]
 
 log = logging.getLogger("vmi_spark")
@@ -95,7 +97,7 @@ def _value(v: Any) -> str:
     return text if len(text) <= _MAX_VALUE else text[:_MAX_VALUE - 1] + "\u2026"
 
 
-def selection_params(report: dict[str, Any]) -> dict[str, str]:
+def selection_params(report: SelectionReport) -> dict[str, str]:
     """The run parameters of a report: its ``parameters``, and label, input and format."""
     params = {str(k): _value(v) for k, v in (report.get("parameters") or {}).items()}
     for key in ("method", "label", "input", "format", "reader", "execution"):
@@ -104,7 +106,7 @@ def selection_params(report: dict[str, Any]) -> dict[str, str]:
     return params
 
 
-def step_metrics(report: dict[str, Any]) -> list[tuple[str, float, int]]:
+def step_metrics(report: SelectionReport) -> list[tuple[str, float, int]]:
     """``(key, value, step)`` per selection step: bound (or score), gain and block."""
     from .params import is_vmi
     from .report import step_rows
@@ -116,7 +118,7 @@ def step_metrics(report: dict[str, Any]) -> list[tuple[str, float, int]]:
     return out
 
 
-def summary_metrics(report: dict[str, Any]) -> list[tuple[str, float]]:
+def summary_metrics(report: SelectionReport) -> list[tuple[str, float]]:
     """``(key, value)`` of the stability runs (their index and its 95% interval) and of the
     comparison with ``--previous`` (the Jaccard index, 1 when the selection changed)."""
     out: list[tuple[str, float]] = []
@@ -132,7 +134,7 @@ def summary_metrics(report: dict[str, Any]) -> list[tuple[str, float]]:
     return out
 
 
-def write_report_files(report: dict[str, Any], directory: str) -> list[str]:
+def write_report_files(report: SelectionReport, directory: str) -> list[str]:
     """Write the job's report files for ``report`` into ``directory``; returns their paths."""
     from .report import plot_bounds, plot_stability, render_markdown, write_steps_csv
 
@@ -152,7 +154,7 @@ def write_report_files(report: dict[str, Any], directory: str) -> list[str]:
     return paths
 
 
-def log_selection(report: dict[str, Any], report_dir: str | None = None,
+def log_selection(report: SelectionReport, report_dir: str | None = None,
                   run_name: str | None = None,
                   timeout: float | None = None) -> str:
     """Log a selection report to the active MLflow run (or to a new one); returns its id.
@@ -214,7 +216,7 @@ def log_selection(report: dict[str, Any], report_dir: str | None = None,
     return done["id"]
 
 
-def _log(mlflow, report: dict[str, Any], report_dir: str | None, run_name: str | None,
+def _log(mlflow, report: SelectionReport, report_dir: str | None, run_name: str | None,
          active_id: str | None) -> str:
     """What :func:`log_selection` does, in its worker thread: to run ``active_id``, or to a
     run started (and ended) here."""
@@ -255,7 +257,7 @@ def _log(mlflow, report: dict[str, Any], report_dir: str | None, run_name: str |
             mlflow.end_run()
 
 
-def log_if_active(report: dict[str, Any], report_dir: str | None = None) -> str | None:
+def log_if_active(report: SelectionReport, report_dir: str | None = None) -> str | None:
     """:func:`log_selection` when this process has an active MLflow run; never raises
     (a tracking failure is a warning, not a failed selection). Returns the run id."""
     if active_run() is None:

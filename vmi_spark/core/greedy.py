@@ -24,6 +24,7 @@ import numpy as np
 
 from . import criteria
 from .criterion import Backend, Criterion, Scorer
+from .report_schema import SelectionReport
 
 __all__ = ["Backend", "STOP_REASONS", "StopSelection", "ResumeMismatch", "Selection",
            "report_fields", "restore_steps", "top_candidates", "select", "select_vmi",
@@ -69,9 +70,9 @@ class Selection:
     duplicates: list[dict] = field(default_factory=list)
 
 
-def report_fields(sel: Selection, names: list[str]) -> dict:
+def report_fields(sel: Selection, names: list[str]) -> SelectionReport:
     """The per-step fields of a report (``selection.json``) for feature ``names``."""
-    out = {
+    out: SelectionReport = {
         "method": sel.method,
         "features": list(names),
         "selected": [names[i] for i in sel.selected],

@@ -14,6 +14,7 @@ from typing import Any
 from .binning import json_float
 from .encoding import ColumnPlan, EncodingPlan
 from .greedy import Selection, report_fields
+from .report_schema import SelectionReport
 from .units import MEANINGS, show
 
 
@@ -57,14 +58,14 @@ def json_parameters(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def selection_report(plan: EncodingPlan, selection: Selection, params: dict[str, Any],
-                     label_reason: str = "") -> dict[str, Any]:
+                     label_reason: str = "") -> SelectionReport:
     """The fields of ``selection.json`` every front end gives: the selection per step
     (:func:`vmi_spark.core.greedy.report_fields`), the rows, the label's classes and
     how the label was decided, the row weights (``weights``, weighted tables only:
     :meth:`vmi_spark.core.weights.Weighting.report`), the parameters and how every column
     was coded. The Spark front ends add how it ran (``execution``, ``reader``, ``storage``, times, warnings)."""
-    return {
-        **report_fields(selection, plan.features),
+    out = report_fields(selection, plan.features)
+    out.update({
         "label": plan.label,
         "num_rows": plan.num_rows,
         "rows_dropped": plan.rows_dropped,
@@ -73,8 +74,11 @@ def selection_report(plan: EncodingPlan, selection: Selection, params: dict[str,
         "classes": [str(c) for c in plan.classes],
         "label_type": plan.label_type,
         "label_decision": {"type": plan.label_type, "reason": label_reason},
-        **({"label_binning": label_report(plan)} if plan.label_type == "continuous" else {}),
-        **({"weights": dict(plan.weights)} if plan.weights is not None else {}),
         "parameters": json_parameters(params),
         "columns": [column_report(c, params.get("binning", "quantile")) for c in plan.columns],
-    }
+    })
+    if plan.label_type == "continuous":
+        out["label_binning"] = label_report(plan)
+    if plan.weights is not None:
+        out["weights"] = dict(plan.weights)
+    return out

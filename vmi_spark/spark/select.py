@@ -19,6 +19,7 @@ from ..core.encoding import EncodingPlan
 from ..core.greedy import ResumeMismatch, Selection
 from ..core.kde import kde_conditional
 from ..core.planning import AUTO_ROWS_PER_VALUE, Planned, check_fits, thin_classes
+from ..core.report_schema import SelectionReport
 from ..core.summary import selection_report
 from ..errors import InputError, literal, phrase, phrased
 from ..outputs import checkpoint_held
@@ -104,13 +105,14 @@ class SelectionRun:
     #: the stability runs' summary (:func:`vmi_spark.core.stability.summarize`), or None
     stability: dict[str, Any] | None = None
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> SelectionReport:
         """The run's ``selection.json`` (:func:`vmi_spark.core.summary.selection_report`
         and how the selection ran)."""
         out = selection_report(self.plan, self.selection, self.params, self.label_reason)
-        out.update(execution=self.execution, storage=self.storage, reader=self.reader,
-                   prepare_seconds=self.prepare_seconds, phase_seconds=dict(self.phases),
-                   total_seconds=self.total_seconds, warnings=list(self.warnings))
+        out.update({"execution": self.execution, "storage": self.storage,
+                    "reader": self.reader, "prepare_seconds": self.prepare_seconds,
+                    "phase_seconds": dict(self.phases), "total_seconds": self.total_seconds,
+                    "warnings": list(self.warnings)})
         if self.stability is not None:
             out["stability"] = self.stability
         return out

@@ -34,6 +34,7 @@ from ..core import criteria
 from ..core import sparse as sp
 from ..core.greedy import Selection, report_fields, select
 from ..core.inmemory import InMemoryBackend
+from ..core.report_schema import SelectionReport
 from ..core.summary import json_parameters
 from ..errors import InputError, ParameterError
 from ..params import Settings, corrections, plan_size
@@ -216,7 +217,7 @@ def _screened_bound(backend: SparkSparseBackend, crit, k: int, min_gain: float |
 
 
 def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Settings,
-                     on_step=None) -> dict[str, Any]:
+                     on_step=None) -> SelectionReport:
     """Select elements of the sparse vector column ``features_col`` by a comparison
     criterion; returns the report (the fields a fitted model reads)."""
     t0 = time.perf_counter()
