@@ -4,7 +4,7 @@ One process, one thread: ``InMemoryBackend`` (the kernels the resident tasks run
 block) on ``--rows`` x D of 8-state features, 2 classes (``data.make_table``), for each
 block size of ``--blocks``: the mean of the ten ``vmi_naive`` steps m = 1..10 (posterior
 kept, as the resident tasks keep it), in ns per candidate cell. A wide table's blocks hold
-few rows (``routes.block_rows_for``: at most 8 MiB a block, 256 to 279 rows at 30,000
+few rows (``memory.block_rows_for``: at most 8 MiB a block, 256 to 279 rows at 30,000
 columns), so whatever a step costs per candidate per block shows here, and not at the
 200-column sizes of ``kernel_floor.py``. Also prints the block size ``run_selection``
 picks for each D on two task slots.
@@ -58,7 +58,7 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     try:
-        from vmi_spark.spark.routes import block_rows_for
+        from vmi_spark.spark.memory import block_rows_for
         picked = {d: block_rows_for(a.rows, 2, d, NAIVE, CLASSES) for d in a.dims}
     except ImportError:  # a checkout before session 18 (an A/B)
         picked = None

@@ -2,7 +2,7 @@
 
 One process, one thread: ``InMemoryBackend`` (the kernels the resident tasks run, block by
 block) on ``--rows`` x ``--features`` of 2-, 3- and 8-state features, 2 classes
-(``data.make_table``), blocks as ``routes.block_rows_for`` cuts them. For m = 1..K the
+(``data.make_table``), blocks as ``memory.block_rows_for`` cuts them. For m = 1..K the
 ``vmi_pairwise`` step (the state pass: fold and score; the count pass is the same either
 way) is timed three ways, fastest of ``--reps`` whole paths:
 

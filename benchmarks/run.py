@@ -136,7 +136,7 @@ def slots() -> int:
 
 def block_rows_for(n: int, d: int, method: str = NAIVE) -> int:
     """The block size ``run_selection`` picks (about 4 blocks per task slot)."""
-    from vmi_spark.spark.routes import block_rows_for as rows_for
+    from vmi_spark.spark.memory import block_rows_for as rows_for
     return rows_for(n, slots(), d, method, CLASSES)
 
 

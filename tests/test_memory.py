@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from vmi_spark import hints
-from vmi_spark.spark import routes
+from vmi_spark.spark import memory
 from vmi_spark.spark.storage import CACHE_BATCH_BYTES, cache_batch_rows
 
 
@@ -20,8 +20,8 @@ from vmi_spark.spark.storage import CACHE_BATCH_BYTES, cache_batch_rows
 def test_blocks_stay_within_the_object_bound(d, most):
     """With ``most_bytes`` a block holds no more than that (unless 256 rows already do),
     and never more than without it."""
-    plain = routes.block_rows_for(1_000_000, 2, d, "vmi_naive", 2)
-    rows = routes.block_rows_for(1_000_000, 2, d, "vmi_naive", 2, most)
+    plain = memory.block_rows_for(1_000_000, 2, d, "vmi_naive", 2)
+    rows = memory.block_rows_for(1_000_000, 2, d, "vmi_naive", 2, most)
     assert 256 <= rows <= plain
     if most is not None and rows > 256:
         assert rows * (d + 2) <= most
@@ -59,18 +59,18 @@ def test_the_steps_run_with_small_arrow_batches_and_the_setting_is_restored(spar
     """While the steps run, an Arrow batch holds a few blocks (at most ARROW_BATCH_BYTES,
     at most a quarter of the cache memory over the JVM's slots); after, the session's own
     value is back."""
-    key = routes.ARROW_BATCH_CONF
+    key = memory.ARROW_BATCH_CONF
     before = spark.conf.get(key)
     block = 8 << 20
-    n = routes.arrow_batch_blocks(spark, block)
-    assert 1 <= n <= routes.ARROW_BATCH_BYTES // block
-    assert routes.arrow_batch_blocks(spark, 1 << 40) == 1
-    with routes.block_batches(spark, block):
+    n = memory.arrow_batch_blocks(spark, block)
+    assert 1 <= n <= memory.ARROW_BATCH_BYTES // block
+    assert memory.arrow_batch_blocks(spark, 1 << 40) == 1
+    with memory.block_batches(spark, block):
         assert spark.conf.get(key) == str(n)
     assert spark.conf.get(key) == before
 
 
-def test_small_arrow_batches_give_the_same_selection(spark):
+def test_small_arrow_batches_give_the_same_selection(spark, monkeypatch):
     """Batches of one block through the steps select what the default batches select."""
     from vmi_spark.spark.select import run_selection
 
@@ -83,11 +83,7 @@ def test_small_arrow_batches_give_the_same_selection(spark):
     rows = [(int(y[i]), *map(int, x[i])) for i in range(n)]
     df = spark.createDataFrame(rows, ["label", *[f"f{j}" for j in range(d)]]).repartition(3)
     plain = run_selection(df, "label", num_features=5, execution="passes")
-    old = routes.ARROW_BATCH_BYTES
-    routes.ARROW_BATCH_BYTES = 1  # one block per batch
-    try:
-        small = run_selection(df, "label", num_features=5, execution="passes")
-    finally:
-        routes.ARROW_BATCH_BYTES = old
+    monkeypatch.setattr(memory, "ARROW_BATCH_BYTES", 1)  # one block per batch
+    small = run_selection(df, "label", num_features=5, execution="passes")
     assert small.selection.selected == plain.selection.selected
     assert small.selection.scores == plain.selection.scores

@@ -488,25 +488,25 @@ def test_blocks_are_whole_strides_within_their_byte_bounds():
     when no byte bound holds them back, never fewer rows than a slot's quarter share (or
     than the byte bound) less a stride."""
     from vmi_spark.core.bound import BLOCK_ROW_STEP, MAX_BLOCK_ROWS
-    from vmi_spark.spark import routes
+    from vmi_spark.spark import memory
 
     for num_rows, parts, d, method, classes in itertools.product(
             [1, 1000, 20_000, 200_000, 5_000_000], [1, 2, 16],
             [5, 200, 2000, 10_000, 30_000, 200_000], ["vmi_naive", "vmi_pairwise", "mrmr"],
             [2, 7]):
         case = (num_rows, parts, d, method, classes)
-        rows = routes.block_rows_for(num_rows, parts, d, method, classes)
+        rows = memory.block_rows_for(num_rows, parts, d, method, classes)
         assert rows % BLOCK_ROW_STEP == 0 and 256 <= rows <= MAX_BLOCK_ROWS, case
         state = 8 * d * classes if method == "vmi_pairwise" else 0
         if rows > 256:
-            assert rows * (d + 2) <= routes.BLOCK_BYTES, case
-            assert rows * state <= routes.PAIR_BLOCK_BYTES, case
+            assert rows * (d + 2) <= memory.BLOCK_BYTES, case
+            assert rows * state <= memory.PAIR_BLOCK_BYTES, case
         share = -(-num_rows // (4 * parts))
-        bound = min(routes.BLOCK_BYTES // (d + 2),
-                    routes.PAIR_BLOCK_BYTES // state if state else routes.BLOCK_BYTES)
+        bound = min(memory.BLOCK_BYTES // (d + 2),
+                    memory.PAIR_BLOCK_BYTES // state if state else memory.BLOCK_BYTES)
         if bound >= share + BLOCK_ROW_STEP and share <= MAX_BLOCK_ROWS:
             assert -(-num_rows // rows) <= 4 * parts, case  # not cut finer than the slots need
-        if share >= routes.MIN_BLOCK_ROWS:
+        if share >= memory.MIN_BLOCK_ROWS:
             assert rows > min(share, bound, MAX_BLOCK_ROWS) - BLOCK_ROW_STEP, case
 
 
