@@ -158,11 +158,20 @@ class _Replay:
                                      "features not selected before it")
         self.saved, self.steps = saved, n
 
+    def covers(self, t: int) -> bool:
+        """Whether step ``t`` (0-based) is a saved one, replayed rather than new."""
+        return t < self.steps
+
+    def label(self, t: int) -> str:
+        return " (replay)" if self.covers(t) else ""
+
     def check(self, t: int, feature: int, score: float, gain: float, block: int,
               candidates: list[tuple[int, float]] | None) -> None:
         """Raise :class:`ResumeMismatch` unless step ``t`` (0-based) as replayed (its
         feature, score, gain and block, and the candidates when both have them) is the
-        saved one."""
+        saved one; nothing for a new step."""
+        if not self.covers(t):
+            return
         saved = self.saved
         want = (saved.selected[t], saved.scores[t], saved.gains[t], saved.blocks[t])
         if (feature, score, gain, block) != want:
@@ -174,16 +183,28 @@ class _Replay:
                 [tuple(c) for c in saved.candidates[t]] != list(candidates):
             raise ResumeMismatch(f"step {t + 1}'s candidates are not the checkpoint's")
 
-    def stopped(self, t: int, why: str) -> ResumeMismatch:
-        """The error for a replay that ends after ``t`` steps, before the saved ones do."""
-        return ResumeMismatch(f"it has {self.steps} steps; the selection stops after {t} "
-                              f"({why})")
-
-    def done(self, result: Selection) -> None:
-        """After the last saved step: the restarts counted are the saved ones."""
-        if result.restarts != self.saved.restarts:
+    def recorded(self, result: Selection, t: int) -> bool:
+        """After step ``t`` is recorded in ``result``: a replayed step keeps its saved time,
+        and after the last one the restarts counted must be the saved ones. True for a
+        replayed step (nobody is told of it again)."""
+        if not self.covers(t):
+            return False
+        if t < len(self.saved.step_seconds):
+            result.step_seconds[t] = self.saved.step_seconds[t]
+        if t + 1 == self.steps and result.restarts != self.saved.restarts:
             raise ResumeMismatch(f"its {self.steps} steps make {result.restarts} restarts; "
                                  f"the checkpoint says {self.saved.restarts}")
+        return True
+
+    def finished(self, result: Selection, num_features: int) -> None:
+        """Raise :class:`ResumeMismatch` if the selection ended before the saved steps did."""
+        t = len(result.selected)
+        if t < self.steps:
+            why = (result.stopped_early or result.stop_reason) \
+                if result.stop_reason not in (None, "num_features") \
+                else f"{num_features} features asked for"
+            raise ResumeMismatch(f"it has {self.steps} steps; the selection stops after {t} "
+                                 f"({why})")
 
 
 def _new_block_reaches(mi: np.ndarray, candidates: np.ndarray, min_gain: float) -> bool:
@@ -430,20 +451,15 @@ def select(
         significance = stop_level  # a block grows only with a significant gain
     while len(result.selected) < num_features:
         t = len(result.selected)
-        replaying = t < replay.steps
         candidates = ~chosen & ~never
         if not candidates.any():
-            if replaying:
-                raise replay.stopped(t, "no features left")
             _stop(result, "no_features_left", "no features left to select")
             break
         if evident is not None and not (crit.vmi and block.features) and \
                 not (candidates & evident).any():
-            if replaying:
-                raise replay.stopped(t, "no significant feature left")
             _stop(result, "not_significant", _insignificant(result, stop_level))
             break
-        label = f"{crit.name} step {t + 1}/{num_features}" + (" (replay)" if replaying else "")
+        label = f"{crit.name} step {t + 1}/{num_features}" + replay.label(t)
         raw = np.where(candidates, scorer.gains(candidates, block.features, label), -np.inf)
         gains = _corrected(scorer, raw, block.features, candidates, chance, significance)
         if evident is not None and not (crit.vmi and block.features):
@@ -456,26 +472,20 @@ def select(
             result.restarts += 1
             continue
         if _stops(result, crit, block, gain, float(raw[best]), min_gain, num_features,
-                  warn=not replaying):
-            if replaying:
-                raise replay.stopped(t, result.stop_reason or "")
+                  warn=not replay.covers(t)):
             break
         values = scorer.values(raw)
         if report_candidates:
             result.candidates.append(_candidates(gains, values, block, report_candidates))
-        if replaying:  # checked before the scorer is told, so before it counts anything
-            replay.check(t, best, _score(block, float(values[best])), float(values[best]),
-                         block.index, result.candidates[t] if report_candidates else None)
+        # a saved step is checked before the scorer is told, so before it counts anything
+        replay.check(t, best, _score(block, float(values[best])), float(values[best]),
+                     block.index, result.candidates[t] if report_candidates else None)
         chosen[best] = True
         if copies:
             never[list(copies.get(best, ()))] = True
         scorer.chose(best)
         t_step = _record(result, block, best, float(values[best]), crit.vmi, t_step)
-        if replaying:  # the saved step, as it was (its time included)
-            if t < len(replay.saved.step_seconds):
-                result.step_seconds[t] = replay.saved.step_seconds[t]
-            if t + 1 == replay.steps:
-                replay.done(result)
+        if replay.recorded(result, t):  # the saved step, as it was (its time included)
             continue
         if on_step is not None:
             try:
@@ -483,8 +493,7 @@ def select(
             except StopSelection:
                 result.stop_reason = "callback"
                 break
-    if len(result.selected) < replay.steps:
-        raise replay.stopped(len(result.selected), f"{num_features} features asked for")
+    replay.finished(result, num_features)
     if result.stop_reason is None:
         result.stop_reason = "num_features"
     return result
