@@ -218,9 +218,11 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
     if how not in ("cache", "driver"):
         notes.append(f"the encoded rows were kept by {_STORAGE_WORDS[how]} (the session "
                      "cannot cache DataFrames)")
-    return SelectionRun(plan, ran.selection, settings.result(), time.perf_counter() - t0,
-                        t_prep, notes, backend.execution, how, dict(phases), route.read_by,
-                        planned.label.reason, ran.stability)
+    return SelectionRun(plan=plan, selection=ran.selection, params=settings.result(),
+                        total_seconds=time.perf_counter() - t0, prepare_seconds=t_prep,
+                        warnings=notes, execution=backend.execution, storage=how,
+                        phases=dict(phases), reader=route.read_by,
+                        label_reason=planned.label.reason, stability=ran.stability)
 
 
 def _settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
