@@ -170,3 +170,27 @@ def test_quick_cli_end_to_end(tmp_path):
 
     saved = json.loads(js.read_text())["results"]
     assert [r["name"] for r in saved] == ["promoter"] and len(saved[0]["k_errors"]["mim"]) == 2
+
+
+def test_job_encoding_is_the_selectors_plan():
+    """``--encoding job`` codes each column as the fitted scikit-learn selector's plan does
+    (the one planner), column by column through the plan's own encoder."""
+    pytest.importorskip("sklearn")
+    import warnings
+
+    from vmi_spark.experiments.datasets import ENCODINGS
+    from vmi_spark.sklearn import VMIFeatureSelector, encode_column
+
+    rng = np.random.default_rng(5)
+    n = 600
+    y = rng.integers(0, 3, n)
+    X = np.column_stack([rng.normal(size=n) + y, rng.integers(0, 4, n).astype(float),
+                         np.where(rng.random(n) < 0.6, 0.0, rng.exponential(size=n))])
+    codes = ENCODINGS["job"](X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sel = VMIFeatureSelector(n_features_to_select=1).fit(X, y)
+    want = np.column_stack([encode_column(X[:, j], c) for j, c in enumerate(sel.columns_)])
+    assert codes.shape == X.shape and codes.dtype == np.uint8
+    np.testing.assert_array_equal(codes, want)
+    assert [c.kind for c in sel.columns_] == ["bins", "category", "bins"]

@@ -71,7 +71,7 @@ from .params import (
 from .progress import StepLogger
 from .run import run_planned
 
-__all__ = ["VMIFeatureSelector", "column_values", "encode_column"]
+__all__ = ["VMIFeatureSelector", "column_values", "encode_column", "plan_and_encode"]
 
 log = logging.getLogger("vmi_spark")
 
@@ -269,6 +269,25 @@ def _plan_and_code(frame: Any, X: Any, y: Any, names: list[str], keep: list[int]
         planned.plan.weights["column"] = "sample_weight"
     codes, y_codes, w = rows.codes(planned.plan, planned.skip_cols)
     return planned, codes, y_codes, w
+
+
+def plan_and_encode(X: Any, y: Any, **params: Any) -> tuple[Planned, np.ndarray]:
+    """The plan :meth:`VMIFeatureSelector.fit` makes of the columns of ``X`` for the label
+    ``y`` (the planner of every front end, :func:`vmi_spark.core.planning.build_plan`) and
+    the (N, d) uint8 codes of its rows, without selecting. ``params`` are the selector's
+    (``num_bins``, ``max_categories``, ``bias_correction``, ...)."""
+    selector = VMIFeatureSelector(**params)
+    settings = selector._check_params()
+    X, y, _ = _labelled_rows(X, y, None)
+    frame = X if hasattr(X, "iloc") and hasattr(X, "columns") else None
+    X_checked, y_checked = selector._validate(X, y)
+    n_cols = X_checked.shape[1]
+    names = [str(c) for c in frame.columns] if frame is not None else \
+        [f"x{j}" for j in range(n_cols)]
+    with phrased("sklearn"):
+        planned, codes, _, _ = _plan_and_code(frame, X_checked, y_checked, names,
+                                              list(range(n_cols)), settings)
+    return planned, np.ascontiguousarray(codes.T)
 
 
 def _labelled_rows(X: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, Any]:

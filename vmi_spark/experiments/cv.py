@@ -211,7 +211,7 @@ def run(names, data_dir=None, methods=ALL_METHODS, ks=None, k_step: int = 1,
                 log(f"note: {name} not available, skipped")
             continue
         X, y, info = D.load(name, data_dir)
-        codes = D.ENCODINGS[encoding](X)
+        codes = D.ENCODINGS[encoding](X, y)
         grid = ks if ks is not None else k_grid(info["d"], step=k_step)
         if log:
             log(f"[{time.perf_counter() - t_start:7.1f}s] {name} {codes.shape} protocol={protocol}")

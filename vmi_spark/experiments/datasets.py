@@ -251,24 +251,19 @@ def apply_discretizer(disc: Discretizer, X: np.ndarray) -> np.ndarray:
     return out
 
 
-def job_encode(X: np.ndarray) -> np.ndarray:
+def job_encode(X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """(N, d) uint8 codes by the job's default encoding (``numBins`` 10, ``maxCategories``
-    32, spike-aware ``quantile`` binning), the codes :class:`vmi_spark.VMISelector` and
-    :class:`vmi_spark.sklearn.VMIFeatureSelector` give these columns. Label-free."""
-    from ..params import default
-    from ..sklearn import encode_column, plan_column
+    32, spike-aware ``quantile`` binning, the state budget of the default
+    ``biasCorrection``), made by the one planner every front end uses
+    (:func:`vmi_spark.sklearn.plan_and_encode`): the codes :class:`vmi_spark.VMISelector`
+    and :class:`vmi_spark.sklearn.VMIFeatureSelector` give these columns for label ``y``."""
+    from ..sklearn import plan_and_encode
 
-    out = np.empty(X.shape, dtype=np.uint8)
-    for j in range(X.shape[1]):
-        col = np.asarray(X[:, j], dtype=np.float64)
-        plan = plan_column(f"x{j}", col, "double", default("num_bins"),
-                           default("max_categories"), default("binning"))
-        out[:, j] = encode_column(col, plan)
-    return out
+    _, codes = plan_and_encode(np.asarray(X, dtype=np.float64), y)
+    return codes
 
 
-#: how the CV harness codes a dataset: the paper-style scheme, or the job's default
-ENCODINGS = {"paper": lambda X: discretize(X), "job": job_encode}
+ENCODINGS = {"paper": lambda X, y: discretize(X), "job": job_encode}
 
 
 def discretize(X: np.ndarray, num_bins: int = 5, max_states: int = 5) -> np.ndarray:
