@@ -12,7 +12,7 @@ It is read with :mod:`json` only (never unpickled), only if it is a regular file
 symbolic link is not followed) of bounded size, and every field is checked. The saved
 steps are still not trusted: the selection replays them through the greedy rule and
 refuses a checkpoint they do not reproduce bit for bit
-(:class:`~vmi_spark.core.greedy.ResumeMismatch`; docs/architecture.md, Resumable runs).
+(:class:`~vmi_spark.core.greedy.ResumeMismatch`; docs/usage.md, Resumable runs).
 A run holds its checkpoint directory (:func:`vmi_spark.outputs.checkpoint_held`) from
 before it reads the checkpoint until its last step: two runs never write one directory's
 checkpoint at once.

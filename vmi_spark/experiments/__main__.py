@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--report-from", default=None,
                     help="comma-separated --json files of earlier runs (one protocol): merge them into one "
                          "report (rows in paper order, each marked with its selector) and exit")
-    ap.add_argument("--out", default="docs/reproduction.md")
+    ap.add_argument("--out", required=True, help="the Markdown report to write")
     return ap
 
 
