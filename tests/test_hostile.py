@@ -307,14 +307,14 @@ def test_negative_zero_is_coded_like_zero(spark):
     # before the fix the plan held one zero (Python's set merges them) and Arrow's
     # index_in coded the other sign as the first category: codes [0, 1, 0, 0]
     from vmi_spark.core.encoding import encode_column
-    from vmi_spark.spark.plan import build_plan
+    from vmi_spark.spark.plan import plan_from_schema
     from vmi_spark.spark.spark_source import SparkSource, prepare_frame
 
     df = spark.createDataFrame([(-0.0, "p"), (0.0, "p"), (-1.0, "q"), (-1.0, "q")],
                                "x double, y string")
     typed = prepare_frame(df, "y", ["x"])
     source = SparkSource(typed)
-    planned = build_plan(typed, "y", ["x"], Settings.of(), source)
+    planned = plan_from_schema(typed, "y", ["x"], Settings.of(), source)
     plan, skip_cols = planned.plan, planned.skip_cols
     assert plan.columns[0].values == [-1.0, 0.0]
     batch = source.kept("y", skip_cols).select("x").toArrow().column(0).combine_chunks()

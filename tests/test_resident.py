@@ -150,13 +150,13 @@ def test_resident_and_passes_reports_are_identical(spark):
 
 
 def _encoded(spark, pdf, block_rows=64):
-    from vmi_spark.spark.plan import build_plan
+    from vmi_spark.spark.plan import plan_from_schema
     from vmi_spark.spark.spark_source import SparkSource
 
     features = [c for c in pdf.columns if c != "y"]
     df = spark.createDataFrame(pdf).repartition(3)
     source = SparkSource(df)
-    planned = build_plan(df, "y", features, Settings.of(), source)
+    planned = plan_from_schema(df, "y", features, Settings.of(), source)
     plan, skip_cols = planned.plan, planned.skip_cols
     blocks = (source.encode_blocks(plan, block_rows, skip_cols)
               .repartitionByRange(task_slots(spark), "block_id").persist())

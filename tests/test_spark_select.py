@@ -226,13 +226,13 @@ def _encoded_blocks(spark, pdf, block_rows: int):
 
 def _blocks_of(df, label, features, block_rows: int):
     """(persisted encoded blocks, plan) of ``df`` as the Spark reader encodes them."""
-    from vmi_spark.spark.plan import build_plan
+    from vmi_spark.spark.plan import plan_from_schema
     from vmi_spark.spark.spark_source import SparkSource, prepare_frame
 
     typed = prepare_frame(df, label, features)
     source = SparkSource(typed)
     # the raw codes (no state budget): the core's reference runs on them
-    planned = build_plan(typed, label, features, Settings.of({"bias_correction": "none"}),
+    planned = plan_from_schema(typed, label, features, Settings.of({"bias_correction": "none"}),
                          source)
     plan, skip_cols = planned.plan, planned.skip_cols
     return source.encode_blocks(plan, block_rows, skip_cols).persist(), plan

@@ -196,7 +196,7 @@ def _check_named(features: list[str], fields: Mapping[str, T.DataType], label: s
                              "timestamp or interval columns, or a vector column)")
 
 
-def build_plan(df: DataFrame | T.StructType, label: str, features: list[str],
+def plan_from_schema(df: DataFrame | T.StructType, label: str, features: list[str],
                params: Mapping[str, Any], source: planning.PlanSource,
                weight_col: str | None = None) -> Planned:
     """The encoding plan of ``df``'s ``features`` (:func:`vmi_spark.core.planning.
@@ -234,6 +234,6 @@ def check_weight_col(df: DataFrame | T.StructType, weight_col: str, label: str,
                              "numbers")
 
 
-__all__ = ["RowSource", "SparkRows", "SPLIT_CHUNK", "TopValues", "LabelRule", "build_plan",
+__all__ = ["RowSource", "SparkRows", "SPLIT_CHUNK", "TopValues", "LabelRule", "plan_from_schema",
            "check_weight_col", "is_numeric",
            "quote", "resolve_columns", "suggest", "value_sql", "value_type"]

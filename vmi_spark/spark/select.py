@@ -31,7 +31,7 @@ from .arrow_source import (
 )
 from .compat import arrow_reader_note
 from .grid import grid_plan
-from .plan import RowSource, build_plan
+from .plan import RowSource, plan_from_schema
 from .routes import (
     Execution,
     RowRoute,
@@ -233,10 +233,10 @@ def _settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
 
 
 def _plan(route: RowRoute, label: str, settings: Settings, phases: Phases) -> Planned:
-    """The encoding plan of the rows of ``route`` (:func:`.plan.build_plan`, its passes
+    """The encoding plan of the rows of ``route`` (:func:`.plan.plan_from_schema`, its passes
     timed as phases; with the ``kde`` estimator its grid columns)."""
     with route.source.reading():
-        planned = build_plan(route.schema, label, route.features, settings,
+        planned = plan_from_schema(route.schema, label, route.features, settings,
                              _TimedSource(route.source, phases), route.weight_col)
     if settings.estimator == "kde":
         planned.plan = grid_plan(route.df, planned.plan, skip_cols=planned.skip_cols,
