@@ -289,7 +289,9 @@ def test_blocks_larger_than_the_cache_share_go_to_disk(spark, files, monkeypatch
     """Encoded rows above CACHE_SHARE of a block manager's cache memory are cached on disk
     (the default 1g driver ran out of heap on 5M x 100 otherwise); the result is the same.
     Blocks hold at most BLOCK_BYTES."""
-    from vmi_spark.spark import routes, select
+    from pyspark import StorageLevel
+
+    from vmi_spark.spark import memory, routes, select
     from vmi_spark.spark.session import storage_memory
 
     assert storage_memory(spark) > 0
@@ -302,12 +304,12 @@ def test_blocks_larger_than_the_cache_share_go_to_disk(spark, files, monkeypatch
     original = routes.keep
     monkeypatch.setattr(routes, "keep", lambda df_, level, *a, **k: levels.append(level)
                         or original(df_, level, *a, **k))
-    monkeypatch.setattr(routes, "CACHE_SHARE", 1e-9)
-    monkeypatch.setattr(routes, "BLOCK_BYTES", 2000)  # 2,000 bytes: 333 rows of 6 columns
+    monkeypatch.setattr(memory, "CACHE_SHARE", 1e-9)
+    monkeypatch.setattr(memory, "BLOCK_BYTES", 2000)  # 2,000 bytes: 333 rows of 6 columns
     with pytest.warns(UserWarning):
         run = select.run_selection(df, "label", **kw)
     assert any("cached on disk" in w for w in run.warnings)
-    assert levels and all(str(lv) == str(routes.StorageLevel.DISK_ONLY) for lv in levels)
+    assert levels and all(str(lv) == str(StorageLevel.DISK_ONLY) for lv in levels)
     assert run.selection.selected == ref.selection.selected
     assert run.selection.scores == ref.selection.scores
 
