@@ -19,6 +19,11 @@ then a lower bound and ``finished`` is false), ``--reps`` times, alternating:
   (the Spark-free core, numba kernels, its steps on the process's cores) on the same CSV,
   in this venv; ``ours_inmemory_vmi_naive_parquet`` reads the Parquet file with pyarrow
   instead (issue 38's in-memory target: process start to exit).
+* ``ours_inmemory_vmi_naive_parquet_baseline`` (with ``--baseline DIR``): the same with the
+  code of another checkout, for an A/B in one run; ``ours_core_parquet``: the same
+  selection from the core's functions, without scikit-learn or pandas (issue 46: what
+  ``import sklearn`` costs). Both Parquet scripts report their phases (imports, read,
+  fit); ``median_wall`` and ``over_mrmrs`` (median wall over mrmrs') close the summary.
 * ``ours_job``: ``spark-submit jobs/select_features.py`` on the Parquet file (local[2],
   default memory, ``--execution auto``, the job's defaults: chance-corrected gains).
 * ``ours_job_authors`` and ``ours_inmemory_vmi_naive_authors``: the same with the
@@ -42,6 +47,13 @@ The 1-minute load is recorded with every run.
     PYSPARK_PYTHON=$PWD/.venv/bin/python .venv/bin/python benchmarks/peers.py \\
         --rows 20000 --features 200 --peer-python /tmp/peers-venv/bin/python \\
         --vmi-cpp-src /tmp/vmi-authors/VMI_naive.cpp --out benchmarks/results/s12_peers_20k.json
+    # issue 46: the in-memory answer against mrmrs, cold processes, an A/B with a checkout
+    # of the previous code, 7 rounds in turn after one untimed round (mrmrs and polars only
+    # in the peers' venv: pip install polars==2.1.0 mrmrs==0.1.3)
+    .venv/bin/python benchmarks/peers.py --rows 200000 --features 200 --k 20 --reps 7 \
+        --warmup --peer-python /tmp/peers-venv/bin/python --baseline /tmp/vmi-before \
+        --only mrmrs ours_inmemory_vmi_naive_parquet ours_inmemory_vmi_naive_parquet_baseline \
+        ours_core_parquet --out benchmarks/results/s46_inmemory.json
 """
 
 from __future__ import annotations

@@ -11,8 +11,14 @@ Caching. numba compiles each loop once per signature and CPU type into its cache
 package's ``__pycache__``, ``NUMBA_CACHE_DIR`` or its user cache, :data:`CACHE`); a later
 process, the driver's or a Python worker's, loads the machine code instead of compiling
 (``tests/test_kernels.py`` checks that a second process compiles and writes nothing).
-Where there is no writable cache directory the loops are compiled in every process
-instead (``CACHE`` is False). Everything a cached loop calls is a module global here, the
+numba looks for the cache directory in this order: ``NUMBA_CACHE_DIR`` when set, the
+``__pycache__`` beside this file (where Python puts its bytecode), else numba's user-wide
+cache (``$XDG_CACHE_HOME/numba``, by default ``~/.cache/numba``: a read-only install
+writes its compiled loops there, a few MB; set ``NUMBA_CACHE_DIR`` to put them elsewhere).
+This package sets none of them. Where there is no writable cache directory the loops are
+compiled in every process instead (``CACHE`` is False), and a cache entry that cannot be
+read or written later (:class:`_SafeCache`) is compiled in the process with a warning:
+a cache never fails a run. Everything a cached loop calls is a module global here, the
 scalar exp, log and rint (:func:`.explog.compile_scalar`) and the inlined helpers: numba
 keys a cached function by the pickled bytes of its closure, and a dispatcher pickles with
 an id of its own process, so loops that closed over these (as they once did, nested in a
