@@ -48,12 +48,12 @@ The 1-minute load is recorded with every run.
         --rows 20000 --features 200 --peer-python /tmp/peers-venv/bin/python \\
         --vmi-cpp-src /tmp/vmi-authors/VMI_naive.cpp --out benchmarks/results/s12_peers_20k.json
     # issue 46: the in-memory answer against mrmrs, cold processes, an A/B with a checkout
-    # of the previous code, 7 rounds in turn after one untimed round (mrmrs and polars only
+    # of the previous code, 9 rounds in turn after one untimed round (mrmrs and polars only
     # in the peers' venv: pip install polars==2.1.0 mrmrs==0.1.3)
-    .venv/bin/python benchmarks/peers.py --rows 200000 --features 200 --k 20 --reps 7 \
+    .venv/bin/python benchmarks/peers.py --rows 200000 --features 200 --k 20 --reps 9 \
         --warmup --peer-python /tmp/peers-venv/bin/python --baseline /tmp/vmi-before \
         --only mrmrs ours_inmemory_vmi_naive_parquet ours_inmemory_vmi_naive_parquet_baseline \
-        ours_core_parquet --out benchmarks/results/s46_inmemory.json
+        ours_core_parquet --out benchmarks/results/s46_inmemory_loaded.json
 """
 
 from __future__ import annotations
