@@ -24,6 +24,7 @@ then a lower bound and ``finished`` is false), ``--reps`` times, alternating:
   selection from the core's functions, without scikit-learn or pandas (issue 46: what
   ``import sklearn`` costs). Both Parquet scripts report their phases (imports, read,
   fit); ``median_wall`` and ``over_mrmrs`` (median wall over mrmrs') close the summary.
+  ``bare_read_parquet``: a cold process that only reads the Parquet file (the floor).
 * ``ours_job``: ``spark-submit jobs/select_features.py`` on the Parquet file (local[2],
   default memory, ``--execution auto``, the job's defaults: chance-corrected gains).
 * ``ours_job_authors`` and ``ours_inmemory_vmi_naive_authors``: the same with the
@@ -200,6 +201,15 @@ print(json.dumps({"select": e - s, "phases": {"import": t1 - t0, "read": s - t1,
 """
 
 
+#: a cold process that reads the Parquet file with pyarrow and nothing else
+BARE_READ_PARQUET = """
+import sys, time, json
+import pyarrow.parquet as pq
+s = time.perf_counter(); t = pq.read_table(sys.argv[1])
+print(json.dumps({"select": time.perf_counter() - s, "selected": [], "rows": t.num_rows}))
+"""
+
+
 def write_inputs(tmp: str, rows: int, features: int) -> dict[str, str]:
     """The table as Parquet (ours), CSV (the Python peers) and the C++ code's text files."""
     import numpy as np
@@ -311,6 +321,9 @@ def main(argv=None) -> int:
                 "json")
         runners["ours_core_parquet"] = (
             [sys.executable, "-c", OURS_CORE_PARQUET, paths["parquet"], str(k)], cores, "json")
+        # the floor of the in-memory runs: a cold process that reads the Parquet file
+        runners["bare_read_parquet"] = (
+            [sys.executable, "-c", BARE_READ_PARQUET, paths["parquet"]], 1, "json")
         # the authors' settings: their restart tolerance, the paper's uncorrected gains
         runners["ours_inmemory_vmi_naive_authors"] = (
             [sys.executable, "-c", OURS_INMEMORY, paths["csv"], str(k), "vmi_naive",
