@@ -54,7 +54,7 @@ The 1-minute load is recorded with every run.
     .venv/bin/python benchmarks/peers.py --rows 200000 --features 200 --k 20 --reps 9 \
         --warmup --peer-python /tmp/peers-venv/bin/python --baseline /tmp/vmi-before \
         --only mrmrs ours_inmemory_vmi_naive_parquet ours_inmemory_vmi_naive_parquet_baseline \
-        ours_core_parquet --out benchmarks/results/s46_inmemory_loaded.json
+        ours_core_parquet bare_read_parquet --out benchmarks/results/s46_inmemory_3.json
 """
 
 from __future__ import annotations
