@@ -19,6 +19,12 @@ then a lower bound and ``finished`` is false), ``--reps`` times, alternating:
   (the Spark-free core, numba kernels, its steps on the process's cores) on the same CSV,
   in this venv; ``ours_inmemory_vmi_naive_parquet`` reads the Parquet file with pyarrow
   instead (issue 38's in-memory target: process start to exit).
+* ``ours_inmemory_vmi_naive_parquet_baseline`` (with ``--baseline DIR``): the same with the
+  code of another checkout, for an A/B in one run; ``ours_core_parquet``: the same
+  selection from the core's functions, without scikit-learn or pandas (issue 46: what
+  ``import sklearn`` costs). Both Parquet scripts report their phases (imports, read,
+  fit); ``median_wall`` and ``over_mrmrs`` (median wall over mrmrs') close the summary.
+  ``bare_read_parquet``: a cold process that only reads the Parquet file (the floor).
 * ``ours_job``: ``spark-submit jobs/select_features.py`` on the Parquet file (local[2],
   default memory, ``--execution auto``, the job's defaults: chance-corrected gains).
 * ``ours_job_authors`` and ``ours_inmemory_vmi_naive_authors``: the same with the
@@ -42,6 +48,13 @@ The 1-minute load is recorded with every run.
     PYSPARK_PYTHON=$PWD/.venv/bin/python .venv/bin/python benchmarks/peers.py \\
         --rows 20000 --features 200 --peer-python /tmp/peers-venv/bin/python \\
         --vmi-cpp-src /tmp/vmi-authors/VMI_naive.cpp --out benchmarks/results/s12_peers_20k.json
+    # issue 46: the in-memory answer against mrmrs, cold processes, an A/B with a checkout
+    # of the previous code, 9 rounds in turn after one untimed round (mrmrs and polars only
+    # in the peers' venv: pip install polars==2.1.0 mrmrs==0.1.3)
+    .venv/bin/python benchmarks/peers.py --rows 200000 --features 200 --k 20 --reps 9 \
+        --warmup --peer-python /tmp/peers-venv/bin/python --baseline /tmp/vmi-before \
+        --only mrmrs ours_inmemory_vmi_naive_parquet ours_inmemory_vmi_naive_parquet_baseline \
+        ours_core_parquet bare_read_parquet --out benchmarks/results/s46_inmemory_3.json
 """
 
 from __future__ import annotations
@@ -51,6 +64,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -126,16 +140,73 @@ print(json.dumps({"select": time.perf_counter() - t,
 #: the in-memory selector as the issue's target has it: the Parquet file read by pyarrow
 #: (label ``label``, features ``f0..``), vmi_naive with the defaults; the whole process timed
 OURS_INMEMORY_PARQUET = """
-import sys, time, json
+import time
+t0 = time.perf_counter()
+import sys, json
 import numpy as np, pyarrow.parquet as pq
+t1 = time.perf_counter()
 from vmi_spark.sklearn import VMIFeatureSelector
+t2 = time.perf_counter()
 t = pq.read_table(sys.argv[1]); k = int(sys.argv[2])
 X = np.column_stack([t.column(c).to_numpy() for c in t.column_names if c != "label"])
 y = t.column("label").to_numpy()
 s = time.perf_counter()
 sel = VMIFeatureSelector(n_features_to_select=k).fit(X, y)
-print(json.dumps({"select": time.perf_counter() - s,
+e = time.perf_counter()
+print(json.dumps({"select": e - s, "phases": {"import_numpy_pyarrow": t1 - t0,
+                  "import_vmi_spark_sklearn": t2 - t1, "read_and_stack": s - t2, "fit": e - s},
                   "selected": [int(i) for i in sel.selected_features_]}))
+"""
+
+#: the same selection without scikit-learn (not an entry point of the package: what the
+#: in-memory answer costs without ``import sklearn``, 1-1.4 s of every run above, nor
+#: pandas, which ``pq.read_table`` imports through ``pyarrow.dataset``): the Parquet
+#: file's Arrow columns planned and coded as they are read (no numpy table), then the
+#: core's greedy loop on the process's cores, the steps of ``VMIFeatureSelector.fit``;
+#: the same features and scores
+OURS_CORE_PARQUET = """
+import time
+t0 = time.perf_counter()
+import sys, json
+import pyarrow as pa, pyarrow.parquet as pq
+from vmi_spark.core import kernels
+from vmi_spark.core.greedy import select
+from vmi_spark.core.inmemory import ThreadedBackend
+from vmi_spark.core.planning import INTEGER, TableRows, build_plan
+from vmi_spark.core.suspects import screen_all
+from vmi_spark.params import Settings, corrections, plan_size
+t1 = time.perf_counter()
+kernels.warm()
+t = pq.ParquetFile(sys.argv[1]).read(); k = int(sys.argv[2])  # (read_table imports pandas)
+names = [c for c in t.column_names if c != "label"]
+label = t.column("label").combine_chunks().cast(pa.float64())
+batch = pa.RecordBatch.from_arrays([label, *(t.column(c).combine_chunks() for c in names)],
+                                   names=[f"_c{i}" for i in range(len(names) + 1)])
+s = time.perf_counter()
+settings = Settings.of({"num_features": k}, "sklearn")
+rows = TableRows(lambda: iter([batch]), names, batch.num_rows, sample_all=True)
+planned = build_plan("y", INTEGER, names, {n: INTEGER for n in names}, settings, rows, None)
+codes, y, w = rows.codes(planned.plan, planned.skip_cols)
+k, min_gain, _ = plan_size(settings, len(names))
+backend = ThreadedBackend(codes, y, arity=planned.plan.arity,
+                          num_classes=len(planned.plan.classes))
+suspects, dropped, copies, _ = screen_all(backend, planned, settings)
+sel = select(backend, settings.method, k, restart_tolerance=settings.restart_tolerance,
+             min_gain=min_gain, exclude=dropped, copies=copies, **corrections(settings))
+backend.close()
+e = time.perf_counter()
+print(json.dumps({"select": e - s, "phases": {"import": t1 - t0, "read": s - t1,
+                  "fit": e - s}, "selected": [int(i) for i in sel.selected],
+                  "scores": [float(x).hex() for x in sel.scores]}))
+"""
+
+
+#: a cold process that reads the Parquet file with pyarrow and nothing else
+BARE_READ_PARQUET = """
+import sys, time, json
+import pyarrow.parquet as pq
+s = time.perf_counter(); t = pq.read_table(sys.argv[1])
+print(json.dumps({"select": time.perf_counter() - s, "selected": [], "rows": t.num_rows}))
 """
 
 
@@ -208,6 +279,14 @@ def main(argv=None) -> int:
     ap.add_argument("--peer-python", default=None, help="the peers' venv python")
     ap.add_argument("--vmi-cpp-src", default=None, help="VMI_naive.cpp of the authors")
     ap.add_argument("--skip", nargs="*", default=[], help="peers to leave out")
+    ap.add_argument("--only", nargs="*", default=None, help="run only these peers")
+    ap.add_argument("--baseline", default=None,
+                    help="another checkout's code (e.g. `git worktree add DIR <commit>`): "
+                         "its in-memory selector on Parquet runs too, as "
+                         "ours_inmemory_vmi_naive_parquet_baseline, for an A/B in one run")
+    ap.add_argument("--warmup", action="store_true",
+                    help="one untimed run of each peer first (numba's cache filled, files "
+                         "in the page cache)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     n, d, k = args.rows, args.features, args.k
@@ -236,6 +315,15 @@ def main(argv=None) -> int:
         runners["ours_inmemory_vmi_naive_parquet"] = (
             [sys.executable, "-c", OURS_INMEMORY_PARQUET, paths["parquet"], str(k)], cores,
             "json")
+        if args.baseline:
+            runners["ours_inmemory_vmi_naive_parquet_baseline"] = (
+                [sys.executable, "-c", OURS_INMEMORY_PARQUET, paths["parquet"], str(k)], cores,
+                "json")
+        runners["ours_core_parquet"] = (
+            [sys.executable, "-c", OURS_CORE_PARQUET, paths["parquet"], str(k)], cores, "json")
+        # the floor of the in-memory runs: a cold process that reads the Parquet file
+        runners["bare_read_parquet"] = (
+            [sys.executable, "-c", BARE_READ_PARQUET, paths["parquet"]], 1, "json")
         # the authors' settings: their restart tolerance, the paper's uncorrected gains
         runners["ours_inmemory_vmi_naive_authors"] = (
             [sys.executable, "-c", OURS_INMEMORY, paths["csv"], str(k), "vmi_naive",
@@ -249,19 +337,29 @@ def main(argv=None) -> int:
         runners["ours_job_authors"] = (job + AUTHORS_FLAGS, 2, "job")
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                    PYTHONPATH=ROOT)
+        runners = {name: r for name, r in runners.items() if name not in args.skip
+                   and (args.only is None or name in args.only)}
+
+        def env_of(name: str) -> dict:
+            return dict(env, PYTHONPATH=args.baseline) if name.endswith("_baseline") else env
+
+        if args.warmup:
+            for name, (cmd, _, _) in runners.items():
+                shutil.rmtree(out_dir, ignore_errors=True)
+                timed(cmd, args.limit, env=env_of(name))
         for rep in range(args.reps):
             for name, (cmd, cores, kind) in runners.items():
-                if name in args.skip:
-                    continue
                 shutil.rmtree(out_dir, ignore_errors=True)
                 before = load()
-                wall, done, stdout = timed(cmd, args.limit, env=env)
+                wall, done, stdout = timed(cmd, args.limit, env=env_of(name))
                 row = {"peer": name, "rep": rep, "wall": round(wall, 2), "finished": done,
                        "cores": cores, "load": before}
                 if done:
                     if kind == "json":
                         got = json.loads(stdout.strip().splitlines()[-1])
                         row.update(select=round(got["select"], 3), selected=got["selected"])
+                        if "phases" in got:
+                            row["phases"] = {p: round(v, 3) for p, v in got["phases"].items()}
                     elif kind == "cpp":
                         row.update(select=round(wall, 3), selected=cpp_selected(stdout))
                     else:
@@ -300,6 +398,13 @@ def main(argv=None) -> int:
             s["ns_per_cell_core"].append(r["ns_per_cell_core"])
         s["agree"] = r.get("agree_with_ours_vmi_naive")
         s["agree_with_vmi_cpp"] = r.get("agree_with_vmi_cpp")
+        s.setdefault("selections", set()).add(tuple(r.get("selected") or ()))
+    for s in summary.values():
+        s["median_wall"] = round(statistics.median(s["wall"]), 2)
+        s["same_selection_every_run"] = len(s.pop("selections")) == 1
+    if "mrmrs" in summary:  # issue 46: the in-memory answer against the fastest peer
+        for s in summary.values():
+            s["over_mrmrs"] = round(s["median_wall"] / summary["mrmrs"]["median_wall"], 2)
     res["summary"] = summary
     print(json.dumps(summary), flush=True)
     save(res, args.out)

@@ -540,3 +540,35 @@ def test_without_a_cache_directory_the_loops_are_compiled_in_each_process(tmp_pa
     backend, cached, path, same = json.loads(out.stdout.splitlines()[-1])
     assert path.startswith(str(pkg))  # the copy ran
     assert (backend, cached, same) == ("numba", False, True)
+
+
+@pytest.mark.system  # fresh processes that compile a loop
+@numba_only
+@pytest.mark.parametrize("broken", ["garbage", "directory"])
+def test_a_broken_cache_never_fails_a_run(tmp_path, broken):
+    """A cache entry numba cannot read (``garbage``: not its index) or neither read nor
+    write (``directory``: a directory where its index goes): the loop is compiled in the
+    process and gives its answer, with a warning; numba alone let the error out of the
+    call and the run failed."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    env.pop("VMI_SPARK_KERNELS", None)
+
+    def run():
+        return subprocess.run([sys.executable, "-c", _ONE_LOOP], env=env, capture_output=True,
+                              text=True, check=True, timeout=600)
+
+    first = run()
+    indexes = list(tmp_path.rglob("*.nbi"))
+    assert indexes  # the first process cached the loop
+    for index in indexes:
+        index.unlink()
+        if broken == "garbage":
+            index.write_text("garbage\n")
+        else:
+            index.mkdir()
+    again = run()
+    assert "could not compile" not in again.stderr, again.stderr
+    assert "numba's cache could not read" in again.stderr, again.stderr
+    backend, cached, _, same = json.loads(again.stdout.splitlines()[-1])
+    assert (backend, cached, same) == ("numba", True, True)
+    assert again.stdout.splitlines()[-1] == first.stdout.splitlines()[-1]

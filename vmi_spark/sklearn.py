@@ -227,6 +227,30 @@ def _exact_integers(column: Any) -> np.ndarray | None:
     return np.ascontiguousarray(arr)
 
 
+#: rows of a row-major integer ``X`` turned feature-major at a time (:func:`_feature_major`)
+_STRETCH_ROWS = 2048
+
+
+def _feature_major(X: Any, keep: list[int]) -> np.ndarray | None:
+    """The columns ``keep`` of a 2-d numpy integer array that is not column-major, as one
+    (len(keep), n) array of the same dtype filled a stretch of rows at a time; None for
+    any other input.
+
+    A column of a row-major array is a strided gather: copying the columns one at a time
+    reads the whole array once per column (200k x 200 int32: 0.2-0.8 s, against 0.1 s a
+    stretch of rows at a time). The values are the same, so are the codes.
+    """
+    if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype.kind not in "iu" \
+            or X.flags.f_contiguous:
+        return None
+    every = len(keep) == X.shape[1]
+    out = np.empty((len(keep), X.shape[0]), dtype=X.dtype)
+    for s in range(0, X.shape[0], _STRETCH_ROWS):
+        rows = X[s:s + _STRETCH_ROWS]
+        out[:, s:s + _STRETCH_ROWS] = (rows if every else rows[:, keep]).T
+    return out
+
+
 def encode_column(values: np.ndarray, col: ColumnPlan) -> np.ndarray:
     """uint8 codes of one canonical column by its plan
     (:func:`vmi_spark.core.encoding.encode_column`, as on Spark)."""
@@ -244,8 +268,10 @@ def _plan_and_code(frame: Any, X: Any, y: Any, names: list[str], keep: list[int]
     :class:`~vmi_spark.core.planning.TableRows`): every row is the sample."""
     label_values, label_type = column_values(np.asarray(y))
     arrays, types = [], {}
-    for name, j in zip(names, keep):
-        column = frame.iloc[:, j] if frame is not None else X[:, j]
+    by_feature = _feature_major(X, keep) if frame is None else None
+    for i, (name, j) in enumerate(zip(names, keep)):
+        column = (frame.iloc[:, j] if frame is not None
+                  else by_feature[i] if by_feature is not None else X[:, j])
         ints = _exact_integers(column)
         if ints is not None:  # typed, as the Spark readers give it (the same codes)
             arrays.append(pa.array(ints))

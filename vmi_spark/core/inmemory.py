@@ -70,6 +70,8 @@ class InMemoryBackend:
         self.states: list[BlockState] | None = None
         self.naive_states = [NaiveState() for _ in self.blocks]
         self._map = map if map is not None else _in_turn
+        #: :meth:`feature_counts`, counted at its first call (the rows never change)
+        self._feature_counts: np.ndarray | None = None
 
     def _summed(self, count: Callable[..., np.ndarray]) -> np.ndarray:
         """The sum over the blocks of ``count(codes, y, w)`` (integer counts), the blocks
@@ -86,7 +88,12 @@ class InMemoryBackend:
         return total
 
     def feature_counts(self) -> np.ndarray:
-        return self._summed(lambda c, y, w: feature_counts(c, y, self.arity, self.num_classes, w))
+        """(D, A, L) counts n(x_i = a, y), counted once: the screen, the scorer and the
+        stop rule each ask for them before the steps (a copy each time)."""
+        if self._feature_counts is None:
+            self._feature_counts = self._summed(
+                lambda c, y, w: feature_counts(c, y, self.arity, self.num_classes, w))
+        return self._feature_counts.copy()
 
     def pair_counts(self, f: int) -> np.ndarray:
         return self._summed(lambda c, y, w: pair_counts(c, y, f, self.arity, self.num_classes,

@@ -11,8 +11,14 @@ Caching. numba compiles each loop once per signature and CPU type into its cache
 package's ``__pycache__``, ``NUMBA_CACHE_DIR`` or its user cache, :data:`CACHE`); a later
 process, the driver's or a Python worker's, loads the machine code instead of compiling
 (``tests/test_kernels.py`` checks that a second process compiles and writes nothing).
-Where there is no writable cache directory the loops are compiled in every process
-instead (``CACHE`` is False). Everything a cached loop calls is a module global here, the
+numba looks for the cache directory in this order: ``NUMBA_CACHE_DIR`` when set, the
+``__pycache__`` beside this file (where Python puts its bytecode), else numba's user-wide
+cache (``$XDG_CACHE_HOME/numba``, by default ``~/.cache/numba``: a read-only install
+writes its compiled loops there, a few MB; set ``NUMBA_CACHE_DIR`` to put them elsewhere).
+This package sets none of them. Where there is no writable cache directory the loops are
+compiled in every process instead (``CACHE`` is False), and a cache entry that cannot be
+read or written later (:class:`_SafeCache`) is compiled in the process with a warning:
+a cache never fails a run. Everything a cached loop calls is a module global here, the
 scalar exp, log and rint (:func:`.explog.compile_scalar`) and the inlined helpers: numba
 keys a cached function by the pickled bytes of its closure, and a dispatcher pickles with
 an id of its own process, so loops that closed over these (as they once did, nested in a
@@ -26,14 +32,20 @@ numpy ones, which use those directly, on every run.
 
 from __future__ import annotations
 
+import logging
+
 import numba
+import numba.core.errors
 import numpy as np
 from llvmlite import ir
 from numba.core import types
+from numba.core.caching import FunctionCache
 from numba.extending import intrinsic
 
 from . import explog
 from .kernels_numpy import SCALE, TINY, own_and_other_posteriors, pair_posterior_np
+
+log = logging.getLogger("vmi_spark")
 
 #: (pattern, x_i, y) cells x candidates one compiled cell-scoring call fills at most
 _CHUNK_CELLS = 1 << 16
@@ -73,8 +85,55 @@ def _caches() -> bool:
 
 #: the compiled loops are cached (see the module's docstring)
 CACHE = _caches()
-#: the loops: cached, without the GIL, numpy's division semantics (no exception)
-_jit = numba.njit(cache=CACHE, nogil=True, error_model="numpy")
+
+
+class _SafeCache(FunctionCache):
+    """numba's cache of one loop, except that a cache that cannot be read or written never
+    fails a run: an entry that cannot be read (unreadable, truncated, not numba's) is
+    compiled instead, and a loop whose compiled code cannot be saved (disk full, the
+    directory gone or made read-only since :func:`_caches` looked) stops saving and runs
+    the code just compiled. numba itself lets such an ``OSError`` or unpickling error out
+    of the call (it swallows only Windows' sharing errors)."""
+
+    def load_overload(self, sig, target_context):
+        try:
+            return super().load_overload(sig, target_context)
+        except Exception as exc:  # noqa: BLE001 - any broken entry: compile instead
+            if _numba_error(exc):
+                raise
+            _cache_failed("read", exc)
+            return None
+
+    def save_overload(self, sig, data):
+        try:
+            super().save_overload(sig, data)
+        except Exception as exc:  # noqa: BLE001 - compiled and loaded all the same
+            if _numba_error(exc):
+                raise
+            self.disable()
+            _cache_failed("write", exc)
+
+
+def _numba_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is numba's own error (a failure to compile, not to cache)."""
+    return isinstance(exc, numba.core.errors.NumbaError)
+
+
+def _cache_failed(what: str, exc: BaseException) -> None:
+    log.warning("vmi_spark: numba's cache could not %s a compiled loop (%s: %s); "
+                "compiling it in this process instead", what, type(exc).__name__, exc)
+
+
+def _jit(fn):
+    """A loop: compiled without the GIL, with numpy's division semantics (no exception),
+    cached where :data:`CACHE` (:class:`_SafeCache`)."""
+    dispatcher = numba.njit(nogil=True, error_model="numpy")(fn)
+    if CACHE:
+        # what numba.njit(cache=True) does (Dispatcher.enable_caching), with the safe cache
+        dispatcher._cache = _SafeCache(fn)
+    return dispatcher
+
+
 #: helpers inlined into the loops that call them (numba's IR)
 _inline = numba.njit(nogil=True, error_model="numpy", inline="always")
 #: helpers the loops call
