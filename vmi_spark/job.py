@@ -558,7 +558,8 @@ def _select(args: argparse.Namespace, spark, df, claimed,
         print_summary(report)
     else:
         _write_outputs(spark, claimed, df, args, report)
-    _track(report, None if demo else args.output, getattr(args, "mlflow", False))
+    args.tracking_error = _track(report, None if demo else args.output,
+                                 getattr(args, "mlflow", False), args.quiet)
     return report
 
 
@@ -567,19 +568,30 @@ def _columns(text: str | None) -> list[str] | None:
     return [c.strip() for c in text.split(",")] if text else None
 
 
-def _track(report: dict[str, Any], report_dir: str | None, asked: bool) -> None:
-    """Log to MLflow with --mlflow or in an active run; a failure (an unreachable server
-    included: bounded, :mod:`vmi_spark.tracking`) is a log line, not a failed job (the
-    selection is written by then)."""
+#: exit status with --mlflow when the selection was written but not logged to MLflow
+TRACKING_FAILED_STATUS = 4
+
+
+def _track(report: dict[str, Any], report_dir: str | None, asked: bool,
+           quiet: bool = False) -> str | None:
+    """Log to MLflow with --mlflow or in an active run (bounded: :mod:`vmi_spark.tracking`).
+    Returns why it failed with --mlflow (:func:`main` prints it as the job's error and exits
+    :data:`TRACKING_FAILED_STATUS`; the selection is written by then), else None; without
+    --mlflow (an active run) a failure is a log line."""
     from . import tracking
 
     if not asked and tracking.active_run() is None:
-        return
+        return None
+    if quiet:  # MLflow's own INFO lines (a new sqlite store's migrations)
+        logging.getLogger("mlflow").setLevel(logging.WARNING)
     try:
         with tracking.bounded_http():  # and log_selection waits DEADLINE_SECONDS at most
             tracking.log_selection(report, report_dir)
     except Exception as exc:  # noqa: BLE001 - tracking is a side channel
+        if asked:
+            return _one_line(exc)
         log.error("could not log the selection to MLflow: %s", _one_line(exc))
+    return None
 
 
 def _table_location(spark, name: str) -> str | None:
@@ -691,8 +703,12 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
         outputs.check_before_spark(args)
         if args.input and not args.table:
             hints.check_format(args.input, args.format)
-        if args.mlflow and importlib.util.find_spec("mlflow") is None:
-            raise InputError("--mlflow needs MLflow: pip install 'vmi_spark[mlflow]'")
+        if args.mlflow:  # a store MLflow refuses, known before Spark starts
+            from .tracking import check_tracking_uri
+
+            problem = check_tracking_uri()
+            if problem is not None:
+                raise InputError(problem)
         if spark is None:
             from ._deps import require_pyspark
 
@@ -740,13 +756,17 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
               file=sys.stderr)
         return 2
     log.debug("done in %.1fs", time.perf_counter() - t0)
+    failed = getattr(args, "tracking_error", None)
+    if failed is not None:  # the outputs are written; "nothing logged" is not a success
+        print(f"select_features: error: --mlflow: the selection was written but not logged "
+              f"to MLflow (exit status {TRACKING_FAILED_STATUS}): {failed}", file=sys.stderr)
     if args.fail_on_change and changes.changed(report.get("changes")):
         ch = report["changes"]
         log.warning("the selected features changed since --previous (entered: %s; left: %s); "
                     "exit status %d (--fail-on-change)", ", ".join(ch["entered"]) or "none",
                     ", ".join(ch["left"]) or "none", changes.CHANGED_STATUS)
-        return changes.CHANGED_STATUS
-    return 0
+        return TRACKING_FAILED_STATUS if failed is not None else changes.CHANGED_STATUS
+    return TRACKING_FAILED_STATUS if failed is not None else 0
 
 
 def cli() -> None:
