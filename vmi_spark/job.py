@@ -127,8 +127,12 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
     """Check everything about ``args`` that needs no data (before Spark starts).
 
     Fills in the default of ``--num-features`` (the demo's or the job's) and returns
-    ``args``; raises :class:`InputError` (one line naming the flag) otherwise.
+    ``args``; raises :class:`InputError` (one line naming the flag) otherwise. One
+    decision: :func:`main` makes it once, before Spark starts, and :func:`run` takes its
+    result (``args.checked``); checked arguments are returned as they are.
     """
+    if getattr(args, "checked", False):
+        return args
     demo = not (args.input or args.table)
     if demo and (args.label or args.output or args.write_selected or args.output_table
                  or args.previous or args.weight_col):
@@ -144,9 +148,8 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
         raise InputError("--label is required")
     if not demo and not args.output:
         raise InputError("--output is required")
-    if args.num_features is None:  # not given (check_args may run again: remembered)
+    if args.num_features is None:  # not given
         args.num_features = default("num_features", "demo" if demo else "cli")
-        args.num_features_default = True
     # the job's flags (a setting without one, e.g. the in-memory selector's threads, keeps
     # its default)
     args.settings = Settings.of({k: getattr(args, k) for k in Settings.KEYS if hasattr(args, k)},
@@ -162,6 +165,7 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
 
         if not (args.remote.startswith("sc://") or is_local_remote(args.remote)):
             raise InputError(f"--remote must be sc://host:port or local[N], got '{args.remote}'")
+    args.checked = True
     return args
 
 
@@ -170,7 +174,7 @@ def _check_conflicts(args: argparse.Namespace) -> None:
     if args.quiet and args.verbose:
         raise InputError("--quiet and --verbose contradict each other: give one")
     mode = args.selection_mode
-    given = args.num_features is not None and not getattr(args, "num_features_default", False)
+    given = args.num_features is not None  # before check_args fills in the default
     if mode != "numTopFeatures" and given:
         raise InputError(f"--num-features applies to --selection-mode numTopFeatures, not "
                          f"'{mode}' (which selects {_MODE_SIZE[mode]}): give one of the two")
@@ -424,10 +428,12 @@ def _writer(df, fmt: str, parts: list[str]):
 def run(args: argparse.Namespace, spark) -> dict[str, Any]:
     """Run the job for parsed ``args`` on ``spark``; returns the report.
 
-    Before anything is read, the outputs are checked as the session sees them and claimed
+    ``args`` are :func:`check_args`'s (``main`` checks them before Spark starts). Before
+    anything is read, the outputs are checked as the session sees them and claimed
     (:mod:`vmi_spark.outputs`); they are written in staging and moved into place last.
     """
-    check_args(args)
+    if not getattr(args, "checked", False):
+        raise ValueError("run() takes the arguments check_args() returned")
     if not (args.input or args.table):  # the demo
         return _select(args, spark, None, None)
     location = _table_location(spark, args.table) if args.table else None
