@@ -131,19 +131,30 @@ from vmi_spark import VMISelector
 def read_table(name: str):
     """``spark.read.table(name)``; outside Databricks, a table an earlier local process
     saved (``saveAsTable``) is registered again from the session's warehouse directory
-    (a local session's catalog does not outlive its process)."""
+    (a local session's catalog does not outlive its process), its schema (``db`` of
+    ``db.t``) too; a table that is nowhere ends the run with one line (SystemExit), not
+    Spark's TABLE_OR_VIEW_NOT_FOUND / SCHEMA_NOT_FOUND traceback."""
     try:
         found = spark.read.table(name)
         found.schema  # noqa: B018 - Spark Connect resolves the table here, not in read.table
         return found
     except Exception as exc:
-        if widgets is not None or "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
+        if widgets is not None or not any(m in str(exc) for m in ("TABLE_OR_VIEW_NOT_FOUND",
+                                                                  "SCHEMA_NOT_FOUND")):
             raise
         parts = name.split(".")
         warehouse = spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")
         location = os.path.join(warehouse, *[f"{p}.db" for p in parts[-2:-1]], parts[-1])
         if not os.path.isdir(location):
-            raise
+            raise SystemExit(
+                f"table '{name}' not found: not in this session's catalog, nor saved in its "
+                f"warehouse directory ({location}); set VMI_TABLE to a table or temporary "
+                "view of this session, or start Spark with the spark.sql.warehouse.dir "
+                "(and, for a Hive metastore, spark.sql.catalogImplementation=hive) that "
+                "saved it (docs/usage.md, local Hive)") from None
+        if len(parts) > 1:  # its schema's directory is there: register the schema too
+            quoted = ".".join(f"`{p.replace('`', '``')}`" for p in parts[:-1])
+            spark.sql(f"CREATE DATABASE IF NOT EXISTS {quoted}")
         spark.catalog.createTable(name, path=location)
         return spark.read.table(name)
 

@@ -48,3 +48,26 @@ def test_docker_readme_names_the_same_base_and_jre():
     table = next(ln for ln in text.splitlines() if ln.startswith("| `Dockerfile` |"))
     assert f"`{base}`" in table and f"`{jre}`" in table
     assert "image was not built" in text
+
+
+def test_the_image_installs_each_extra_once():
+    """issue 44 (d): the image asked for `.[spark,fast]` where [spark] already has numba.
+    Every extra it names adds a requirement the others lack, and the image gets the
+    compiled loops, the plots and the scikit-learn selector; the README says the same."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    steps = _instructions((ROOT / "docker" / "Dockerfile").read_text())
+    asked = [m.group(1).split(",") for s in steps
+             for m in [re.search(r"pip install [^&]*\.\[([^\]]*)\]", s)] if m]
+    assert len(asked) == 1, steps
+    names = {e: {re.match(r"[A-Za-z0-9_.-]+", r).group(0).lower() for r in extras[e.strip()]}
+             for e in asked[0]}
+    for e, reqs in names.items():
+        others = set().union(*(r for o, r in names.items() if o != e))
+        assert not reqs <= others, f"[{e}] adds nothing to {sorted(set(names) - {e})}"
+    assert {"pyspark", "numba", "matplotlib", "scikit-learn"} <= set().union(*names.values())
+    table = next(ln for ln in (ROOT / "docker" / "README.md").read_text().splitlines()
+                 if ln.startswith("| `Dockerfile` |"))
+    assert f'pip install ".[{",".join(asked[0])}]"' in table

@@ -159,7 +159,7 @@ def test_report_md_shows_wall_time_step_milliseconds_and_states():
     states = md.split("## States of the selected columns")[1]
     assert "| colour | category |  | blue; green; red |" in states
     cols = {c["name"]: c for c in rep["columns"]}
-    assert cols["const"]["constant"] and cols["const"]["state_names"] == ["1.0"]
+    assert cols["const"]["constant"] and cols["const"]["state_names"] == ["1"]
     assert not cols["colour"]["constant"]
     rep["selected"].append("const")
     assert "| const | constant |" in render_markdown(rep)

@@ -333,13 +333,13 @@ def test_negative_zero_label_is_one_class(spark, workdir):
 
 
 def test_error_naming_a_column_with_a_line_break_is_one_line(spark, workdir):
-    # the message quoted the name verbatim: "label column 'new<LF>line' has a single class"
+    # the message quoted the name verbatim: "label column 'new<LF>line' has one class"
     t = pa.table({"new\nline": pa.array([0] * 6), "a.b": pa.array(list(range(6)))})
     path = _write(t, workdir, "newline.parquet")
     out = path.parent / "out"
     rc, _, err = run_job(spark, ["--input", str(path), "--label", "new\nline", "--output", str(out)])
     assert rc == 2 and check_outcome(rc, err, out, None, 1) is None
-    assert "'new\\nline' has a single class" in err
+    assert "'new\\nline' has one class" in err
 
 
 def test_odd_names_round_trip_into_the_report(spark, workdir):

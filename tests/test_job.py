@@ -105,7 +105,7 @@ def _bad_inputs(base: Path, spark, tmp: Path):
         "missing feature": (["--input", t, "--label", "y", "--features", "c0,zz"], "feature column 'zz' not found"),
         "corrupt file": (["--input", str(tmp / "corrupt.parquet"), "--label", "y"], "error"),
         "empty input": (["--input", str(tmp / "empty.csv"), "--format", "csv", "--label", "y"], "no rows"),
-        "single class": (["--input", str(tmp / "single.parquet"), "--label", "y"], "single class"),
+        "single class": (["--input", str(tmp / "single.parquet"), "--label", "y"], "has one class"),
         "too many classes": (["--input", str(tmp / "many.parquet"), "--label", "y", "--max-classes", "10",
                               "--label-type", "categorical"], "set --label-type continuous to bin it"),
         "no labelled rows": (["--input", str(tmp / "nolab.parquet"), "--label", "y"], "no labelled rows"),

@@ -4,6 +4,8 @@ contradict each other. One line, exit status 2, nothing written, no SparkSession
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -133,10 +135,33 @@ def test_contradicting_flags_are_one_line_before_spark(plain_env, monkeypatch, c
 
 
 def test_modes_without_num_features_pass_the_checks_twice():
-    """check_args runs before Spark and again in run(): the default K it fills in is not
-    taken for a --num-features the user gave."""
+    """The default K check_args fills in is not taken for a --num-features the user gave
+    when the checked arguments come back (they are returned as they are)."""
     from vmi_spark.job import build_parser, check_args
 
     args = check_args(build_parser().parse_args(
         ["--input", "t", "--label", "y", "--output", "o", "--selection-mode", "gain"]))
     assert check_args(args).selection_mode == "gain"
+
+
+def test_check_args_is_one_decision_before_spark(spark, tmp_path, monkeypatch, capsys):
+    """issue 44 (d): main checks the arguments once, before Spark, and run() takes them as
+    checked (it made the same decision again); unchecked arguments are refused by run()."""
+    from helpers import random_discrete
+    from vmi_spark import job
+
+    calls = []
+    real = job.check_args
+    monkeypatch.setattr(job, "check_args", lambda a: calls.append(a) or real(a))
+    src = tmp_path / "t.parquet"
+    random_discrete(3, n=120, d=4).to_parquet(src)
+    rc = job.main(["--input", str(src), "--label", "y", "--num-features", "2",
+                   "--output", str(tmp_path / "o"), "--quiet"], spark=spark)
+    assert rc == 0, capsys.readouterr().err
+    assert len(calls) == 1 and calls[0].num_features == 2
+    assert len(json.loads((tmp_path / "o" / "selection.json").read_text())["selected"]) == 2
+    raw = job.build_parser().parse_args(["--input", str(src), "--label", "y",
+                                         "--output", str(tmp_path / "o2")])
+    with pytest.raises(ValueError, match="check_args"):
+        job.run(raw, object())  # a session it must not touch
+    assert not (tmp_path / "o2").exists()

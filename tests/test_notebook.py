@@ -159,3 +159,51 @@ def test_notebook_reads_an_earlier_process_table_and_leaves_columns_out(tmp_path
     assert res["selected"] == [kept[i] for i in sel.selected_features_]
     assert "selected 3 of 4 features (2 columns left out)" in proc.stdout
     assert "nope" in res["unknown"] and "c2" not in res["unknown"]
+
+
+# ------------------------------------------- issue 44 item 8: db.table names outside Databricks
+
+
+def _run_notebook(spark, monkeypatch, table: str, **env: str):
+    import runpy
+
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    for k, v in {"VMI_TABLE": table, "VMI_LABEL": "y", "VMI_METHOD": "vmi_pairwise",
+                 "VMI_NUM_FEATURES": "2", "VMI_OUTPUT_TABLE": "", **env}.items():
+        monkeypatch.setenv(k, v)
+    return runpy.run_path(str(NOTEBOOK), init_globals={"spark": spark})
+
+
+def test_a_missing_db_table_is_one_line_not_schema_not_found(spark, monkeypatch):
+    """`db.table` of a schema the local session does not have raised Spark's
+    SCHEMA_NOT_FOUND traceback; now the run ends with one line saying where it looked."""
+    with pytest.raises(SystemExit) as exc:
+        _run_notebook(spark, monkeypatch, "nodb_vmi44.nothere")
+    msg = str(exc.value.code)
+    warehouse = spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")
+    assert msg.startswith(f"table 'nodb_vmi44.nothere' not found: not in this session's "
+                          f"catalog, nor saved in its warehouse directory "
+                          f"({os.path.join(warehouse, 'nodb_vmi44.db', 'nothere')})"), msg
+    assert "\n" not in msg and "SCHEMA_NOT_FOUND" not in msg
+
+
+def test_a_db_table_saved_in_the_warehouse_is_registered_with_its_schema(spark, monkeypatch):
+    """A `db.t` an earlier local process saved (warehouse/db.db/t) is read, its schema
+    registered again, and selects what the in-memory selector selects."""
+    import shutil
+
+    from vmi_spark.sklearn import VMIFeatureSelector
+
+    warehouse = spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")
+    location = os.path.join(warehouse, "vmi44_db.db", "t")
+    pdf = random_discrete(11, n=300, d=5)
+    spark.createDataFrame(pdf).write.parquet(location)
+    try:
+        ns = _run_notebook(spark, monkeypatch, "vmi44_db.t")
+        cols = [c for c in pdf.columns if c != "y"]
+        want = VMIFeatureSelector(n_features_to_select=2, method="vmi_pairwise").fit(
+            pdf[cols], pdf["y"])
+        assert list(ns["model"].selectedFeatureNames) == list(want.selected_feature_names_)
+    finally:
+        spark.sql("DROP DATABASE IF EXISTS vmi44_db CASCADE")
+        shutil.rmtree(os.path.dirname(location), ignore_errors=True)

@@ -197,7 +197,7 @@ def test_k_capped_and_string_labels():
 
 
 def test_one_class_refused():
-    with pytest.raises(ValueError, match="single class"):
+    with pytest.raises(ValueError, match="has one class"):
         VMIFeatureSelector().fit(np.zeros((5, 2)), np.ones(5))
 
 

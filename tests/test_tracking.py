@@ -201,20 +201,23 @@ def _job_with_tracking(spark, tmp_path, uri, monkeypatch, capsys):
     finally:
         mlflow.set_tracking_uri(None)
     err = capsys.readouterr().err
-    assert rc == 0, err
+    assert rc == 4, err  # written, not logged: not a success with --mlflow (issue 44 item 6)
     assert json.loads((out / "selection.json").read_text())["selected"]
     lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "could not log the selection to MLflow" in lines[0], err
+    assert len(lines) == 1, err
+    assert lines[0].startswith("select_features: error: --mlflow: the selection was written "
+                               "but not logged to MLflow (exit status 4): "), err
     assert "Traceback" not in err
     return lines[0]
 
 
-def test_an_unreachable_tracking_server_is_one_log_line(spark, tmp_path, monkeypatch, capsys):
+def test_an_unreachable_tracking_server_is_one_error_line(spark, tmp_path, monkeypatch, capsys):
     """MLFLOW_TRACKING_URI=http://127.0.0.1:<closed port> --mlflow hung the job for more
-    than 200 s after its outputs were written (MLflow's retries): one try per request."""
+    than 200 s after its outputs were written (MLflow's retries): one try per request,
+    then the job's one error line and exit status 4."""
     line = _job_with_tracking(spark, tmp_path, f"http://127.0.0.1:{_free_port()}",
                               monkeypatch, capsys)
-    assert "ERROR" in line
+    assert "127.0.0.1" in line
     import os
 
     assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ  # restored after the call
@@ -222,8 +225,8 @@ def test_an_unreachable_tracking_server_is_one_log_line(spark, tmp_path, monkeyp
 
 def test_a_silent_tracking_server_is_abandoned_at_the_deadline(spark, tmp_path, monkeypatch,
                                                                capsys, silent_server):
-    """A server that never answers: the job waits DEADLINE_SECONDS at most, then logs one
-    line and exits 0 (the worker thread is left to time out on its own)."""
+    """A server that never answers: the job waits DEADLINE_SECONDS at most, then prints one
+    error line and exits 4 (the worker thread is left to time out on its own)."""
     from vmi_spark import tracking
 
     monkeypatch.setattr(tracking, "DEADLINE_SECONDS", 1.0)
@@ -244,3 +247,119 @@ def test_log_selection_is_bounded_where_it_is_called(silent_server, monkeypatch)
     finally:
         mlflow.set_tracking_uri(None)
     assert mlflow.active_run() is None
+
+
+# ------------------------------------- issue 44 item 6: a local store that works, or exit 2
+
+
+@pytest.fixture
+def sqlite_store(tmp_path, monkeypatch):
+    """docs/usage.md's local store: sqlite:/// (what the [mlflow] extra can use under MLflow
+    3), an experiment whose artifacts go to a directory of its own; run from tmp_path so
+    that a default ./mlruns would land there, not in the repository."""
+    pytest.importorskip("sqlalchemy")
+    pytest.importorskip("alembic")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    uri = f"sqlite:///{tmp_path / 'tracking' / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    mlflow.set_tracking_uri(uri)
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    client.create_experiment("vmi", artifact_location=str(tmp_path / "artifacts"))
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "vmi")
+    yield client
+    while mlflow.active_run() is not None:
+        mlflow.end_run()
+    mlflow.set_tracking_uri(None)
+
+
+def test_job_logs_to_a_local_sqlite_store(spark, sqlite_store, tmp_path, capsys):
+    """--mlflow against sqlite:///PATH/mlflow.db (no MLFLOW_ALLOW_FILE_STORE): the run is
+    there with the parameters, the bound and gain of every step and the report files,
+    byte for byte those in --output, stored under the experiment's artifact location."""
+    pdf = random_discrete(7, n=200, d=5)
+    src = tmp_path / "t.parquet"
+    pdf.to_parquet(src)
+    out = tmp_path / "out"
+    rc = main(["--input", str(src), "--label", "y", "--num-features", "3", "--output", str(out),
+               "--mlflow", "--quiet"], spark=spark)
+    err = capsys.readouterr().err
+    assert rc == 0 and not err.strip(), err  # --quiet: MLflow's INFO lines too
+    rep = json.loads((out / "selection.json").read_text())
+    exp = sqlite_store.get_experiment_by_name("vmi")
+    runs = sqlite_store.search_runs([exp.experiment_id])
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+    run_id = runs[0].info.run_id
+    assert runs[0].data.params["num_features"] == "3"
+    assert runs[0].data.params["label"] == "y" and runs[0].data.params["input"] == str(src)
+    assert _history(sqlite_store, run_id, "bound") == list(enumerate(rep["scores"], 1))
+    assert _history(sqlite_store, run_id, "gain") == list(enumerate(rep["gains"], 1))
+    assert runs[0].data.metrics["num_selected"] == 3
+    assert runs[0].data.tags["vmi_spark.selected"] == ",".join(rep["selected"])
+    for name in ("selection.json", "report.md", "steps.csv"):
+        stored = tmp_path / "artifacts" / run_id / "artifacts" / "vmi_spark" / name
+        assert stored.read_bytes() == (out / name).read_bytes()
+    assert not (tmp_path / "mlruns").exists()
+
+
+def _refused_before_spark(tmp_path, capsys) -> str:
+    """The job with --mlflow and a session it must not touch: exit 2, one line, nothing
+    written (no --output, no store); returns the line."""
+    (tmp_path / "in").mkdir(exist_ok=True)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    rc = main(["--input", str(tmp_path / "in"), "--label", "y", "--output", str(tmp_path / "o"),
+               "--mlflow"], spark=object())
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert err[0].startswith("select_features: error: --mlflow: tracking URI ")
+    return err[0]
+
+
+def test_a_file_store_mlflow_refuses_is_exit_2_before_spark(tmp_path, monkeypatch, capsys):
+    """MLflow 3 refuses its file store unless MLFLOW_ALLOW_FILE_STORE=true: the job logged
+    nothing and exited 0; now it says so before Spark starts (MLflow 2 takes it)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    uri = f"file:{tmp_path / 'mlruns'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    major = int(mlflow.__version__.split(".")[0])
+    if major < 3:
+        pytest.skip("MLflow 2 uses its file store")
+    with pytest.raises(Exception, match="maintenance mode"):  # what MLflow itself does
+        mlflow.MlflowClient(tracking_uri=uri).search_experiments()
+    line = _refused_before_spark(tmp_path, capsys)
+    assert line == (f"select_features: error: --mlflow: tracking URI '{uri}' is a file "
+                    f"store, which MLflow {mlflow.__version__} refuses (maintenance mode): set "
+                    "MLFLOW_TRACKING_URI=sqlite:///PATH/mlflow.db (docs/usage.md, MLflow), or "
+                    "MLFLOW_ALLOW_FILE_STORE=true to use it anyway")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # the opt-out is honoured
+    from vmi_spark.tracking import check_tracking_uri
+
+    assert check_tracking_uri() is None
+
+
+def test_sqlite_without_sqlalchemy_is_exit_2_before_spark(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "alembic" else real(name, *a))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    line = _refused_before_spark(tmp_path, capsys)
+    assert line == (f"select_features: error: --mlflow: tracking URI '{uri}' needs alembic "
+                    "(not in mlflow-skinny): pip install 'vmi_spark[mlflow]'")
+
+
+def test_an_unusable_tracking_uri_is_exit_2_before_spark(tmp_path, monkeypatch, capsys):
+    (tmp_path / "db").mkdir()
+    uri = f"sqlite:///{tmp_path / 'db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    assert _refused_before_spark(tmp_path, capsys) == (
+        f"select_features: error: --mlflow: tracking URI '{uri}': '{tmp_path / 'db'}' is a "
+        "directory, not a database file")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "htp://typo:5000")
+    assert _refused_before_spark(tmp_path, capsys) == (
+        "select_features: error: --mlflow: tracking URI 'htp://typo:5000': MLflow has no "
+        "tracking store for scheme 'htp'")

@@ -125,8 +125,12 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
     """Check everything about ``args`` that needs no data (before Spark starts).
 
     Fills in the default of ``--num-features`` (the demo's or the job's) and returns
-    ``args``; raises :class:`InputError` (one line naming the flag) otherwise.
+    ``args``; raises :class:`InputError` (one line naming the flag) otherwise. One
+    decision: :func:`main` makes it once, before Spark starts, and :func:`run` takes its
+    result (``args.checked``); checked arguments are returned as they are.
     """
+    if getattr(args, "checked", False):
+        return args
     demo = not (args.input or args.table)
     if demo and (args.label or args.output or args.write_selected or args.output_table
                  or args.previous or args.weight_col):
@@ -142,9 +146,8 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
         raise InputError("--label is required")
     if not demo and not args.output:
         raise InputError("--output is required")
-    if args.num_features is None:  # not given (check_args may run again: remembered)
+    if args.num_features is None:  # not given
         args.num_features = default("num_features", "demo" if demo else "cli")
-        args.num_features_default = True
     # the job's flags (a setting without one, e.g. the in-memory selector's threads, keeps
     # its default)
     args.settings = Settings.of({k: getattr(args, k) for k in Settings.KEYS if hasattr(args, k)},
@@ -160,6 +163,7 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
 
         if not (args.remote.startswith("sc://") or is_local_remote(args.remote)):
             raise InputError(f"--remote must be sc://host:port or local[N], got '{args.remote}'")
+    args.checked = True
     return args
 
 
@@ -168,7 +172,7 @@ def _check_conflicts(args: argparse.Namespace) -> None:
     if args.quiet and args.verbose:
         raise InputError("--quiet and --verbose contradict each other: give one")
     mode = args.selection_mode
-    given = args.num_features is not None and not getattr(args, "num_features_default", False)
+    given = args.num_features is not None  # before check_args fills in the default
     if mode != "numTopFeatures" and given:
         raise InputError(f"--num-features applies to --selection-mode numTopFeatures, not "
                          f"'{mode}' (which selects {_MODE_SIZE[mode]}): give one of the two")
@@ -402,10 +406,12 @@ def _writer(df, fmt: str, parts: list[str]):
 def run(args: argparse.Namespace, spark) -> SelectionReport:
     """Run the job for parsed ``args`` on ``spark``; returns the report.
 
-    Before anything is read, the outputs are checked as the session sees them and claimed
+    ``args`` are :func:`check_args`'s (``main`` checks them before Spark starts). Before
+    anything is read, the outputs are checked as the session sees them and claimed
     (:mod:`vmi_spark.outputs`); they are written in staging and moved into place last.
     """
-    check_args(args)
+    if not getattr(args, "checked", False):
+        raise ValueError("run() takes the arguments check_args() returned")
     if not (args.input or args.table):  # the demo
         return _select(args, spark, None, None)
     location = _table_location(spark, args.table) if args.table else None
@@ -536,7 +542,8 @@ def _select(args: argparse.Namespace, spark, df, claimed,
         print_summary(report)
     else:
         _write_outputs(spark, claimed, df, args, report)
-    _track(report, None if demo else args.output, getattr(args, "mlflow", False))
+    args.tracking_error = _track(report, None if demo else args.output,
+                                 getattr(args, "mlflow", False), args.quiet)
     return report
 
 
@@ -545,19 +552,30 @@ def _columns(text: str | None) -> list[str] | None:
     return [c.strip() for c in text.split(",")] if text else None
 
 
-def _track(report: SelectionReport, report_dir: str | None, asked: bool) -> None:
-    """Log to MLflow with --mlflow or in an active run; a failure (an unreachable server
-    included: bounded, :mod:`vmi_spark.tracking`) is a log line, not a failed job (the
-    selection is written by then)."""
+#: exit status with --mlflow when the selection was written but not logged to MLflow
+TRACKING_FAILED_STATUS = 4
+
+
+def _track(report: SelectionReport, report_dir: str | None, asked: bool,
+           quiet: bool = False) -> str | None:
+    """Log to MLflow with --mlflow or in an active run (bounded: :mod:`vmi_spark.tracking`).
+    Returns why it failed with --mlflow (:func:`main` prints it as the job's error and exits
+    :data:`TRACKING_FAILED_STATUS`; the selection is written by then), else None; without
+    --mlflow (an active run) a failure is a log line."""
     from . import tracking
 
     if not asked and tracking.active_run() is None:
-        return
+        return None
+    if quiet:  # MLflow's own INFO lines (a new sqlite store's migrations)
+        logging.getLogger("mlflow").setLevel(logging.WARNING)
     try:
         with tracking.bounded_http():  # and log_selection waits DEADLINE_SECONDS at most
             tracking.log_selection(report, report_dir)
     except Exception as exc:  # noqa: BLE001 - tracking is a side channel
+        if asked:
+            return flat(exc)
         log.error("could not log the selection to MLflow: %s", flat(exc))
+    return None
 
 
 def _table_location(spark, name: str) -> str | None:
@@ -669,8 +687,12 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
         outputs.check_before_spark(args)
         if args.input and not args.table:
             hints.check_format(args.input, args.format)
-        if args.mlflow and importlib.util.find_spec("mlflow") is None:
-            raise InputError("--mlflow needs MLflow: pip install 'vmi_spark[mlflow]'")
+        if args.mlflow:  # a store MLflow refuses, known before Spark starts
+            from .tracking import check_tracking_uri
+
+            problem = check_tracking_uri()
+            if problem is not None:
+                raise InputError(problem)
         if spark is None:
             from ._deps import require_pyspark
 
@@ -718,13 +740,17 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
               file=sys.stderr)
         return 2
     log.debug("done in %.1fs", time.perf_counter() - t0)
+    failed = getattr(args, "tracking_error", None)
+    if failed is not None:  # the outputs are written; "nothing logged" is not a success
+        print(f"select_features: error: --mlflow: the selection was written but not logged "
+              f"to MLflow (exit status {TRACKING_FAILED_STATUS}): {failed}", file=sys.stderr)
     if args.fail_on_change and changes.changed(report.get("changes")):
         ch = report["changes"]
         log.warning("the selected features changed since --previous (entered: %s; left: %s); "
                     "exit status %d (--fail-on-change)", ", ".join(ch["entered"]) or "none",
                     ", ".join(ch["left"]) or "none", changes.CHANGED_STATUS)
-        return changes.CHANGED_STATUS
-    return 0
+        return TRACKING_FAILED_STATUS if failed is not None else changes.CHANGED_STATUS
+    return TRACKING_FAILED_STATUS if failed is not None else 0
 
 
 def cli() -> None:

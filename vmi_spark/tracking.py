@@ -41,7 +41,7 @@ from typing import Any
 
 from .core.report_schema import SelectionReport
 
-__all__ = ["log_selection", "log_if_active", "active_run", "MLFLOW_HINT"]
+__all__ = ["log_selection", "log_if_active", "active_run", "check_tracking_uri", "MLFLOW_HINT"]
 
 log = logging.getLogger("vmi_spark")
 
@@ -78,6 +78,55 @@ def _mlflow():
     except ImportError as exc:
         raise ImportError(f"MLflow tracking needs mlflow: {MLFLOW_HINT}") from exc
     return mlflow
+
+
+def check_tracking_uri() -> str | None:
+    """Why MLflow cannot log to its tracking URI as this process is set up, or None.
+
+    What can be told without writing anything or asking a server (the job calls it with
+    ``--mlflow`` before Spark starts): mlflow installed; a file store (``file:``, a plain
+    path, or ``./mlruns`` holding earlier runs) refused by MLflow 3 unless
+    ``MLFLOW_ALLOW_FILE_STORE=true`` (maintenance mode); a ``sqlite:`` store without
+    sqlalchemy and alembic (mlflow-skinny leaves them out; the ``[mlflow]`` extra has them)
+    or whose database path is a directory; a scheme no tracking store is registered for.
+    An ``http(s)``/``databricks`` URI is not contacted here: a failure to log to it is the
+    job's error after the selection.
+    """
+    import importlib.util
+    from urllib.parse import urlparse
+
+    if importlib.util.find_spec("mlflow") is None:
+        return f"--mlflow needs MLflow: {MLFLOW_HINT}"
+    mlflow = _mlflow()
+    uri = mlflow.get_tracking_uri()  # MLFLOW_TRACKING_URI, or MLflow's default
+    scheme = urlparse(uri).scheme
+    where = f"--mlflow: tracking URI '{uri}'"
+    if scheme in ("", "file"):
+        major = int(mlflow.__version__.split(".")[0])
+        allowed = os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() in ("true", "1")
+        if major >= 3 and not allowed:
+            return (f"{where} is a file store, which MLflow {mlflow.__version__} refuses "
+                    "(maintenance mode): set MLFLOW_TRACKING_URI=sqlite:///PATH/mlflow.db "
+                    "(docs/usage.md, MLflow), or MLFLOW_ALLOW_FILE_STORE=true to use it anyway")
+        return None
+    if scheme == "sqlite":
+        missing = [m for m in ("sqlalchemy", "alembic") if importlib.util.find_spec(m) is None]
+        if missing:
+            return (f"{where} needs {' and '.join(missing)} (not in mlflow-skinny): "
+                    f"{MLFLOW_HINT}")
+        path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else ""
+        if path and path != ":memory:" and os.path.isdir(path):
+            return f"{where}: '{path}' is a directory, not a database file"
+        return None
+    try:  # the schemes MLflow (or a plugin) has a tracking store for
+        from mlflow.tracking._tracking_service.utils import _tracking_store_registry
+
+        known = set(_tracking_store_registry._registry)
+    except Exception:  # noqa: BLE001 - another MLflow: leave it to the logging
+        return None
+    if scheme not in known and uri not in known:
+        return f"{where}: MLflow has no tracking store for scheme '{scheme}'"
+    return None
 
 
 def active_run():

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 from .binning import STRATEGIES, Binning, assign_codes, fit_binning, label_binning, value_counts
 from .binning import state_labels as binning_state_labels
-from .units import show
+from .units import show, show_state
 
 #: rows used to place bin edges; exact quantiles up to this many rows
 SAMPLE_ROWS = 200_000
@@ -80,8 +80,7 @@ class ColumnPlan:
     def state_labels(self) -> list[str]:
         """Human-readable names of the states, in code order."""
         if self.kind == "category":
-            labels = [str(v) if self.unit is None else show(float(v), self.unit)
-                      for v in self.values or []]
+            labels = [show_state(v, self.unit) for v in self.values or []]
             labels = labels + ["(other)"] if self.other else labels or ["(empty)"]
         elif self.kind == "bins":
             edges = tuple(float(e) for e in self.splits or [])
@@ -104,7 +103,7 @@ class EncodingPlan:
 
     label: str
     classes: list[Any]
-    label_dtype: str
+    label_dtype: str  # "string", "double", or "boolean" (coded as doubles 0 and 1)
     columns: list[ColumnPlan] = field(default_factory=list)
     num_rows: int = 0
     rows_dropped: int = 0  # null label

@@ -69,6 +69,7 @@ from .rows import (
     weight_values,
 )
 from .suspects import ID_SHARE, numeric_identifier
+from .units import count_text, show_state
 from .weights import Weighting, WeightStats, units
 
 #: ``labelType="auto"``: a numeric label with more distinct values than this ...
@@ -352,8 +353,10 @@ def _label_classes(label: str, decision: LabelDecision, classes: list[Any] | Non
                              f"{max_classes} distinct values ({{max_classes}}); {hint}raise "
                              "{max_classes}")
     out = sorted(classes)
-    if len(out) < 2:
-        raise InputError(f"label column '{label}' has a single class ({out[0]!r}); "
+    if len(out) < 2:  # "one class": scikit-learn's wording (check_fit2d_1sample)
+        only = (repr(out[0]) if isinstance(out[0], str) else
+                show_state(out[0], "boolean" if vtype == BOOLEAN else None))
+        raise InputError(f"label column '{label}' has one class ({only}); "
                          "feature selection needs at least two")
     return out
 
@@ -369,7 +372,7 @@ def _grouped(source: PlanSource, label: str, types: Mapping[str, ValueType],
     if not cols:
         return {}
     scale = weight_scale or 1
-    what = "rows" if weight_scale is None else "weight"
+    weighted = weight_scale is not None
     tops = (source.top_values(label, cols, max(max_categories - 1, 0), skip_cols)
             if weight_scale is None else
             source.top_values(label, cols, max(max_categories - 1, 0), skip_cols,
@@ -383,13 +386,22 @@ def _grouped(source: PlanSource, label: str, types: Mapping[str, ValueType],
         kept = sum(n for v, n in zip(top.values, top.counts) if v in (out[c].values or []))
         rows = top.rows / scale if scale > 1 else top.rows
         rest = top.rows - kept
-        notes.append(f"string column '{c}' has {top.distinct} distinct values: its "
-                     f"{kept_values} most frequent (of at least {MIN_STATE_ROWS} {what}) are "
-                     f"states of their own, the other {top.distinct - kept_values} "
-                     f"({rest / scale if scale > 1 else rest} {what}) one state '(other)'")
+        others = count_text(rest / scale if scale > 1 else rest, weighted)
+        least = count_text(MIN_STATE_ROWS, weighted)
+        if kept_values == 0:  # every value rarer than a state needs: one state in all
+            notes.append(f"string column '{c}' has {top.distinct} distinct values, none in "
+                         f"at least {least}: all of them ({others}) are one state '(other)'")
+        else:
+            kept_words = ("its most frequent value (of at least {least}) is a state of its "
+                          "own" if kept_values == 1 else
+                          f"its {kept_values} most frequent (of at least {{least}}) are states "
+                          "of their own").format(least=least)
+            notes.append(f"string column '{c}' has {top.distinct} distinct values: "
+                         f"{kept_words}, the other {top.distinct - kept_values} ({others}) "
+                         "one state '(other)'")
         if rows >= 20 and top.distinct >= ID_SHARE * rows:
             identifiers[c] = (top.distinct / rows, f"'{c}' has {top.distinct} distinct "
-                                                   f"values in {rows} {what}")
+                                                   f"values in {count_text(rows, weighted)}")
     return out
 
 
@@ -493,11 +505,11 @@ def build_plan(label: str, label_type: ValueType, features: list[str],
     notes: list[str] = []
     # whole weights are counts of rows; fractional ones reweigh the rows there are
     params = _budgeted(params, counted if scale in (None, 1) else rows, decision, classes,
-                       notes, style)
+                       notes, style, weighted=weighting is not None and scale == 1)
     max_categories = params["max_categories"]
     plans: dict[str, ColumnPlan | None] = {
         c: categorical_plan(c, types[c].kind, distinct, missing[c] > 0, max_categories,
-                            types[c].unit)
+                            "boolean" if types[c] == BOOLEAN else types[c].unit)
         for c, distinct in zip(features, stats["values"])}
     strings = [c for c in features if plans[c] is None and types[c].kind == "string"]
     identifiers = _numeric_identifiers(features, types, stats, rows, missing)
@@ -512,7 +524,8 @@ def build_plan(label: str, label_type: ValueType, features: list[str],
 
 
 def _budgeted(params: Mapping[str, Any], rows: float, decision: LabelDecision,
-              classes: list[Any], notes: list[str], style: str) -> Mapping[str, Any]:
+              classes: list[Any], notes: list[str], style: str,
+              weighted: bool = False) -> Mapping[str, Any]:
     """``params`` with ``num_bins``, ``max_categories`` and ``label_bins`` cut to the
     :func:`state_budget` of ``rows`` (a note says so when it cuts ``numBins`` or
     ``labelBins``) where the gains are corrected (:func:`corrected`); unchanged otherwise:
@@ -528,10 +541,9 @@ def _budgeted(params: Mapping[str, Any], rows: float, decision: LabelDecision,
            "label_bins": b.label_bins}
     if b.bound:
         label_part = f"{b.label_bins} label classes and " if continuous else ""
-        shown = int(rows) if float(rows).is_integer() else rows
         notes.append(phrase(
-            f"{shown} rows: at most {label_part}{b.states} states a feature, so that each "
-            f"count table keeps {ROWS_PER_CELL} rows a cell on average ({{num_bins}}, "
+            f"{count_text(rows, weighted)}: at most {label_part}{b.states} states a feature, "
+            f"so that each count table keeps {ROWS_PER_CELL} rows a cell on average ({{num_bins}}, "
             "{max_categories} and {label_bins} cut to fit)", style))
     return out
 
@@ -570,7 +582,8 @@ def _binned(label: str, label_type: ValueType, decision: LabelDecision, classes:
                                        splits.get(c, ([], []))[1], unit=types[c].unit)
                for c in features]
     return EncodingPlan(label=label, classes=classes,
-                        label_dtype="string" if string_label else "double",
+                        label_dtype=("string" if string_label else
+                                     "boolean" if label_type == BOOLEAN else "double"),
                         columns=columns, num_rows=rows, label_type=decision.kind,
                         label_edges=label_edges, label_spikes=label_spikes or None)
 

@@ -15,7 +15,7 @@ from .binning import json_float
 from .encoding import ColumnPlan, EncodingPlan
 from .greedy import Selection, report_fields
 from .report_schema import SelectionReport
-from .units import MEANINGS, show
+from .units import MEANINGS, show, show_state
 
 
 def label_report(plan: EncodingPlan) -> dict[str, Any]:
@@ -71,7 +71,8 @@ def selection_report(plan: EncodingPlan, selection: Selection, params: dict[str,
         "rows_dropped": plan.rows_dropped,
         "rows_skipped": plan.rows_skipped,
         "num_classes": len(plan.classes),
-        "classes": [str(c) for c in plan.classes],
+        "classes": [show_state(c, "boolean" if plan.label_dtype == "boolean" else None)
+                    for c in plan.classes],
         "label_type": plan.label_type,
         "label_decision": {"type": plan.label_type, "reason": label_reason},
         "parameters": json_parameters(params),

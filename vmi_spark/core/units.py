@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+from typing import Any
+
+import numpy as np
 
 #: every unit a feature may have (None: a plain number)
 UNITS = ("date", "timestamp", "timestamp_ntz", "interval", "months")
@@ -32,7 +35,10 @@ MEANINGS = {"date": "days since 1970-01-01",
             "timestamp": "microseconds since 1970-01-01T00:00:00Z",
             "timestamp_ntz": "microseconds since 1970-01-01T00:00:00 (no time zone)",
             "interval": "microseconds",
-            "months": "months"}
+            "months": "months",
+            # not a time: a boolean category column's values (1 true, 0 false), for its
+            # state names (:func:`show_state`)
+            "boolean": "1 true, 0 false"}
 
 _EPOCH = _dt.datetime(1970, 1, 1)
 _MICROS_PER_DAY = 86_400_000_000
@@ -98,6 +104,31 @@ def show(value: float, unit: str | None) -> str:
     if unit == "interval":
         return _duration(whole)
     return _months(whole)
+
+
+def show_state(value: Any, unit: str | None = None) -> str:
+    """A category's value (or a label's class) as a state name: a boolean's 0 and 1 as
+    ``false`` and ``true``, a whole number as an integer (``1``, not ``1.0``: integer
+    columns reach the plan as doubles), a temporal value by :func:`show`; anything else as
+    ``str`` does."""
+    if isinstance(value, (bool, np.bool_)) or unit == "boolean" and value in (0, 1):
+        return "true" if value else "false"
+    if unit is not None and unit != "boolean":
+        return show(float(value), unit)
+    if isinstance(value, (float, np.floating)) and math.isfinite(value) \
+            and value == math.floor(value) and abs(value) < 2 ** 53:
+        return str(int(value))
+    return str(value)
+
+
+def count_text(n: float, weighted: bool = False) -> str:
+    """``n`` rows for a message: ``62,625 rows``; with row weights their total weight,
+    ``62,625.4 weighted rows`` (one decimal; three digits below 1)."""
+    if float(n) == math.floor(n):
+        shown = f"{int(n):,}"
+    else:
+        shown = f"{n:,.1f}" if abs(n) >= 1 else f"{n:.3g}"
+    return f"{shown} weighted rows" if weighted else f"{shown} rows"
 
 
 def is_whole(value: float, unit: str | None) -> bool:

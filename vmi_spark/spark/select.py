@@ -21,6 +21,7 @@ from ..core.kde import kde_conditional
 from ..core.planning import AUTO_ROWS_PER_VALUE, Planned, check_fits, thin_classes
 from ..core.report_schema import SelectionReport
 from ..core.summary import selection_report
+from ..core.units import count_text
 from ..errors import InputError, literal, phrase, phrased
 from ..outputs import checkpoint_held
 from ..params import Settings
@@ -255,9 +256,10 @@ def _plan_notes(plan: EncodingPlan, style: str) -> list[str]:
     if plan.label_type == "categorical" and plan.label_dtype != "string" and \
             thin_classes(len(plan.classes), plan.weight_rows):
         notes.append(phrase(f"label '{literal(plan.label)}' has {len(plan.classes)} classes "
-                            f"in {plan.weight_rows} rows, fewer than {AUTO_ROWS_PER_VALUE} rows a "
-                            "class: it looks like a regression target; set {label_type} to "
-                            "continuous or auto to bin it", style))
+                            f"in {count_text(plan.weight_rows, plan.weights is not None)}, "
+                            f"fewer than {AUTO_ROWS_PER_VALUE} rows a class: it looks like a "
+                            "regression target; set {label_type} to continuous or auto to bin "
+                            "it", style))
     return notes
 
 

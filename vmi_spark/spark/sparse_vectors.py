@@ -36,6 +36,7 @@ from ..core.greedy import Selection, report_fields, select
 from ..core.inmemory import InMemoryBackend
 from ..core.report_schema import SelectionReport
 from ..core.summary import json_parameters
+from ..core.units import show_state
 from ..errors import InputError, ParameterError
 from ..params import Settings, corrections, plan_size
 from .plan import quote
@@ -182,7 +183,7 @@ def _checked(stats: tuple, features_col: str, label: str,
                              "sparse path takes a categorical label")
     classes = sorted(labels)
     if len(classes) < 2:
-        raise InputError(f"label column '{label}' has a single class; feature selection "
+        raise InputError(f"label column '{label}' has one class; feature selection "
                          "needs at least two")
     return classes, sizes.pop(), cells
 
@@ -249,7 +250,7 @@ def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Set
     names = vector_attribute_names(field.metadata) or [f"{features_col}[{i}]"
                                                        for i in range(width)]
     return {**report_fields(sel, names), "label": label, "num_rows": rows,
-            "num_classes": len(classes), "classes": [str(c) for c in classes],
+            "num_classes": len(classes), "classes": [show_state(c) for c in classes],
             "label_type": "categorical", "parameters": json_parameters(settings.result()),
             "columns": [], "execution": "sparse", "reader": "spark", "storage": "cache",
             "sparse": {"elements": width, "non_zero_values": int(cells[2].sum()),
