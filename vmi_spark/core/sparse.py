@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,8 @@ from .bound import StepOps
 
 __all__ = ["ElementPlan", "SparseChunk", "value_cells", "element_plan", "encode_chunk",
            "chunk_label_counts", "chunk_feature_cells", "chunk_pair_cells", "merge_cells",
-           "feature_table", "pair_table", "SparseBackend"]
+           "feature_table", "pair_table", "SparseBackend", "SparseEstimate", "estimate",
+           "check_estimate"]
 
 
 #: a sparse count: (cell ids ascending, int64 counts), one entry per non-empty cell
@@ -337,3 +339,180 @@ def chunk_dense_codes(plan: ElementPlan, chunk: SparseChunk, keep: np.ndarray) -
     hit = (pos < len(keep)) & (keep[np.minimum(pos, len(keep) - 1)] == chunk.element)
     out[pos[hit], chunk.row[hit]] = chunk.code[hit]
     return out
+
+
+# ---------------------------------------------------------------------------
+# What a run will take: the plan's estimate, before the rows are read
+# ---------------------------------------------------------------------------
+
+#: bytes a cached non-zero takes (its row and element as int32, its state code uint8)
+CHUNK_BYTES_PER_NONZERO = 9
+#: bytes a cached row takes (its class code, int32)
+CHUNK_BYTES_PER_ROW = 4
+#: bytes of one sparse count a task sends to the driver (int64 cell id, int64 count)
+CELL_BYTES = 16
+#: bytes of one (element, value, count) cell of the first pass (int64, float64, int64)
+VALUE_CELL_BYTES = 24
+#: bytes a Python worker holds per non-zero of its partition while it codes it (the
+#: partition's indices and values as int64/float64, their concatenation, the sort of the
+#: first pass, the codes)
+TASK_BYTES_PER_NONZERO = 80
+#: bytes a Python worker holds per row of its partition (the row's index and value arrays)
+TASK_BYTES_PER_ROW = 400
+#: (D, A, A, L) int64 arrays the driver holds at once while it scores a pair table (the
+#: table, its zero-state slice and sums, the criterion's sorted copies and products)
+PAIR_TABLE_COPIES = 8
+#: copies of the screened codes the driver holds while it collects them (the tasks'
+#: pickled parts, their arrays, the concatenation)
+SCREEN_COPIES = 3
+#: seconds a reading pass spends per row and per non-zero in one Python worker (a
+#: ``Row`` of a ``SparseVector`` through the RDD API; benchmarks/sparse_wide.py)
+READ_SECONDS_PER_ROW = 40e-6
+READ_SECONDS_PER_NONZERO = 0.3e-6
+#: seconds a step's job spends per cached non-zero in one worker, and the driver per
+#: cell of a (D, A, A, L) table it folds and scores
+STEP_SECONDS_PER_NONZERO = 30e-9
+TABLE_SECONDS_PER_CELL = 40e-9
+#: seconds the bound's in-memory steps spend per row and screened element
+BOUND_SECONDS_PER_CELL = 10e-9
+
+
+@dataclass(frozen=True)
+class SparseEstimate:
+    """What a selection from the non-zeros will take (:func:`estimate`): bytes where they
+    are held and seconds, from the width D, the rows N, the non-zeros Z, the states A, the
+    classes L, K steps and the partitions P.
+
+    Attributes
+    ----------
+    chunk_bytes : int
+        The cached codes, in the executors' storage (spilled to disk if need be):
+        ``9 Z + 4 N``.
+    task_bytes : int
+        One Python worker coding the largest partition: ``80 ceil(Z / P) + 400 ceil(N / P)``.
+    result_bytes : int
+        One job's task results, collected in the driver (``spark.driver.maxResultSize``):
+        the largest of the first pass's value cells ``24 min(Z, P D A)`` and a table job's
+        sparse counts ``16 min(Z, P D A^2 L)`` (``16 min(Z, P D A L)`` without pair tables).
+    driver_bytes : int
+        The driver's Python: the (D, A, L) table ``8 D A L``, ``8`` (D, A, A, L) tables
+        ``8 x 8 D A^2 L`` with pair tables, the collected results, and with screening the
+        codes ``3 M N``.
+    read_seconds, step_seconds : float
+        The two reading passes ``2 (40e-6 N + 0.3e-6 Z) / cores`` and the K steps:
+        ``K (30e-9 Z / cores + 40e-9 D A^2 L)`` with pair tables, one ``30e-9 Z / cores
+        + 40e-9 D A L`` without, and the screened bound's ``K 10e-9 M N``.
+    """
+
+    width: int
+    rows: int
+    non_zeros: int
+    states: int
+    classes: int
+    k: int
+    method: str
+    partitions: int
+    cores: int
+    screened: int
+    chunk_bytes: int
+    task_bytes: int
+    result_bytes: int
+    driver_bytes: int
+    read_seconds: float
+    step_seconds: float
+
+    @property
+    def seconds(self) -> float:
+        return self.read_seconds + self.step_seconds
+
+    def fields(self) -> dict[str, Any]:
+        """The estimate as the report's ``sparse.estimate`` (JSON)."""
+        return {"width": self.width, "rows": self.rows, "non_zeros": self.non_zeros,
+                "states": self.states, "classes": self.classes, "k": self.k,
+                "method": self.method, "partitions": self.partitions, "cores": self.cores,
+                "screened": self.screened, "chunk_bytes": self.chunk_bytes,
+                "task_bytes": self.task_bytes, "result_bytes": self.result_bytes,
+                "driver_bytes": self.driver_bytes,
+                "read_seconds": round(self.read_seconds, 3),
+                "step_seconds": round(self.step_seconds, 3),
+                "seconds": round(self.seconds, 3)}
+
+    def line(self) -> str:
+        """One log line."""
+        return (f"{self.method} on {self.rows:,} rows x {self.width:,} elements, "
+                f"{self.non_zeros:,} non-zeros, A={self.states}, L={self.classes}, "
+                f"K={self.k}, {self.partitions} partitions: about "
+                f"{_size(self.driver_bytes)} in the driver's Python, "
+                f"{_size(self.result_bytes)} of task results a job, "
+                f"{_size(self.task_bytes)} a Python worker, "
+                f"{_size(self.chunk_bytes)} cached; about {self.read_seconds:.0f} s reading "
+                f"and {self.step_seconds:.0f} s of steps")
+
+
+def _size(n: float) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def estimate(width: int, rows: int, non_zeros: int, states: int, classes: int, k: int,
+             method: str, partitions: int, cores: int,
+             budget: int = SCREEN_BYTES) -> SparseEstimate:
+    """The memory and time of a selection of ``k`` elements by ``method`` from the
+    non-zeros (the formulas: :class:`SparseEstimate`). The bound (``vmi_*``) runs on the
+    ``budget // rows`` screened elements; pair tables are counted by the criteria with a
+    redundancy term (mrmr, jmi, cmim, cife), not by mim."""
+    from .criteria import criterion
+
+    d, n, z, a, lab = width, rows, non_zeros, max(states, 1), max(classes, 1)
+    p, c = max(partitions, 1), max(cores, 1)
+    crit = criterion(method)
+    pairs = bool(getattr(crit, "pair_tables_per_step", False))
+    m = min(d, budget // max(n, 1)) if crit.vmi else 0
+    table_cells = d * a * a * lab if pairs else d * a * lab
+    result = max(VALUE_CELL_BYTES * min(z, p * d * a), CELL_BYTES * min(z, p * table_cells))
+    driver = (8 * d * a * lab + (PAIR_TABLE_COPIES * 8 * table_cells if pairs else 0)
+              + result + SCREEN_COPIES * m * n)
+    task = TASK_BYTES_PER_NONZERO * -(-z // p) + TASK_BYTES_PER_ROW * -(-n // p)
+    read = 2 * (READ_SECONDS_PER_ROW * n + READ_SECONDS_PER_NONZERO * z) / c
+    one = STEP_SECONDS_PER_NONZERO * z / c + TABLE_SECONDS_PER_CELL * table_cells
+    if crit.vmi:
+        steps = one + k * BOUND_SECONDS_PER_CELL * m * n
+    else:
+        steps = k * one if pairs else one
+    return SparseEstimate(d, n, z, a, lab, k, method, p, c, m,
+                          CHUNK_BYTES_PER_NONZERO * z + CHUNK_BYTES_PER_ROW * n, task, result,
+                          driver, read, steps)
+
+
+def check_estimate(est: SparseEstimate, driver_available: int | None,
+                   max_result_bytes: int | None, driver_heap: int | None) -> None:
+    """Refuse, in one line naming the parameter to change, a run whose estimate does not
+    fit: the driver's Python in ``driver_available`` bytes (the (D, A, A, L) tables:
+    ``maxCategories``/``method``), a job's task results in ``spark.driver.maxResultSize``
+    (``max_result_bytes``; 0 or None: no limit) or in the driver JVM's heap
+    (``driver_heap``: ``spark.driver.memory``). None skips a limit."""
+    from ..errors import InputError, ParameterError
+
+    if max_result_bytes and est.result_bytes > max_result_bytes:
+        raise InputError(f"a sparse {est.method} selection of {est.non_zeros:,} non-zeros "
+                         f"collects about {_size(est.result_bytes)} of task results in one "
+                         f"job, more than spark.driver.maxResultSize ({_size(max_result_bytes)}); "
+                         "raise spark.driver.maxResultSize")
+    if driver_heap and est.result_bytes > driver_heap // 2:
+        raise InputError(f"a sparse {est.method} selection of {est.non_zeros:,} non-zeros "
+                         f"collects about {_size(est.result_bytes)} of task results in one "
+                         f"job, more than half the driver's heap ({_size(driver_heap)}); "
+                         "raise spark.driver.memory (--driver-memory)")
+    if driver_available is not None and est.driver_bytes > driver_available:
+        what = (f"the {est.width:,} x {est.states} x {est.states} x {est.classes} pair "
+                "tables of a step" if est.method not in ("mim",) and not est.screened
+                else f"the {est.screened:,} screened elements' codes of {est.rows:,} rows"
+                if est.screened else f"the {est.width:,} x {est.states} x {est.classes} table")
+        raise ParameterError("max_categories",
+                             f"a sparse {est.method} selection needs about "
+                             f"{_size(est.driver_bytes)} in the driver ({what}), more than "
+                             f"the {_size(driver_available)} available; lower "
+                             "{max_categories} (the states A of an element; elements of more "
+                             "values are cut into {num_bins}) or choose {method} mim")

@@ -11,8 +11,15 @@ sparse cells and ``treeReduce`` adds them in exact integers (any partitioning, t
 tables). Memory and work grow with the non-zeros; the tables the driver folds are
 (D, A, L) and (D, A, A, L).
 
-:func:`is_sparse_input` decides: a vector column whose first vector is a
-``SparseVector`` with at least :data:`SPARSE_MIN_WIDTH` elements. The comparison
+:func:`sparse_route` decides, for the estimator and the job alike: a vector column whose
+first vector is a ``SparseVector`` with at least :data:`SPARSE_MIN_WIDTH` elements
+(:func:`is_sparse_input`), with what this path does not do refused in one line. Before
+the rows are read, the plan estimates the run's memory and time
+(:func:`vmi_spark.core.sparse.estimate`: from the width, the rows and non-zeros in the
+Parquet footers, or a sample of the first rows, K and the method), logs it and refuses
+a run that cannot fit (:func:`vmi_spark.core.sparse.check_estimate`); after the first
+pass the same estimate from the exact counts is checked again before the rows are
+coded, and both go into the report's ``sparse.estimate``. The comparison
 criteria chosen step by step run on the sparse tables; the bound (``vmi_naive``,
 ``vmi_pairwise``), whose steps cost rows x candidates whatever the sparsity, runs on the
 :data:`~vmi_spark.core.sparse.SCREEN_BYTES` // rows elements of most mutual information
@@ -22,6 +29,7 @@ refused in one line naming ``method``.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -34,11 +42,15 @@ from ..core import criteria
 from ..core import sparse as sp
 from ..core.greedy import Selection, report_fields, select
 from ..core.inmemory import InMemoryBackend
+from ..core.planning import decide_label, label_classes
 from ..core.summary import json_parameters
-from ..errors import InputError, ParameterError
+from ..errors import InputError, ParameterError, literal
 from ..params import Settings, corrections, plan_size
-from .plan import quote
+from ..progress import begin
+from .plan import quote, value_type
 from .vector_source import vector_attribute_names
+
+log = logging.getLogger("vmi_spark")
 
 #: the least width of a sparse vector column read sparsely (narrower ones are read as
 #: dense codes, whose results are those of the expanded columns)
@@ -60,15 +72,37 @@ def is_sparse_input(df: DataFrame, features_col: str | None) -> bool:
         and vec.size >= SPARSE_MIN_WIDTH
 
 
+def sparse_route(df: DataFrame, features_col: str | None, settings: Settings, *,
+                 weight_col: str | None = None, exclude: list[str] | None = None) -> bool:
+    """Whether ``features_col`` is selected from its non-zeros (:func:`sparse_selection`):
+    the one route decision of the estimator and the job. True for a wide sparse vector
+    column (:func:`is_sparse_input`); what that path does not do (row weights, stability
+    runs, the KDE estimator, excluded elements, checkpoints) is then refused in one line
+    naming the parameter, never ignored."""
+    if not is_sparse_input(df, features_col):
+        return False
+    unsupported = [(weight_col is not None, "weight_col"), (settings.stability > 0, "stability"),
+                   (settings.estimator != "histogram", "estimator"),
+                   (bool(exclude), "exclude"), (settings.checkpoint_dir is not None,
+                                                "checkpoint_dir")]
+    for bad, key in unsupported:
+        if bad:
+            raise ParameterError(key, f"{{{key}}} is not supported for a wide sparse vector "
+                                 f"column '{literal(str(features_col))}' (its non-zeros "
+                                 f"path); unset {{{key}}}", settings.style)
+    return True
+
+
 def _stats(rows) -> list[Any]:
     """One partition's label counts, rows, vector sizes, null vectors, NaNs and value
     cells (:func:`~vmi_spark.core.sparse.value_cells`)."""
     labels: dict[Any, int] = {}
     sizes: set[int] = set()
-    nulls = nans = 0
+    nulls = nans = unlabelled = 0
     idx, val = [], []
     for lab, vec in rows:
         if lab is None:
+            unlabelled += 1
             continue
         labels[lab] = labels.get(lab, 0) + 1
         if vec is None:
@@ -81,7 +115,7 @@ def _stats(rows) -> list[Any]:
         val.append(v)
     cells = sp.value_cells(np.concatenate(idx) if idx else np.zeros(0, np.int64),
                            np.concatenate(val) if val else np.zeros(0))
-    return [(labels, sizes, nulls, nans, cells)]
+    return [(labels, sizes, nulls, nans, cells, unlabelled)]
 
 
 def _nonzeros(vec) -> tuple[np.ndarray, np.ndarray]:
@@ -93,11 +127,11 @@ def _nonzeros(vec) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _merge_stats(a: tuple, b: tuple) -> tuple:
-    (la, sa, na, ma, ca), (lb, sb, nb, mb, cb) = a, b
+    (la, sa, na, ma, ca, ua), (lb, sb, nb, mb, cb, ub) = a, b
     labels = dict(la)
     for k, v in lb.items():
         labels[k] = labels.get(k, 0) + v
-    return labels, sa | sb, na + nb, ma + mb, sp.merge_value_cells([ca, cb])
+    return labels, sa | sb, na + nb, ma + mb, sp.merge_value_cells([ca, cb]), ua + ub
 
 
 class SparkSparseBackend:
@@ -162,11 +196,14 @@ def _cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
-def _checked(stats: tuple, features_col: str, label: str,
+def _checked(stats: tuple, df: DataFrame, features_col: str, label: str,
              settings: Settings) -> tuple[list[Any], int, tuple]:
     """The sorted classes, the width and the value cells of the stats pass, or the one
-    line saying why the input cannot be selected sparsely."""
-    labels, sizes, nulls, nans, cells = stats
+    line saying why the input cannot be selected sparsely. The label is decided and its
+    classes checked by the planning the dense path uses
+    (:func:`vmi_spark.core.planning.decide_label`, :func:`~vmi_spark.core.planning.
+    label_classes`); this path takes a categorical label."""
+    labels, sizes, nulls, nans, cells, _ = stats
     if not labels:
         raise InputError(f"no labelled rows: every value of label column '{label}' is null")
     if len(sizes) != 1:
@@ -175,15 +212,27 @@ def _checked(stats: tuple, features_col: str, label: str,
     if nulls or nans:
         raise InputError(f"featuresCol '{features_col}' has {nulls} null vectors and {nans} "
                          "NaN elements; the sparse path reads complete vectors only")
-    if len(labels) > settings.max_classes:
-        raise ParameterError("max_classes", f"label column '{label}' has more than "
-                             f"{settings.max_classes} distinct values ({{max_classes}}); the "
-                             "sparse path takes a categorical label")
-    classes = sorted(labels)
-    if len(classes) < 2:
-        raise InputError(f"label column '{label}' has a single class; feature selection "
-                         "needs at least two")
+    found = sorted(labels) if len(labels) <= settings.max_classes else None
+    vtype = _label_type(df, label)
+    decision = decide_label(settings.label_type, found, sum(labels.values()), vtype,
+                            settings.max_classes, settings.style, settings.label_bins)
+    if decision.kind == "continuous":
+        raise ParameterError("label_type", f"label column '{literal(label)}': "
+                             f"{literal(decision.reason)}; a wide sparse vector column is "
+                             "selected for a categorical label: set {label_type} "
+                             "categorical", settings.style)
+    classes = label_classes(label, decision, found, vtype, settings.max_classes)
     return classes, sizes.pop(), cells
+
+
+def _label_type(df: DataFrame, label: str):
+    """The label column's :class:`~vmi_spark.core.planning.ValueType` (a string one when
+    its type cannot be read as a feature's)."""
+    from ..core.planning import STRING
+
+    field = next((f for f in df.schema.fields if f.name == label), None)
+    vt = None if field is None else value_type(field.dataType)
+    return vt if vt is not None else STRING
 
 
 def _screened_bound(backend: SparkSparseBackend, crit, k: int, min_gain: float | None,
@@ -215,25 +264,143 @@ def _screened_bound(backend: SparkSparseBackend, crit, k: int, min_gain: float |
                  "screened_bytes": int(codes.nbytes)}
 
 
+#: rows of the sample the estimate before reading takes when the Parquet footers do not
+#: give the rows and non-zeros (one small job)
+SAMPLE_ROWS = 256
+
+
+def _footer_counts(df: DataFrame, label: str, features_col: str) -> tuple[int, int] | None:
+    """(rows, non-zeros) from the Parquet footers of a plain scan (the row groups' rows and
+    the values of the vectors' ``indices`` leaf column), or None."""
+    from .arrow_source import _open, parquet_source
+
+    src = parquet_source(df, [label, features_col])
+    if src is None:
+        return None
+    leaf = f"{features_col}.indices.list.element"
+    nnz = 0
+    try:
+        for uri in src.files:
+            pf = _open(uri)
+            md = pf.metadata
+            col = next((j for j in range(md.num_columns)
+                        if md.row_group(0).column(j).path_in_schema == leaf), None) \
+                if md.num_row_groups else None
+            if col is not None:
+                nnz += sum(md.row_group(g).column(col).num_values
+                           for g in range(md.num_row_groups))
+            pf.close()
+    except Exception as exc:  # noqa: BLE001 - an unreadable footer: the sample instead
+        log.debug("no non-zeros from the footers: %s", exc)
+        return None
+    return src.num_rows, nnz
+
+
+def _sample(df: DataFrame, label: str, features_col: str) -> tuple[float, int, int]:
+    """(mean non-zeros a row, the most states an element shows, classes) in the first
+    :data:`SAMPLE_ROWS` rows (one small job)."""
+    rows = df.select(F.col(quote(label)), F.col(quote(features_col))).limit(SAMPLE_ROWS).collect()
+    vecs = [r[1] for r in rows if r[1] is not None]
+    labels = {r[0] for r in rows if r[0] is not None}
+    if not vecs:
+        return 0.0, 2, max(len(labels), 2)
+    parts = [_nonzeros(v) for v in vecs]
+    idx = np.concatenate([p[0] for p in parts])
+    val = np.concatenate([p[1] for p in parts])
+    el, _, _ = sp.value_cells(idx, val)
+    most = int(np.bincount(el).max()) if len(el) else 0
+    return float(len(idx)) / len(vecs), most + 1, max(len(labels), 2)
+
+
+def _limits(spark) -> tuple[int | None, int | None, int | None]:
+    """(bytes available to the driver's Python, spark.driver.maxResultSize, the driver
+    JVM's heap), each None where it cannot be known (Spark Connect: no JVM here)."""
+    available = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    result = heap = None
+    try:
+        sc = spark.sparkContext
+        result = int(sc._jvm.org.apache.spark.util.Utils.byteStringAsBytes(
+            sc.getConf().get("spark.driver.maxResultSize", "1g")))
+        heap = int(sc._jvm.java.lang.Runtime.getRuntime().maxMemory())
+    except Exception as exc:  # noqa: BLE001 - Connect: no SparkContext
+        log.debug("no driver limits: %s", exc)
+    return available, result, heap
+
+
+def _partitions(df: DataFrame) -> int:
+    try:
+        return int(df.rdd.getNumPartitions())
+    except Exception:  # noqa: BLE001 - Connect
+        return 1
+
+
+def _cores(spark) -> int:
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Connect
+        return 1
+
+
+def plan_estimate(df: DataFrame, label: str, features_col: str, settings: Settings,
+                  width: int, k: int) -> tuple[sp.SparseEstimate, str]:
+    """The estimate before any row is read: the rows and non-zeros from the Parquet
+    footers, else from a sample of the first rows and a count; the states and classes
+    from the sample. Logged and checked (:func:`~vmi_spark.core.sparse.check_estimate`)."""
+    mean, states, classes = _sample(df, label, features_col)
+    counts = _footer_counts(df, label, features_col)
+    if counts is not None:
+        rows, nnz, source = counts[0], counts[1], "the Parquet footers"
+    else:
+        rows = int(df.count())
+        nnz, source = int(round(mean * rows)), f"a count and {SAMPLE_ROWS} rows' non-zeros"
+    states = min(states, max(settings.max_categories, settings.num_bins))
+    est = sp.estimate(width, rows, nnz, states, classes, k, settings.method, _partitions(df),
+                      _cores(df.sparkSession))
+    return est, source
+
+
 def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Settings,
                      on_step=None) -> dict[str, Any]:
     """Select elements of the sparse vector column ``features_col`` by a comparison
-    criterion; returns the report (the fields a fitted model reads)."""
+    criterion (the bound: screened); returns the report (the fields a fitted model
+    reads). Before reading, and again after the first pass, the run's memory and time are
+    estimated, logged and checked (one line naming the parameter to change)."""
     t0 = time.perf_counter()
     crit = criteria.criterion(settings.method)
     if crit.all_pair_tables:
         raise ParameterError("method", f"{{method}} '{settings.method}' needs every pair "
                              "of elements' tables (elements squared) on a sparse vector this "
                              "wide; choose mim, mrmr, jmi, cmim or cife")
+    field = next(f for f in df.schema.fields if f.name == features_col)
+    width = _declared_width(df, features_col)
+    k, min_gain, _ = plan_size(settings, width)
+    limits = _limits(df.sparkSession)
+    before, source = plan_estimate(df, label, features_col, settings, width, k)
+    log.info("sparse plan (from %s): %s", source, before.line())
+    sp.check_estimate(before, *limits)
     rdd = df.select(F.col(quote(label)), F.col(quote(features_col))).rdd.map(tuple)
     stats = rdd.mapPartitions(_stats).treeReduce(_merge_stats)
-    classes, width, cells = _checked(stats, features_col, label, settings)
+    classes, width, cells = _checked(stats, df, features_col, label, settings)
     rows = sum(stats[0].values())
     plan = sp.element_plan(width, rows, cells, settings.max_categories, settings.num_bins)
+    after = sp.estimate(width, rows, int(cells[2].sum()), plan.arity, len(classes), k,
+                        settings.method, before.partitions, before.cores)
+    log.info("sparse plan (from the first pass): %s", after.line())
+    sp.check_estimate(after, *limits)
+    names = vector_attribute_names(field.metadata) or [f"{features_col}[{i}]"
+                                                       for i in range(width)]
+    begin(on_step, names, k, open_end=min_gain is not None)
     bc = df.sparkSession.sparkContext.broadcast(plan)
     chunks = rdd.mapPartitions(_encoder(bc, classes)).persist(StorageLevel.MEMORY_AND_DISK)
     backend = SparkSparseBackend(chunks, plan, len(classes))
-    k, min_gain, _ = plan_size(settings, width)
+    t_prep = time.perf_counter() - t0
     screen: dict[str, Any] = {}
     try:
         if crit.vmi:
@@ -244,13 +411,28 @@ def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Set
     finally:
         backend.close()
         bc.unpersist()
-    field = next(f for f in df.schema.fields if f.name == features_col)
-    names = vector_attribute_names(field.metadata) or [f"{features_col}[{i}]"
-                                                       for i in range(width)]
     return {**report_fields(sel, names), "label": label, "num_rows": rows,
+            "rows_dropped": int(stats[5]), "rows_skipped": 0,
             "num_classes": len(classes), "classes": [str(c) for c in classes],
             "label_type": "categorical", "parameters": json_parameters(settings.result()),
             "columns": [], "execution": "sparse", "reader": "spark", "storage": "cache",
+            "features_col": features_col,
             "sparse": {"elements": width, "non_zero_values": int(cells[2].sum()),
-                       "states": plan.arity, **screen},
+                       "states": plan.arity, **screen,
+                       "estimate": {"before_reading": {**before.fields(), "from": source},
+                                    "after_first_pass": after.fields(),
+                                    "limits": {"driver_available_bytes": limits[0],
+                                               "max_result_bytes": limits[1],
+                                               "driver_heap_bytes": limits[2]}}},
+            "prepare_seconds": t_prep,
             "total_seconds": time.perf_counter() - t0, "warnings": []}
+
+
+def _declared_width(df: DataFrame, features_col: str) -> int:
+    """The vector's width: its ML attributes' ``num_attrs``, else its first vector's size."""
+    field = next(f for f in df.schema.fields if f.name == features_col)
+    declared = (field.metadata or {}).get("ml_attr", {}).get("num_attrs")
+    if declared is not None:
+        return int(declared)
+    row = df.select(features_col).where(F.col(quote(features_col)).isNotNull()).first()
+    return int(row[0].size) if row is not None and row[0] is not None else 0
