@@ -30,8 +30,7 @@ def test_estimate_arithmetic_by_hand():
     assert est.chunk_bytes == 9 * 3_300_000 + 4 * 100_000 == 30_100_000
     # one worker's partition: 80 * 825,000 + 400 * 25,000
     assert est.task_bytes == 66_000_000 + 10_000_000
-    # a table job's results: 16 * min(3.3M, 4 * 262,144 * 9 * 2 = 18,874,368) = 52.8M;
-    # the first pass's: 24 * min(3.3M, 4 * 262,144 * 3 = 3,145,728) = 75,497,472: the larger
+    # before reading, the first pass's results: 24 * min(3.3M, 4 * 262,144 * 3 = 3,145,728)
     assert est.result_bytes == 75_497_472
     # the driver: the (D, A, L) table 8 * 1,572,864 = 12,582,912; 8 pair tables of
     # 8 * 4,718,592 bytes = 301,989,888; the results held: 75,497,472
@@ -40,6 +39,18 @@ def test_estimate_arithmetic_by_hand():
     assert est.read_seconds == pytest.approx(2 * (4.0 + 0.99) / 2)
     # 10 steps of 30ns * 3.3e6 / 2 + 40ns * 4,718,592 = 0.0495 + 0.18874368 s
     assert est.step_seconds == pytest.approx(10 * (0.0495 + 0.18874368))
+    # after the first pass, from each partition's (non-zeros, distinct values): the table
+    # jobs' 16 * 4 * min(825,000, 200,000 * L 2 * A 3) = 52.8M beat the first pass's
+    # 24 * 4 * 200,000 = 19.2M; the partitions' small C_p bound the results tighter
+    parts = [(825_000, 200_000)] * 4
+    after = sp.estimate(262_144, 100_000, 3_300_000, 3, 2, 10, "mrmr", 4, 2, cells=parts)
+    assert after.result_bytes == 16 * 4 * 825_000 == 52_800_000
+    assert after.driver_bytes == 12_582_912 + 301_989_888 + 52_800_000
+    few = sp.estimate(262_144, 100_000, 3_300_000, 3, 2, 10, "mrmr", 4, 2,
+                      cells=[(825_000, 50_000)] * 4)
+    assert few.result_bytes == max(24 * 200_000, 16 * 4 * 300_000) == 19_200_000
+    mim_after = sp.estimate(262_144, 100_000, 3_300_000, 3, 2, 10, "mim", 4, 2, cells=parts)
+    assert mim_after.result_bytes == max(24 * 800_000, 16 * 4 * 400_000) == 25_600_000
     # mim counts no pair table: one job for the (D, A, L) table, 16 * min(Z, 4 * 1,572,864)
     mim = sp.estimate(262_144, 100_000, 3_300_000, 3, 2, 10, "mim", 4, 2)
     assert mim.driver_bytes == 12_582_912 + 75_497_472
@@ -118,8 +129,10 @@ def test_job_features_sparse_vector_takes_the_estimators_route(spark, tmp_path, 
     assert est["before_reading"]["rows"] == 300 and est["before_reading"]["non_zeros"] == nnz
     after = est["after_first_pass"]
     assert (after["rows"], after["non_zeros"], after["width"]) == (300, nnz, WIDTH)
+    parts = [tuple(c) for c in est["partition_cells"]]
+    assert sum(z for z, _ in parts) == nnz and len(parts) == after["partitions"]
     want = sp.estimate(WIDTH, 300, nnz, got["sparse"]["states"], 3, 6, "mrmr",
-                       after["partitions"], after["cores"])
+                       after["partitions"], after["cores"], cells=parts)
     assert after == want.fields()
     assert len(logged) == 2 and "INFO vmi_spark: sparse plan (from the Parquet footers): " \
         f"mrmr on 300 rows x 10,000 elements, {nnz:,} non-zeros" in logged[0]

@@ -166,24 +166,57 @@ class SparseChunk:
         return len(self.y)
 
 
+def _flat(plan: ElementPlan) -> tuple[np.ndarray, ...]:
+    """The plan's categories and edges as flat arrays sorted by (element, value), with each
+    element's first position (computed once a plan, in the process that codes)."""
+    cached = getattr(plan, "_flat_cache", None)
+    if cached is not None:
+        return cached
+    empty = np.zeros(0)
+    cats = [c if c is not None else empty for c in plan.categories]
+    edges = [e if e is not None else empty for e in plan.edges]
+    n_cats = np.fromiter((len(c) for c in cats), np.int64, plan.width)
+    n_edges = np.fromiter((len(e) for e in edges), np.int64, plan.width)
+    out = (np.repeat(np.arange(plan.width), n_cats), _concat(cats),
+           np.concatenate([[0], np.cumsum(n_cats)]),
+           np.repeat(np.arange(plan.width), n_edges), _concat(edges),
+           np.concatenate([[0], np.cumsum(n_edges)]),
+           np.fromiter((c is not None for c in plan.categories), bool, plan.width))
+    object.__setattr__(plan, "_flat_cache", out)
+    return out
+
+
+def _concat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)
+
+
 def encode_chunk(plan: ElementPlan, y: np.ndarray, row: np.ndarray, indices: np.ndarray,
                  values: np.ndarray) -> SparseChunk:
     """The codes of the non-zeros (``row``, ``indices``, ``values``; zeros dropped) of rows
-    with class codes ``y``, by ``plan``."""
+    with class codes ``y``, by ``plan``: a category element's value its position among
+    the element's sorted values, a binned element's ``1 + #{edges <= v}``. All elements at
+    once: (element, value) pairs ranked into one int64 key (the element times the distinct
+    values, plus the value's rank) and looked up among the plan's keys."""
     values = np.asarray(values, dtype=np.float64)
     keep = values != 0.0
     row, el, val = (np.asarray(row)[keep], np.asarray(indices, dtype=np.int64)[keep],
                     values[keep])
+    cat_el, cat_val, cat_start, edge_el, edge_val, edge_start, is_cat = _flat(plan)
     code = np.zeros(len(el), dtype=np.uint8)
-    for i in np.unique(el):
-        at = el == i
-        cats = plan.categories[i]
-        if cats is not None:
-            code[at] = np.searchsorted(cats, val[at])
-        else:
-            edges = plan.edges[i]
-            assert edges is not None
-            code[at] = 1 + np.searchsorted(edges, val[at], side="right")
+    if len(el):
+        ranks = np.unique(np.concatenate([val, cat_val, edge_val]))
+        span = len(ranks) + 1
+
+        def key(e: np.ndarray, v: np.ndarray) -> np.ndarray:
+            return e.astype(np.int64) * span + np.searchsorted(ranks, v)
+
+        cat = is_cat[el]
+        k = key(el[cat], val[cat])
+        code[cat] = np.searchsorted(key(cat_el, cat_val), k) - cat_start[el[cat]]
+        binned = ~cat
+        k = key(el[binned], val[binned])
+        code[binned] = 1 + np.searchsorted(key(edge_el, edge_val), k, side="right") \
+            - edge_start[el[binned]]
     return SparseChunk(np.asarray(y, dtype=np.int32), row.astype(np.int32),
                        el.astype(np.int32), code)
 
@@ -392,8 +425,11 @@ class SparseEstimate:
         One Python worker coding the largest partition: ``80 ceil(Z / P) + 400 ceil(N / P)``.
     result_bytes : int
         One job's task results, collected in the driver (``spark.driver.maxResultSize``):
-        the largest of the first pass's value cells ``24 min(Z, P D A)`` and a table job's
-        sparse counts ``16 min(Z, P D A^2 L)`` (``16 min(Z, P D A L)`` without pair tables).
+        the largest of the first pass's value cells and a table job's sparse counts.
+        Before reading, the first pass's ``24 min(Z, P D A)`` (the table jobs' are not
+        known yet); after it, from each partition's non-zeros Z_p and distinct
+        (element, value) pairs C_p: ``max(24 sum C_p, 16 sum min(Z_p, C_p L A))``
+        (``C_p L`` without pair tables: mim).
     driver_bytes : int
         The driver's Python: the (D, A, L) table ``8 D A L``, ``8`` (D, A, A, L) tables
         ``8 x 8 D A^2 L`` with pair tables, the collected results, and with screening the
@@ -457,12 +493,13 @@ def _size(n: float) -> str:
 
 
 def estimate(width: int, rows: int, non_zeros: int, states: int, classes: int, k: int,
-             method: str, partitions: int, cores: int,
-             budget: int = SCREEN_BYTES) -> SparseEstimate:
+             method: str, partitions: int, cores: int, budget: int = SCREEN_BYTES,
+             cells: Sequence[tuple[int, int]] | None = None) -> SparseEstimate:
     """The memory and time of a selection of ``k`` elements by ``method`` from the
     non-zeros (the formulas: :class:`SparseEstimate`). The bound (``vmi_*``) runs on the
     ``budget // rows`` screened elements; pair tables are counted by the criteria with a
-    redundancy term (mrmr, jmi, cmim, cife), not by mim."""
+    redundancy term (mrmr, jmi, cmim, cife), not by mim. ``cells``: each partition's
+    (non-zeros, distinct (element, value) pairs), known after the first pass."""
     from .criteria import criterion
 
     d, n, z, a, lab = width, rows, non_zeros, max(states, 1), max(classes, 1)
@@ -471,7 +508,12 @@ def estimate(width: int, rows: int, non_zeros: int, states: int, classes: int, k
     pairs = bool(getattr(crit, "pair_tables_per_step", False))
     m = min(d, budget // max(n, 1)) if crit.vmi else 0
     table_cells = d * a * a * lab if pairs else d * a * lab
-    result = max(VALUE_CELL_BYTES * min(z, p * d * a), CELL_BYTES * min(z, p * table_cells))
+    if cells is None:
+        result = VALUE_CELL_BYTES * min(z, p * d * a)
+    else:
+        per = lab * (a if pairs else 1)
+        result = max(VALUE_CELL_BYTES * sum(cp for _, cp in cells),
+                     CELL_BYTES * sum(min(zp, cp * per) for zp, cp in cells))
     driver = (8 * d * a * lab + (PAIR_TABLE_COPIES * 8 * table_cells if pairs else 0)
               + result + SCREEN_COPIES * m * n)
     task = TASK_BYTES_PER_NONZERO * -(-z // p) + TASK_BYTES_PER_ROW * -(-n // p)

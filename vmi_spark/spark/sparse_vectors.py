@@ -115,7 +115,9 @@ def _stats(rows) -> list[Any]:
         val.append(v)
     cells = sp.value_cells(np.concatenate(idx) if idx else np.zeros(0, np.int64),
                            np.concatenate(val) if val else np.zeros(0))
-    return [(labels, sizes, nulls, nans, cells, unlabelled)]
+    # the partition's (non-zeros, distinct value cells): the table jobs' results (estimate)
+    part = [(int(cells[2].sum()), len(cells[0]))]
+    return [(labels, sizes, nulls, nans, cells, unlabelled, part)]
 
 
 def _nonzeros(vec) -> tuple[np.ndarray, np.ndarray]:
@@ -127,11 +129,12 @@ def _nonzeros(vec) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _merge_stats(a: tuple, b: tuple) -> tuple:
-    (la, sa, na, ma, ca, ua), (lb, sb, nb, mb, cb, ub) = a, b
+    (la, sa, na, ma, ca, ua, pa), (lb, sb, nb, mb, cb, ub, pb) = a, b
     labels = dict(la)
     for k, v in lb.items():
         labels[k] = labels.get(k, 0) + v
-    return labels, sa | sb, na + nb, ma + mb, sp.merge_value_cells([ca, cb]), ua + ub
+    return (labels, sa | sb, na + nb, ma + mb, sp.merge_value_cells([ca, cb]), ua + ub,
+            pa + pb)
 
 
 class SparkSparseBackend:
@@ -203,7 +206,7 @@ def _checked(stats: tuple, df: DataFrame, features_col: str, label: str,
     classes checked by the planning the dense path uses
     (:func:`vmi_spark.core.planning.decide_label`, :func:`~vmi_spark.core.planning.
     label_classes`); this path takes a categorical label."""
-    labels, sizes, nulls, nans, cells, _ = stats
+    labels, sizes, nulls, nans, cells = stats[:5]
     if not labels:
         raise InputError(f"no labelled rows: every value of label column '{label}' is null")
     if len(sizes) != 1:
@@ -361,8 +364,9 @@ def plan_estimate(df: DataFrame, label: str, features_col: str, settings: Settin
         rows = int(df.count())
         nnz, source = int(round(mean * rows)), f"a count and {SAMPLE_ROWS} rows' non-zeros"
     states = min(states, max(settings.max_categories, settings.num_bins))
-    est = sp.estimate(width, rows, nnz, states, classes, k, settings.method, _partitions(df),
-                      _cores(df.sparkSession))
+    cores = _cores(df.sparkSession)
+    est = sp.estimate(width, rows, nnz, states, classes, k, settings.method,
+                      max(_partitions(df), cores), cores)
     return est, source
 
 
@@ -383,15 +387,20 @@ def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Set
     k, min_gain, _ = plan_size(settings, width)
     limits = _limits(df.sparkSession)
     before, source = plan_estimate(df, label, features_col, settings, width, k)
+    t_estimate = time.perf_counter()
     log.info("sparse plan (from %s): %s", source, before.line())
     sp.check_estimate(before, *limits)
-    rdd = df.select(F.col(quote(label)), F.col(quote(features_col))).rdd.map(tuple)
+    source_df = df.select(F.col(quote(label)), F.col(quote(features_col)))
+    if _partitions(df) < before.cores:  # few files: every core reads (the tables are
+        source_df = source_df.repartition(before.cores)  # exact sums in any partitioning)
+    rdd = source_df.rdd.map(tuple)
     stats = rdd.mapPartitions(_stats).treeReduce(_merge_stats)
     classes, width, cells = _checked(stats, df, features_col, label, settings)
     rows = sum(stats[0].values())
+    t_first = time.perf_counter()
     plan = sp.element_plan(width, rows, cells, settings.max_categories, settings.num_bins)
     after = sp.estimate(width, rows, int(cells[2].sum()), plan.arity, len(classes), k,
-                        settings.method, before.partitions, before.cores)
+                        settings.method, before.partitions, before.cores, cells=stats[6])
     log.info("sparse plan (from the first pass): %s", after.line())
     sp.check_estimate(after, *limits)
     names = vector_attribute_names(field.metadata) or [f"{features_col}[{i}]"
@@ -399,8 +408,10 @@ def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Set
     begin(on_step, names, k, open_end=min_gain is not None)
     bc = df.sparkSession.sparkContext.broadcast(plan)
     chunks = rdd.mapPartitions(_encoder(bc, classes)).persist(StorageLevel.MEMORY_AND_DISK)
-    backend = SparkSparseBackend(chunks, plan, len(classes))
-    t_prep = time.perf_counter() - t0
+    t_plan = time.perf_counter()
+    backend = SparkSparseBackend(chunks, plan, len(classes))  # the coding pass (cached)
+    t_coded = time.perf_counter()
+    t_prep = t_coded - t0
     screen: dict[str, Any] = {}
     try:
         if crit.vmi:
@@ -419,8 +430,12 @@ def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Set
             "features_col": features_col,
             "sparse": {"elements": width, "non_zero_values": int(cells[2].sum()),
                        "states": plan.arity, **screen,
+                       "seconds": {"estimate": t_estimate - t0, "first_pass": t_first - t_estimate,
+                                   "plan": t_plan - t_first, "coding_pass": t_coded - t_plan,
+                                   "steps": time.perf_counter() - t_coded},
                        "estimate": {"before_reading": {**before.fields(), "from": source},
                                     "after_first_pass": after.fields(),
+                                    "partition_cells": [list(c) for c in stats[6]],
                                     "limits": {"driver_available_bytes": limits[0],
                                                "max_result_bytes": limits[1],
                                                "driver_heap_bytes": limits[2]}}},
