@@ -25,41 +25,42 @@ WIDTH = 10_000  # the real threshold: no patching of SPARSE_MIN_WIDTH
 def test_estimate_arithmetic_by_hand():
     """The estimate's formulas, computed here by hand for D = 2^18, N = 10^5, Z = 3.3M,
     A = 3, L = 2, K = 10, P = 4 partitions on 2 cores."""
+    base = 200 * 2**20  # a Python process before any table: 209,715,200
     est = sp.estimate(262_144, 100_000, 3_300_000, 3, 2, 10, "mrmr", 4, 2)
     # cached codes: 9 bytes a non-zero + 4 a row
     assert est.chunk_bytes == 9 * 3_300_000 + 4 * 100_000 == 30_100_000
-    # one worker's partition: 80 * 825,000 + 400 * 25,000
-    assert est.task_bytes == 66_000_000 + 10_000_000
+    # one worker's partition: the base + 200 * 825,000 + 1000 * 25,000
+    assert est.task_bytes == base + 165_000_000 + 25_000_000
     # before reading, the first pass's results: 24 * min(3.3M, 4 * 262,144 * 3 = 3,145,728)
     assert est.result_bytes == 75_497_472
-    # the driver: the (D, A, L) table 8 * 1,572,864 = 12,582,912; 8 pair tables of
-    # 8 * 4,718,592 bytes = 301,989,888; the results held: 75,497,472
-    assert est.driver_bytes == 12_582_912 + 301_989_888 + 75_497_472 == 390_070_272
-    # reading: 2 passes of (40us * 1e5 + 0.3us * 3.3e6) = 4.99 s on one core, 2.495 s on 2
-    assert est.read_seconds == pytest.approx(2 * (4.0 + 0.99) / 2)
-    # 10 steps of 30ns * 3.3e6 / 2 + 40ns * 4,718,592 = 0.0495 + 0.18874368 s
-    assert est.step_seconds == pytest.approx(10 * (0.0495 + 0.18874368))
+    # the driver: the base; the (D, A, L) table 8 * 1,572,864 = 12,582,912; 8 pair tables
+    # of 8 * 4,718,592 bytes = 301,989,888; the results held: 75,497,472
+    assert est.driver_bytes == base + 12_582_912 + 301_989_888 + 75_497_472 == 599_785_472
+    # reading: 2 passes of (100us * 1e5 + 8us * 3.3e6) = 2 * 36.4 s on one core, 36.4 on 2
+    assert est.read_seconds == pytest.approx(36.4)
+    # 10 steps of 1.1us * 3.3e6 / 2 + 200ns * 4,718,592 = 1.815 + 0.9437184 s
+    assert est.step_seconds == pytest.approx(10 * (1.815 + 0.9437184))
     # after the first pass, from each partition's (non-zeros, distinct values): the table
     # jobs' 16 * 4 * min(825,000, 200,000 * L 2 * A 3) = 52.8M beat the first pass's
     # 24 * 4 * 200,000 = 19.2M; the partitions' small C_p bound the results tighter
     parts = [(825_000, 200_000)] * 4
     after = sp.estimate(262_144, 100_000, 3_300_000, 3, 2, 10, "mrmr", 4, 2, cells=parts)
     assert after.result_bytes == 16 * 4 * 825_000 == 52_800_000
-    assert after.driver_bytes == 12_582_912 + 301_989_888 + 52_800_000
+    assert after.driver_bytes == base + 12_582_912 + 301_989_888 + 52_800_000
     few = sp.estimate(262_144, 100_000, 3_300_000, 3, 2, 10, "mrmr", 4, 2,
                       cells=[(825_000, 50_000)] * 4)
     assert few.result_bytes == max(24 * 200_000, 16 * 4 * 300_000) == 19_200_000
     mim_after = sp.estimate(262_144, 100_000, 3_300_000, 3, 2, 10, "mim", 4, 2, cells=parts)
     assert mim_after.result_bytes == max(24 * 800_000, 16 * 4 * 400_000) == 25_600_000
-    # mim counts no pair table: one job for the (D, A, L) table, 16 * min(Z, 4 * 1,572,864)
+    # mim counts no pair table: one job for the (D, A, L) table
     mim = sp.estimate(262_144, 100_000, 3_300_000, 3, 2, 10, "mim", 4, 2)
-    assert mim.driver_bytes == 12_582_912 + 75_497_472
-    assert mim.step_seconds == pytest.approx(0.0495 + 40e-9 * 1_572_864)
+    assert mim.driver_bytes == base + 12_582_912 + 75_497_472
+    assert mim.step_seconds == pytest.approx(1.815 + 200e-9 * 1_572_864)
     # the bound on the screened 256 MiB / 1e5 = 2,684 elements: their codes thrice
     vmi = sp.estimate(262_144, 100_000, 3_300_000, 3, 2, 10, "vmi_naive", 4, 2)
     assert vmi.screened == (256 << 20) // 100_000 == 2_684
-    assert vmi.driver_bytes == 12_582_912 + 75_497_472 + 3 * 2_684 * 100_000
-    assert vmi.step_seconds == pytest.approx(0.0495 + 40e-9 * 1_572_864
+    assert vmi.driver_bytes == base + 12_582_912 + 75_497_472 + 3 * 2_684 * 100_000
+    assert vmi.step_seconds == pytest.approx(1.815 + 200e-9 * 1_572_864
                                              + 10 * 10e-9 * 2_684 * 100_000)
 
 
@@ -73,7 +74,7 @@ def test_check_estimate_refuses_in_one_line_naming_the_parameter():
         sp.check_estimate(est, est.driver_bytes - 1, None, None)
     assert err.value.key == "max_categories"
     text = err.value.phrase("cli")
-    assert "\n" not in text and "lower --max-categories" in text and "372.0 MiB" in text
+    assert "\n" not in text and "lower --max-categories" in text and "572.0 MiB" in text
     assert "262,144 x 3 x 3 x 2 pair tables" in text
     with pytest.raises(InputError, match="raise spark.driver.maxResultSize$"):
         sp.check_estimate(est, None, est.result_bytes - 1, None)

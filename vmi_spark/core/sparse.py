@@ -386,12 +386,16 @@ CHUNK_BYTES_PER_ROW = 4
 CELL_BYTES = 16
 #: bytes of one (element, value, count) cell of the first pass (int64, float64, int64)
 VALUE_CELL_BYTES = 24
-#: bytes a Python worker holds per non-zero of its partition while it codes it (the
+#: bytes a Python process holds before any table (the interpreter, numpy, pyspark,
+#: vmi_spark: 150-180 MB measured)
+PYTHON_BASE_BYTES = 200 << 20
+#: bytes a Python worker holds per non-zero of its partition while it reads it (the
 #: partition's indices and values as int64/float64, their concatenation, the sort of the
-#: first pass, the codes)
-TASK_BYTES_PER_NONZERO = 80
-#: bytes a Python worker holds per row of its partition (the row's index and value arrays)
-TASK_BYTES_PER_ROW = 400
+#: first pass, the codes) and per row (its Row, SparseVector and arrays): fitted to the
+#: workers' peak of benchmarks/sparse_wide.py at 10^5 x 2^18 (562 MB for 1.64M non-zeros
+#: and 50,000 rows a partition)
+TASK_BYTES_PER_NONZERO = 200
+TASK_BYTES_PER_ROW = 1000
 #: (D, A, A, L) int64 arrays the driver holds at once while it scores a pair table (the
 #: table, its zero-state slice and sums, the criterion's sorted copies and products)
 PAIR_TABLE_COPIES = 8
@@ -399,13 +403,14 @@ PAIR_TABLE_COPIES = 8
 #: pickled parts, their arrays, the concatenation)
 SCREEN_COPIES = 3
 #: seconds a reading pass spends per row and per non-zero in one Python worker (a
-#: ``Row`` of a ``SparseVector`` through the RDD API; benchmarks/sparse_wide.py)
-READ_SECONDS_PER_ROW = 40e-6
-READ_SECONDS_PER_NONZERO = 0.3e-6
+#: ``Row`` of a ``SparseVector`` through the RDD API), fitted to benchmarks/sparse_wide.py
+#: at 10^5 x 2^18 (two passes 36 s on 2 cores, load average 8 on them)
+READ_SECONDS_PER_ROW = 100e-6
+READ_SECONDS_PER_NONZERO = 8e-6
 #: seconds a step's job spends per cached non-zero in one worker, and the driver per
-#: cell of a (D, A, A, L) table it folds and scores
-STEP_SECONDS_PER_NONZERO = 30e-9
-TABLE_SECONDS_PER_CELL = 40e-9
+#: cell of a (D, A, A, L) table it folds and scores (the same run: 2-3.5 s a step)
+STEP_SECONDS_PER_NONZERO = 1.1e-6
+TABLE_SECONDS_PER_CELL = 200e-9
 #: seconds the bound's in-memory steps spend per row and screened element
 BOUND_SECONDS_PER_CELL = 10e-9
 
@@ -422,7 +427,7 @@ class SparseEstimate:
         The cached codes, in the executors' storage (spilled to disk if need be):
         ``9 Z + 4 N``.
     task_bytes : int
-        One Python worker coding the largest partition: ``80 ceil(Z / P) + 400 ceil(N / P)``.
+        One Python worker reading a partition: ``200 MiB + 200 ceil(Z / P) + 1000 ceil(N / P)``.
     result_bytes : int
         One job's task results, collected in the driver (``spark.driver.maxResultSize``):
         the largest of the first pass's value cells and a table job's sparse counts.
@@ -431,13 +436,13 @@ class SparseEstimate:
         (element, value) pairs C_p: ``max(24 sum C_p, 16 sum min(Z_p, C_p L A))``
         (``C_p L`` without pair tables: mim).
     driver_bytes : int
-        The driver's Python: the (D, A, L) table ``8 D A L``, ``8`` (D, A, A, L) tables
-        ``8 x 8 D A^2 L`` with pair tables, the collected results, and with screening the
-        codes ``3 M N``.
+        The driver's Python: ``200 MiB`` before any table, the (D, A, L) table ``8 D A L``,
+        ``8`` (D, A, A, L) tables ``8 x 8 D A^2 L`` with pair tables, the collected
+        results, and with screening the codes ``3 M N``.
     read_seconds, step_seconds : float
-        The two reading passes ``2 (40e-6 N + 0.3e-6 Z) / cores`` and the K steps:
-        ``K (30e-9 Z / cores + 40e-9 D A^2 L)`` with pair tables, one ``30e-9 Z / cores
-        + 40e-9 D A L`` without, and the screened bound's ``K 10e-9 M N``.
+        The two reading passes ``2 (100e-6 N + 8e-6 Z) / cores`` and the K steps:
+        ``K (1.1e-6 Z / cores + 200e-9 D A^2 L)`` with pair tables, one ``1.1e-6 Z / cores
+        + 200e-9 D A L`` without, and the screened bound's ``K 10e-9 M N``.
     """
 
     width: int
@@ -514,9 +519,11 @@ def estimate(width: int, rows: int, non_zeros: int, states: int, classes: int, k
         per = lab * (a if pairs else 1)
         result = max(VALUE_CELL_BYTES * sum(cp for _, cp in cells),
                      CELL_BYTES * sum(min(zp, cp * per) for zp, cp in cells))
-    driver = (8 * d * a * lab + (PAIR_TABLE_COPIES * 8 * table_cells if pairs else 0)
+    driver = (PYTHON_BASE_BYTES + 8 * d * a * lab
+              + (PAIR_TABLE_COPIES * 8 * table_cells if pairs else 0)
               + result + SCREEN_COPIES * m * n)
-    task = TASK_BYTES_PER_NONZERO * -(-z // p) + TASK_BYTES_PER_ROW * -(-n // p)
+    task = (PYTHON_BASE_BYTES + TASK_BYTES_PER_NONZERO * -(-z // p)
+            + TASK_BYTES_PER_ROW * -(-n // p))
     read = 2 * (READ_SECONDS_PER_ROW * n + READ_SECONDS_PER_NONZERO * z) / c
     one = STEP_SECONDS_PER_NONZERO * z / c + TABLE_SECONDS_PER_CELL * table_cells
     if crit.vmi:
