@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_sparse import _table
 
@@ -29,8 +30,11 @@ def test_estimate_arithmetic_by_hand():
     est = sp.estimate(262_144, 100_000, 3_300_000, 3, 2, 10, "mrmr", 4, 2)
     # cached codes: 9 bytes a non-zero + 4 a row
     assert est.chunk_bytes == 9 * 3_300_000 + 4 * 100_000 == 30_100_000
-    # one worker's partition: the base + 200 * 825,000 + 1000 * 25,000
-    assert est.task_bytes == base + 165_000_000 + 25_000_000
+    # one worker's partition of 825,000 non-zeros: the base, 18 bytes a code, 72 a distinct
+    # value cell (before reading min(825,000, D A = 786,432)), a batch of 8,192 rows of
+    # 33 non-zeros at 1000 + 200 * 33 bytes
+    assert est.task_bytes == base + 18 * 825_000 + 72 * 786_432 + 8_192 * 7_600 \
+        == 343_447_504
     # before reading, the first pass's results: 24 * min(3.3M, 4 * 262,144 * 3 = 3,145,728)
     assert est.result_bytes == 75_497_472
     # the driver: the base; the (D, A, L) table 8 * 1,572,864 = 12,582,912; 8 pair tables
@@ -46,6 +50,7 @@ def test_estimate_arithmetic_by_hand():
     parts = [(825_000, 200_000)] * 4
     after = sp.estimate(262_144, 100_000, 3_300_000, 3, 2, 10, "mrmr", 4, 2, cells=parts)
     assert after.result_bytes == 16 * 4 * 825_000 == 52_800_000
+    assert after.task_bytes == base + 18 * 825_000 + 72 * 200_000 + 8_192 * 7_600
     assert after.driver_bytes == base + 12_582_912 + 301_989_888 + 52_800_000
     few = sp.estimate(262_144, 100_000, 3_300_000, 3, 2, 10, "mrmr", 4, 2,
                       cells=[(825_000, 50_000)] * 4)
@@ -228,3 +233,33 @@ def test_sparse_label_checks_are_the_plannings(spark, labels, planned):
         model = VMISelector(labelCol="y", method="mim", numTopFeatures=2,
                             labelType="categorical").fit(df)
         assert model.report["num_classes"] == 40
+
+
+def test_batched_reading_gives_the_whole_partitions_counts_and_codes(monkeypatch):
+    """The workers' batches (here 7 rows) give the value cells and the codes of the
+    partition read whole (Spark-free: the worker functions called here)."""
+    pytest.importorskip("pyspark")
+    from types import SimpleNamespace
+
+    from pyspark.ml.linalg import Vectors
+
+    from vmi_spark.spark import sparse_vectors as sv
+
+    y, row, el, val, _ = _table(60, 40, seed=12)
+    rows = [(int(y[r]), Vectors.sparse(40, {int(i): float(v) for i, v in
+                                            zip(el[row == r], val[row == r])}))
+            for r in range(60)]
+    rows[3] = (None, rows[3][1])  # an unlabelled row: not counted, not coded
+    whole = sv._stats(iter(rows))[0]
+    plan = sp.element_plan(40, 59, whole[4], 32, 10)
+    bc = SimpleNamespace(value=plan)
+    want = next(sv._encoder(bc, [0, 1, 2])(iter(rows)))
+    monkeypatch.setattr(sv, "BATCH_ROWS", 7)
+    got = sv._stats(iter(rows))[0]
+    assert got[0] == whole[0] and got[5] == whole[5] == 1 and got[6] == whole[6]
+    for a, b in zip(got[4], whole[4]):
+        assert np.array_equal(a, b)
+    chunk = next(sv._encoder(bc, [0, 1, 2])(iter(rows)))
+    for f in ("y", "row", "element", "code"):
+        assert np.array_equal(getattr(chunk, f), getattr(want, f)), f
+    assert chunk.num_rows == 59 and chunk.row.max() == 58

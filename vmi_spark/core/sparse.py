@@ -389,13 +389,19 @@ VALUE_CELL_BYTES = 24
 #: bytes a Python process holds before any table (the interpreter, numpy, pyspark,
 #: vmi_spark: 150-180 MB measured)
 PYTHON_BASE_BYTES = 200 << 20
-#: bytes a Python worker holds per non-zero of its partition while it reads it (the
-#: partition's indices and values as int64/float64, their concatenation, the sort of the
-#: first pass, the codes) and per row (its Row, SparseVector and arrays): fitted to the
-#: workers' peak of benchmarks/sparse_wide.py at 10^5 x 2^18 (562 MB for 1.64M non-zeros
-#: and 50,000 rows a partition)
+#: bytes a Python worker holds per non-zero and per row of the batch of rows it reads
+#: (the rows' Row, SparseVector and index/value arrays, their concatenation, the sort):
+#: from the workers' peak of benchmarks/sparse_wide.py at 10^5 x 2^18, whole partitions
+#: (562 MB for 1.64M non-zeros and 50,000 rows)
 TASK_BYTES_PER_NONZERO = 200
 TASK_BYTES_PER_ROW = 1000
+#: rows a worker reads at a time (:data:`vmi_spark.spark.sparse_vectors.BATCH_ROWS`)
+BATCH_ROWS = 8192
+#: bytes a worker holds per code of its partition (the batches' codes and their
+#: concatenation) and per distinct (element, value) cell (the running cells, the batch's
+#: and their merge)
+TASK_BYTES_PER_CODE = 2 * CHUNK_BYTES_PER_NONZERO
+TASK_BYTES_PER_CELL = 3 * VALUE_CELL_BYTES
 #: (D, A, A, L) int64 arrays the driver holds at once while it scores a pair table (the
 #: table, its zero-state slice and sums, the criterion's sorted copies and products)
 PAIR_TABLE_COPIES = 8
@@ -427,7 +433,9 @@ class SparseEstimate:
         The cached codes, in the executors' storage (spilled to disk if need be):
         ``9 Z + 4 N``.
     task_bytes : int
-        One Python worker reading a partition: ``200 MiB + 200 ceil(Z / P) + 1000 ceil(N / P)``.
+        One Python worker reading a partition of Z_p = ceil(Z / P) non-zeros and C_p
+        distinct (element, value) pairs (before reading ``min(Z_p, D A)``) in batches of
+        B = min(8192, N / P) rows: ``200 MiB + 18 Z_p + 72 C_p + B (1000 + 200 Z / N)``.
     result_bytes : int
         One job's task results, collected in the driver (``spark.driver.maxResultSize``):
         the largest of the first pass's value cells and a table job's sparse counts.
@@ -522,8 +530,11 @@ def estimate(width: int, rows: int, non_zeros: int, states: int, classes: int, k
     driver = (PYTHON_BASE_BYTES + 8 * d * a * lab
               + (PAIR_TABLE_COPIES * 8 * table_cells if pairs else 0)
               + result + SCREEN_COPIES * m * n)
-    task = (PYTHON_BASE_BYTES + TASK_BYTES_PER_NONZERO * -(-z // p)
-            + TASK_BYTES_PER_ROW * -(-n // p))
+    zp = -(-z // p)
+    cp = min(zp, d * a) if cells is None else max((c for _, c in cells), default=0)
+    batch = min(BATCH_ROWS, -(-n // p))
+    task = (PYTHON_BASE_BYTES + TASK_BYTES_PER_CODE * zp + TASK_BYTES_PER_CELL * cp
+            + batch * (TASK_BYTES_PER_ROW + TASK_BYTES_PER_NONZERO * z // max(n, 1)))
     read = 2 * (READ_SECONDS_PER_ROW * n + READ_SECONDS_PER_NONZERO * z) / c
     one = STEP_SECONDS_PER_NONZERO * z / c + TABLE_SECONDS_PER_CELL * table_cells
     if crit.vmi:

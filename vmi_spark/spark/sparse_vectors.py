@@ -93,13 +93,21 @@ def sparse_route(df: DataFrame, features_col: str | None, settings: Settings, *,
     return True
 
 
+#: rows a worker reads before it counts or codes them: its memory is then the partition's
+#: counts or codes (growing with the non-zeros) and one batch of rows
+BATCH_ROWS = sp.BATCH_ROWS
+
+
 def _stats(rows) -> list[Any]:
     """One partition's label counts, rows, vector sizes, null vectors, NaNs and value
-    cells (:func:`~vmi_spark.core.sparse.value_cells`)."""
+    cells (:func:`~vmi_spark.core.sparse.value_cells`), counted :data:`BATCH_ROWS` rows
+    at a time."""
     labels: dict[Any, int] = {}
     sizes: set[int] = set()
     nulls = nans = unlabelled = 0
-    idx, val = [], []
+    idx: list[np.ndarray] = []
+    val: list[np.ndarray] = []
+    cells = sp.value_cells(np.zeros(0, np.int64), np.zeros(0))
     for lab, vec in rows:
         if lab is None:
             unlabelled += 1
@@ -113,8 +121,13 @@ def _stats(rows) -> list[Any]:
         nans += int(np.isnan(v).sum())
         idx.append(i)
         val.append(v)
-    cells = sp.value_cells(np.concatenate(idx) if idx else np.zeros(0, np.int64),
-                           np.concatenate(val) if val else np.zeros(0))
+        if len(idx) >= BATCH_ROWS:
+            cells = sp.merge_value_cells([cells, sp.value_cells(_cat(idx, np.int64),
+                                                                _cat(val, np.float64))])
+            idx, val = [], []
+    if idx:
+        cells = sp.merge_value_cells([cells, sp.value_cells(_cat(idx, np.int64),
+                                                            _cat(val, np.float64))])
     # the partition's (non-zeros, distinct value cells): the table jobs' results (estimate)
     part = [(int(cells[2].sum()), len(cells[0]))]
     return [(labels, sizes, nulls, nans, cells, unlabelled, part)]
@@ -177,21 +190,41 @@ class SparkSparseBackend:
 
 
 def _encoder(plan_bc, classes: list[Any]):
-    """A partition's rows as one SparseChunk (labelled rows only)."""
+    """A partition's rows as one SparseChunk (labelled rows only), coded
+    :data:`BATCH_ROWS` rows at a time (the codes are the same: each non-zero's code
+    depends on its element and value alone)."""
     code = {c: k for k, c in enumerate(classes)}
 
     def encode(rows):
-        y, row, idx, val = [], [], [], []
+        pieces: list[sp.SparseChunk] = []
+        y: list[int] = []
+        row: list[np.ndarray] = []
+        idx: list[np.ndarray] = []
+        val: list[np.ndarray] = []
+        done = 0  # rows coded before this batch
+
+        def flush() -> None:
+            pieces.append(sp.encode_chunk(plan_bc.value, np.asarray(y, np.int32),
+                                          _cat(row, np.int64), _cat(idx, np.int64),
+                                          _cat(val, np.float64)))
         for lab, vec in rows:
             if lab is None:
                 continue
             i, v = _nonzeros(vec)
-            row.append(np.full(len(i), len(y), np.int64))
+            row.append(np.full(len(i), done + len(y), np.int64))
             y.append(code[lab])
             idx.append(i)
             val.append(v)
-        yield sp.encode_chunk(plan_bc.value, np.asarray(y, np.int32), _cat(row, np.int64),
-                              _cat(idx, np.int64), _cat(val, np.float64))
+            if len(y) >= BATCH_ROWS:
+                flush()
+                done += len(y)
+                y, row, idx, val = [], [], [], []
+        if y or not pieces:
+            flush()
+        yield sp.SparseChunk(_cat([p.y for p in pieces], np.int32),
+                             _cat([p.row for p in pieces], np.int32),
+                             _cat([p.element for p in pieces], np.int32),
+                             _cat([p.code for p in pieces], np.uint8))
     return encode
 
 
