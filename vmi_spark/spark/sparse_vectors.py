@@ -308,7 +308,10 @@ SAMPLE_ROWS = 256
 def _footer_counts(df: DataFrame, label: str, features_col: str) -> tuple[int, int] | None:
     """(rows, non-zeros) from the Parquet footers of a plain scan (the row groups' rows and
     the values of the vectors' ``indices`` leaf column), or None."""
-    from .arrow_source import _open, parquet_source
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    from .arrow_source import parquet_source
 
     src = parquet_source(df, [label, features_col])
     if src is None:
@@ -317,7 +320,8 @@ def _footer_counts(df: DataFrame, label: str, features_col: str) -> tuple[int, i
     nnz = 0
     try:
         for uri in src.files:
-            pf = _open(uri)
+            fs, path = pafs.FileSystem.from_uri(uri)
+            pf = pq.ParquetFile(fs.open_input_file(path))
             md = pf.metadata
             col = next((j for j in range(md.num_columns)
                         if md.row_group(0).column(j).path_in_schema == leaf), None) \
