@@ -30,11 +30,12 @@ def test_estimate_arithmetic_by_hand():
     est = sp.estimate(262_144, 100_000, 3_300_000, 3, 2, 10, "mrmr", 4, 2)
     # cached codes: 9 bytes a non-zero + 4 a row
     assert est.chunk_bytes == 9 * 3_300_000 + 4 * 100_000 == 30_100_000
-    # one worker's partition of 825,000 non-zeros: the base, 18 bytes a code, 72 a distinct
-    # value cell (before reading min(825,000, D A = 786,432)), a batch of 8,192 rows of
-    # 33 non-zeros at 1000 + 200 * 33 bytes
-    assert est.task_bytes == base + 18 * 825_000 + 72 * 786_432 + 8_192 * 7_600 \
-        == 343_447_504
+    # one worker's partition of 825,000 non-zeros: the base and the larger of its reading
+    # (18 bytes a code, 72 a distinct value cell, before reading min(825,000, D A =
+    # 786,432), a batch of 8,192 rows of 33 non-zeros at 1000 + 200 * 33 bytes) and a
+    # step's task (100 bytes a code)
+    assert est.task_bytes == base + max(18 * 825_000 + 72 * 786_432 + 8_192 * 7_600,
+                                        100 * 825_000) == base + 133_732_304
     # before reading, the first pass's results: 24 * min(3.3M, 4 * 262,144 * 3 = 3,145,728)
     assert est.result_bytes == 75_497_472
     # the driver: the base; the (D, A, L) table 8 * 1,572,864 = 12,582,912; 8 pair tables
@@ -50,7 +51,9 @@ def test_estimate_arithmetic_by_hand():
     parts = [(825_000, 200_000)] * 4
     after = sp.estimate(262_144, 100_000, 3_300_000, 3, 2, 10, "mrmr", 4, 2, cells=parts)
     assert after.result_bytes == 16 * 4 * 825_000 == 52_800_000
-    assert after.task_bytes == base + 18 * 825_000 + 72 * 200_000 + 8_192 * 7_600
+    # the reading's 18 * 825,000 + 72 * 200,000 + 8,192 * 7,600 = 91,509,200 beats the
+    # step's 100 * 825,000 = 82.5M
+    assert after.task_bytes == base + 14_850_000 + 14_400_000 + 62_259_200
     assert after.driver_bytes == base + 12_582_912 + 301_989_888 + 52_800_000
     few = sp.estimate(262_144, 100_000, 3_300_000, 3, 2, 10, "mrmr", 4, 2,
                       cells=[(825_000, 50_000)] * 4)

@@ -402,6 +402,11 @@ BATCH_ROWS = 8192
 #: and their merge)
 TASK_BYTES_PER_CODE = 2 * CHUNK_BYTES_PER_NONZERO
 TASK_BYTES_PER_CELL = 3 * VALUE_CELL_BYTES
+#: bytes a worker holds per code of its partition in a step's task (the unpickled chunk,
+#: its codes widened to int64, the cells' ids and their sort): fitted to the workers'
+#: peaks of benchmarks/sparse_wide.py (456 MB at 1.64M codes a partition, 1,825 MB at
+#: 16.7M), which come in the steps
+STEP_TASK_BYTES_PER_CODE = 100
 #: (D, A, A, L) int64 arrays the driver holds at once while it scores a pair table (the
 #: table, its zero-state slice and sums, the criterion's sorted copies and products)
 PAIR_TABLE_COPIES = 8
@@ -435,7 +440,8 @@ class SparseEstimate:
     task_bytes : int
         One Python worker reading a partition of Z_p = ceil(Z / P) non-zeros and C_p
         distinct (element, value) pairs (before reading ``min(Z_p, D A)``) in batches of
-        B = min(8192, N / P) rows: ``200 MiB + 18 Z_p + 72 C_p + B (1000 + 200 Z / N)``.
+        B = min(8192, N / P) rows, or a step's task over its codes, the larger:
+        ``200 MiB + max(18 Z_p + 72 C_p + B (1000 + 200 Z / N), 100 Z_p)``.
     result_bytes : int
         One job's task results, collected in the driver (``spark.driver.maxResultSize``):
         the largest of the first pass's value cells and a table job's sparse counts.
@@ -533,8 +539,10 @@ def estimate(width: int, rows: int, non_zeros: int, states: int, classes: int, k
     zp = -(-z // p)
     cp = min(zp, d * a) if cells is None else max((c for _, c in cells), default=0)
     batch = min(BATCH_ROWS, -(-n // p))
-    task = (PYTHON_BASE_BYTES + TASK_BYTES_PER_CODE * zp + TASK_BYTES_PER_CELL * cp
-            + batch * (TASK_BYTES_PER_ROW + TASK_BYTES_PER_NONZERO * z // max(n, 1)))
+    task = PYTHON_BASE_BYTES + max(
+        TASK_BYTES_PER_CODE * zp + TASK_BYTES_PER_CELL * cp
+        + batch * (TASK_BYTES_PER_ROW + TASK_BYTES_PER_NONZERO * z // max(n, 1)),
+        STEP_TASK_BYTES_PER_CODE * zp)
     read = 2 * (READ_SECONDS_PER_ROW * n + READ_SECONDS_PER_NONZERO * z) / c
     one = STEP_SECONDS_PER_NONZERO * z / c + TABLE_SECONDS_PER_CELL * table_cells
     if crit.vmi:
