@@ -516,12 +516,20 @@ def _select(args: argparse.Namespace, spark, df, claimed,
     # else run_selection reads a plain Parquet scan (--input or a table) with pyarrow
     reader = "spark" if demo or args.reader == "spark" or args.read_option else "auto"
     settings = args.settings.replace(reader=reader)
+    features, exclude = _columns(args.features), _columns(args.exclude)
+    vector = None if demo else _vector_column(df, features)
+    if vector is not None and (args.write_selected or args.output_table):
+        raise InputError(f"--{'write-selected' if args.write_selected else 'output-table'} "
+                         f"drops unselected feature columns, but --features '{vector}' is one "
+                         "vector column: write its selected elements with VMISelectorModel."
+                         "transform, or give feature columns")
     with _warnings_logged():  # as they come: before the steps they are about
         # the steps are counted and named from the run's own candidates and K
-        result = run_selection(df, label, settings, features=_columns(args.features),
-                               exclude=_columns(args.exclude), weight_col=weight_col,
-                               on_step=_log_step())
-    report = result.report()
+        if vector is not None:  # the estimator's route: a wide sparse vector's non-zeros
+            report = _select_vector(df, label, vector, settings, exclude, weight_col)
+        else:
+            report = run_selection(df, label, settings, features=features, exclude=exclude,
+                                   weight_col=weight_col, on_step=_log_step()).report()
     report["job_seconds"] = time.perf_counter() - getattr(args, "started", time.perf_counter())
     report["input"] = "demo: synthetic tree model" if demo else (args.input or args.table)
     report["format"] = None if demo else (args.format or (None if args.table else "parquet"))
@@ -545,6 +553,31 @@ def _select(args: argparse.Namespace, spark, df, claimed,
     args.tracking_error = _track(report, None if demo else args.output,
                                  getattr(args, "mlflow", False), args.quiet)
     return report
+
+
+def _vector_column(df, features: list[str] | None) -> str | None:
+    """The one vector column ``--features`` names (a Spark ML ``features`` vector), or
+    None (feature columns)."""
+    if features is None or len(features) != 1:
+        return None
+    field = next((f for f in df.schema.fields if f.name == features[0]), None)
+    return features[0] if field is not None and \
+        type(field.dataType).__name__ == "VectorUDT" else None
+
+
+def _select_vector(df, label: str, vector: str, settings, exclude: list[str] | None,
+                   weight_col: str | None) -> SelectionReport:
+    """The report of a selection of the elements of the vector column ``vector``: from its
+    non-zeros when the estimator would read it so (the one route decision,
+    :func:`vmi_spark.spark.sparse_vectors.sparse_route`), else as the estimator's
+    ``featuresCol``."""
+    from .spark.select import run_selection
+    from .spark.sparse_vectors import sparse_route, sparse_selection
+
+    if sparse_route(df, vector, settings, weight_col=weight_col, exclude=exclude):
+        return sparse_selection(df, label, vector, settings, on_step=_log_step())
+    return run_selection(df, label, settings, features_col=vector, exclude=exclude,
+                         weight_col=weight_col, on_step=_log_step()).report()
 
 
 def _columns(text: str | None) -> list[str] | None:

@@ -51,8 +51,7 @@ from .progress import StepLogger
 from .spark.compat import handle_overwrite, load_metadata, save_metadata
 from .spark.plan import quote
 from .spark.select import run_selection
-from .spark.sparse_vectors import is_sparse_input, sparse_selection
-from .spark.vector_source import vector_attribute_names
+from .spark.sparse_vectors import sparse_route, sparse_selection
 from .tracking import log_if_active
 
 __all__ = ["VMISelector", "VMISelectorModel"]
@@ -332,7 +331,8 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
         input_cols = self.getInputCols() if self.isSet(self.inputCols) else None
         if input_cols is None:
             self._check_features_col(dataset)
-            if is_sparse_input(dataset, self.getFeaturesCol()):
+            if sparse_route(dataset, self.getFeaturesCol(), settings,
+                            weight_col=self.getWeightCol(), exclude=self.getExcludeCols()):
                 return self._fit_sparse(dataset, settings, **kwargs)
         if "on_step" not in kwargs:  # names and K from the run (progress.begin)
             kwargs["on_step"] = StepLogger()
@@ -348,34 +348,14 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     def _fit_sparse(self, dataset: DataFrame, settings: Settings,
                     **kwargs: Any) -> VMISelectorModel:
         """The fit of a wide sparse vector column, from its non-zeros
-        (:mod:`vmi_spark.spark.sparse_vectors`). What that path does not do is refused in
-        one line naming the parameter, never ignored."""
-        unsupported = [(self.getWeightCol() is not None, "weightCol"),
-                       (settings.stability > 0, "stabilityRuns"),
-                       (settings.estimator != "histogram", "estimator"),
-                       (bool(self.getExcludeCols()), "excludeCols")]
-        for bad, name in unsupported:
-            if bad:
-                raise InputError(f"{name} is not supported for a wide sparse vector column "
-                                 f"'{self.getFeaturesCol()}' (its non-zeros path); unset {name}")
-        on_step = kwargs.get("on_step") or StepLogger()
-        begin = getattr(on_step, "begin", None)
-        if callable(begin):
-            begin(self._vector_names(dataset), settings.num_features)
+        (:mod:`vmi_spark.spark.sparse_vectors`; :func:`~vmi_spark.spark.sparse_vectors.
+        sparse_route` decided, and refused what that path does not do)."""
         report = sparse_selection(dataset, self.getLabelCol(), self.getFeaturesCol(),
-                                  settings, on_step=on_step)
+                                  settings, on_step=kwargs.get("on_step") or StepLogger())
         model = VMISelectorModel._from_report(report)
         model._resetUid(self.uid)
         log_if_active(model.report)
         return self._copyValues(model)
-
-    def _vector_names(self, dataset: DataFrame) -> Callable[[int], str]:
-        """Element names of ``featuresCol`` for progress lines (as the report will name them)."""
-        col = self.getFeaturesCol()
-        field = next((f for f in dataset.schema.fields if f.name == col), None)
-        names = vector_attribute_names(field.metadata if field is not None else None) or []
-        return lambda i: names[i] if 0 <= i < len(names) else f"{col}[{i}]"
-
 
     def _check_features_col(self, dataset: DataFrame) -> None:
         """Without ``inputCols`` the features are the vector ``featuresCol`` (as in Spark's

@@ -149,7 +149,9 @@ _METHOD_DOC = ("`vmi_naive` or `vmi_pairwise`; or a comparison criterion "
 SPEC: tuple[Parameter, ...] = (
     Parameter("features", list, None, "vector column, or ordinary columns (`inputCols` wins if "
               "set)", ml="featuresCol", flag="--features", defaults={"ml": "features"},
-              docs={"cli": "comma-separated feature columns (default: all but the label)"},
+              docs={"cli": "comma-separated feature columns, or one vector column (a Spark ML "
+                           "features vector: its elements are the candidates) (default: all "
+                           "but the label)"},
               readme_default="`features` / all columns but the label", role="columns"),
     Parameter("exclude", list, None, "columns to leave out of the features (with all "
               "columns as features, or with `{features}`)", ml="excludeCols", flag="--exclude",

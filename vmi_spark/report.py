@@ -201,6 +201,7 @@ def render_markdown(report: SelectionReport) -> str:
     lines += _changes_section(report)
     lines += _states_section(report, selected)
     lines += _data_section(report)
+    lines += _sparse_section(report)
     lines += _table_section("Parameters", ["| parameter | value |", "|---|---|"],
                             [(_cell(k), _cell(v)) for k, v in
                              (report.get("parameters") or {}).items()])
@@ -409,6 +410,38 @@ def _changes_section(report: SelectionReport) -> list[str]:
     for note in ch.get("notes") or []:
         lines.append(f"- {_cell(note)}")
     return lines + [""]
+
+
+def _sparse_section(report: SelectionReport) -> list[str]:
+    """A wide sparse vector read from its non-zeros: its size, and the plan's estimate of
+    memory and time before reading and after the first pass (docs/usage.md, *Wide sparse
+    vectors*)."""
+    info = report.get("sparse")
+    if not isinstance(info, dict):
+        return []
+    rows = [("elements", _num(info.get("elements"))),
+            ("non-zero values", _num(info.get("non_zero_values"))),
+            ("states A (most of an element)", _num(info.get("states")))]
+    if info.get("screened_elements") is not None:
+        rows.append((f"screened elements (by {info.get('screened_by')})",
+                     _num(info["screened_elements"])))
+    est = info.get("estimate") or {}
+    for key, when in (("before_reading", "before reading"),
+                      ("after_first_pass", "after the first pass")):
+        e = est.get(key)
+        if not isinstance(e, dict):
+            continue
+        src = f", from {e['from']}" if e.get("from") else ""
+        rows.append((f"estimate {when}{src}: rows, non-zeros, A, L",
+                     f"{_num(e['rows'])}, {_num(e['non_zeros'])}, {e['states']}, "
+                     f"{e['classes']}"))
+        rows += [(f"estimate {when}: bytes in the driver's Python", _num(e["driver_bytes"])),
+                 (f"estimate {when}: bytes of task results a job", _num(e["result_bytes"])),
+                 (f"estimate {when}: bytes a Python worker", _num(e["task_bytes"])),
+                 (f"estimate {when}: bytes cached", _num(e["chunk_bytes"])),
+                 (f"estimate {when}: seconds reading, steps",
+                  f"{e['read_seconds']:.1f}, {e['step_seconds']:.1f}")]
+    return _table_section("Sparse input", ["| | |", "|---|---:|"], rows)
 
 
 def _timings(report: SelectionReport) -> list[tuple[str, str]]:

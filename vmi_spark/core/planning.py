@@ -342,7 +342,7 @@ def _skipping(features: list[str], stats: dict[str, Any], handle_invalid: str
     return missing, [], 0
 
 
-def _label_classes(label: str, decision: LabelDecision, classes: list[Any] | None,
+def label_classes(label: str, decision: LabelDecision, classes: list[Any] | None,
                    vtype: ValueType, max_classes: int) -> list[Any]:
     """The sorted classes of a categorical label (a continuous one has none yet)."""
     if decision.kind == "continuous":
@@ -501,7 +501,7 @@ def build_plan(label: str, label_type: ValueType, features: list[str],
     except ParameterError as e:
         raise ParameterError(e.key, e.template + f" (label column '{literal(label)}')"
                              ) from None
-    classes = _label_classes(label, decision, stats["classes"], label_type, max_classes)
+    classes = label_classes(label, decision, stats["classes"], label_type, max_classes)
     notes: list[str] = []
     # whole weights are counts of rows; fractional ones reweigh the rows there are
     params = _budgeted(params, counted if scale in (None, 1) else rows, decision, classes,

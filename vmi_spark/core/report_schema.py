@@ -54,6 +54,7 @@ class SelectionReport(TypedDict, total=False):
     warnings: list[str]
     stability: dict[str, Any]  #: with ``stabilityRuns`` > 0
     sparse: dict[str, Any]  #: a wide sparse vector's non-zeros path
+    features_col: str  #: the vector column whose elements are the features
     # the job's own (job.py)
     job_seconds: float
     input: str | None

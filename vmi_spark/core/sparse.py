@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,8 @@ from .bound import StepOps
 
 __all__ = ["ElementPlan", "SparseChunk", "value_cells", "element_plan", "encode_chunk",
            "chunk_label_counts", "chunk_feature_cells", "chunk_pair_cells", "merge_cells",
-           "feature_table", "pair_table", "SparseBackend"]
+           "feature_table", "pair_table", "SparseBackend", "SparseEstimate", "estimate",
+           "check_estimate"]
 
 
 #: a sparse count: (cell ids ascending, int64 counts), one entry per non-empty cell
@@ -164,24 +166,57 @@ class SparseChunk:
         return len(self.y)
 
 
+def _flat(plan: ElementPlan) -> tuple[np.ndarray, ...]:
+    """The plan's categories and edges as flat arrays sorted by (element, value), with each
+    element's first position (computed once a plan, in the process that codes)."""
+    cached = getattr(plan, "_flat_cache", None)
+    if cached is not None:
+        return cached
+    empty = np.zeros(0)
+    cats = [c if c is not None else empty for c in plan.categories]
+    edges = [e if e is not None else empty for e in plan.edges]
+    n_cats = np.fromiter((len(c) for c in cats), np.int64, plan.width)
+    n_edges = np.fromiter((len(e) for e in edges), np.int64, plan.width)
+    out = (np.repeat(np.arange(plan.width), n_cats), _concat(cats),
+           np.concatenate([[0], np.cumsum(n_cats)]),
+           np.repeat(np.arange(plan.width), n_edges), _concat(edges),
+           np.concatenate([[0], np.cumsum(n_edges)]),
+           np.fromiter((c is not None for c in plan.categories), bool, plan.width))
+    object.__setattr__(plan, "_flat_cache", out)
+    return out
+
+
+def _concat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)
+
+
 def encode_chunk(plan: ElementPlan, y: np.ndarray, row: np.ndarray, indices: np.ndarray,
                  values: np.ndarray) -> SparseChunk:
     """The codes of the non-zeros (``row``, ``indices``, ``values``; zeros dropped) of rows
-    with class codes ``y``, by ``plan``."""
+    with class codes ``y``, by ``plan``: a category element's value its position among
+    the element's sorted values, a binned element's ``1 + #{edges <= v}``. All elements at
+    once: (element, value) pairs ranked into one int64 key (the element times the distinct
+    values, plus the value's rank) and looked up among the plan's keys."""
     values = np.asarray(values, dtype=np.float64)
     keep = values != 0.0
     row, el, val = (np.asarray(row)[keep], np.asarray(indices, dtype=np.int64)[keep],
                     values[keep])
+    cat_el, cat_val, cat_start, edge_el, edge_val, edge_start, is_cat = _flat(plan)
     code = np.zeros(len(el), dtype=np.uint8)
-    for i in np.unique(el):
-        at = el == i
-        cats = plan.categories[i]
-        if cats is not None:
-            code[at] = np.searchsorted(cats, val[at])
-        else:
-            edges = plan.edges[i]
-            assert edges is not None
-            code[at] = 1 + np.searchsorted(edges, val[at], side="right")
+    if len(el):
+        ranks = np.unique(np.concatenate([val, cat_val, edge_val]))
+        span = len(ranks) + 1
+
+        def key(e: np.ndarray, v: np.ndarray) -> np.ndarray:
+            return e.astype(np.int64) * span + np.searchsorted(ranks, v)
+
+        cat = is_cat[el]
+        k = key(el[cat], val[cat])
+        code[cat] = np.searchsorted(key(cat_el, cat_val), k) - cat_start[el[cat]]
+        binned = ~cat
+        k = key(el[binned], val[binned])
+        code[binned] = 1 + np.searchsorted(key(edge_el, edge_val), k, side="right") \
+            - edge_start[el[binned]]
     return SparseChunk(np.asarray(y, dtype=np.int32), row.astype(np.int32),
                        el.astype(np.int32), code)
 
@@ -337,3 +372,215 @@ def chunk_dense_codes(plan: ElementPlan, chunk: SparseChunk, keep: np.ndarray) -
     hit = (pos < len(keep)) & (keep[np.minimum(pos, len(keep) - 1)] == chunk.element)
     out[pos[hit], chunk.row[hit]] = chunk.code[hit]
     return out
+
+
+# ---------------------------------------------------------------------------
+# What a run will take: the plan's estimate, before the rows are read
+# ---------------------------------------------------------------------------
+
+#: bytes a cached non-zero takes (its row and element as int32, its state code uint8)
+CHUNK_BYTES_PER_NONZERO = 9
+#: bytes a cached row takes (its class code, int32)
+CHUNK_BYTES_PER_ROW = 4
+#: bytes of one sparse count a task sends to the driver (int64 cell id, int64 count)
+CELL_BYTES = 16
+#: bytes of one (element, value, count) cell of the first pass (int64, float64, int64)
+VALUE_CELL_BYTES = 24
+#: bytes a Python process holds before any table (the interpreter, numpy, pyspark,
+#: vmi_spark: 150-180 MB measured)
+PYTHON_BASE_BYTES = 200 << 20
+#: bytes a Python worker holds per non-zero and per row of the batch of rows it reads
+#: (the rows' Row, SparseVector and index/value arrays, their concatenation, the sort):
+#: from the workers' peak of benchmarks/sparse_wide.py at 10^5 x 2^18, whole partitions
+#: (562 MB for 1.64M non-zeros and 50,000 rows)
+TASK_BYTES_PER_NONZERO = 200
+TASK_BYTES_PER_ROW = 1000
+#: rows a worker reads at a time (:data:`vmi_spark.spark.sparse_vectors.BATCH_ROWS`)
+BATCH_ROWS = 8192
+#: bytes a worker holds per code of its partition (the batches' codes and their
+#: concatenation) and per distinct (element, value) cell (the running cells, the batch's
+#: and their merge)
+TASK_BYTES_PER_CODE = 2 * CHUNK_BYTES_PER_NONZERO
+TASK_BYTES_PER_CELL = 3 * VALUE_CELL_BYTES
+#: bytes a worker holds per code of its partition in a step's task (the unpickled chunk,
+#: its codes widened to int64, the cells' ids and their sort): fitted to the workers'
+#: peaks of benchmarks/sparse_wide.py (456 MB at 1.64M codes a partition, 1,825 MB at
+#: 16.7M), which come in the steps
+STEP_TASK_BYTES_PER_CODE = 100
+#: (D, A, A, L) int64 arrays the driver holds at once while it scores a pair table (the
+#: table, its zero-state slice and sums, the criterion's sorted copies and products)
+PAIR_TABLE_COPIES = 8
+#: copies of the screened codes the driver holds while it collects them (the tasks'
+#: pickled parts, their arrays, the concatenation)
+SCREEN_COPIES = 3
+#: seconds a reading pass spends per row and per non-zero in one Python worker (a
+#: ``Row`` of a ``SparseVector`` through the RDD API), fitted to benchmarks/sparse_wide.py
+#: at 10^5 x 2^18 (two passes 36 s on 2 cores, load average 8 on them)
+READ_SECONDS_PER_ROW = 100e-6
+READ_SECONDS_PER_NONZERO = 8e-6
+#: seconds a step's job spends per cached non-zero in one worker, and the driver per
+#: cell of a (D, A, A, L) table it folds and scores (the same run: 2-3.5 s a step)
+STEP_SECONDS_PER_NONZERO = 1.1e-6
+TABLE_SECONDS_PER_CELL = 200e-9
+#: seconds the bound's in-memory steps spend per row and screened element
+BOUND_SECONDS_PER_CELL = 10e-9
+
+
+@dataclass(frozen=True)
+class SparseEstimate:
+    """What a selection from the non-zeros will take (:func:`estimate`): bytes where they
+    are held and seconds, from the width D, the rows N, the non-zeros Z, the states A, the
+    classes L, K steps and the partitions P.
+
+    Attributes
+    ----------
+    chunk_bytes : int
+        The cached codes, in the executors' storage (spilled to disk if need be):
+        ``9 Z + 4 N``.
+    task_bytes : int
+        One Python worker reading a partition of Z_p = ceil(Z / P) non-zeros and C_p
+        distinct (element, value) pairs (before reading ``min(Z_p, D A)``) in batches of
+        B = min(8192, N / P) rows, or a step's task over its codes, the larger:
+        ``200 MiB + max(18 Z_p + 72 C_p + B (1000 + 200 Z / N), 100 Z_p)``.
+    result_bytes : int
+        One job's task results, collected in the driver (``spark.driver.maxResultSize``):
+        the largest of the first pass's value cells and a table job's sparse counts.
+        Before reading, the first pass's ``24 min(Z, P D A)`` (the table jobs' are not
+        known yet); after it, from each partition's non-zeros Z_p and distinct
+        (element, value) pairs C_p: ``max(24 sum C_p, 16 sum min(Z_p, C_p L A))``
+        (``C_p L`` without pair tables: mim).
+    driver_bytes : int
+        The driver's Python: ``200 MiB`` before any table, the (D, A, L) table ``8 D A L``,
+        ``8`` (D, A, A, L) tables ``8 x 8 D A^2 L`` with pair tables, the collected
+        results, and with screening the codes ``3 M N``.
+    read_seconds, step_seconds : float
+        The two reading passes ``2 (100e-6 N + 8e-6 Z) / cores`` and the K steps:
+        ``K (1.1e-6 Z / cores + 200e-9 D A^2 L)`` with pair tables, one ``1.1e-6 Z / cores
+        + 200e-9 D A L`` without, and the screened bound's ``K 10e-9 M N``.
+    """
+
+    width: int
+    rows: int
+    non_zeros: int
+    states: int
+    classes: int
+    k: int
+    method: str
+    partitions: int
+    cores: int
+    screened: int
+    chunk_bytes: int
+    task_bytes: int
+    result_bytes: int
+    driver_bytes: int
+    read_seconds: float
+    step_seconds: float
+
+    @property
+    def seconds(self) -> float:
+        return self.read_seconds + self.step_seconds
+
+    def fields(self) -> dict[str, Any]:
+        """The estimate as the report's ``sparse.estimate`` (JSON)."""
+        return {"width": self.width, "rows": self.rows, "non_zeros": self.non_zeros,
+                "states": self.states, "classes": self.classes, "k": self.k,
+                "method": self.method, "partitions": self.partitions, "cores": self.cores,
+                "screened": self.screened, "chunk_bytes": self.chunk_bytes,
+                "task_bytes": self.task_bytes, "result_bytes": self.result_bytes,
+                "driver_bytes": self.driver_bytes,
+                "read_seconds": round(self.read_seconds, 3),
+                "step_seconds": round(self.step_seconds, 3),
+                "seconds": round(self.seconds, 3)}
+
+    def line(self) -> str:
+        """One log line."""
+        return (f"{self.method} on {self.rows:,} rows x {self.width:,} elements, "
+                f"{self.non_zeros:,} non-zeros, A={self.states}, L={self.classes}, "
+                f"K={self.k}, {self.partitions} partitions: about "
+                f"{_size(self.driver_bytes)} in the driver's Python, "
+                f"{_size(self.result_bytes)} of task results a job, "
+                f"{_size(self.task_bytes)} a Python worker, "
+                f"{_size(self.chunk_bytes)} cached; about {self.read_seconds:.0f} s reading "
+                f"and {self.step_seconds:.0f} s of steps")
+
+
+def _size(n: float) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def estimate(width: int, rows: int, non_zeros: int, states: int, classes: int, k: int,
+             method: str, partitions: int, cores: int, budget: int = SCREEN_BYTES,
+             cells: Sequence[tuple[int, int]] | None = None) -> SparseEstimate:
+    """The memory and time of a selection of ``k`` elements by ``method`` from the
+    non-zeros (the formulas: :class:`SparseEstimate`). The bound (``vmi_*``) runs on the
+    ``budget // rows`` screened elements; pair tables are counted by the criteria with a
+    redundancy term (mrmr, jmi, cmim, cife), not by mim. ``cells``: each partition's
+    (non-zeros, distinct (element, value) pairs), known after the first pass."""
+    from .criteria import criterion
+
+    d, n, z, a, lab = width, rows, non_zeros, max(states, 1), max(classes, 1)
+    p, c = max(partitions, 1), max(cores, 1)
+    crit = criterion(method)
+    pairs = bool(getattr(crit, "pair_tables_per_step", False))
+    m = min(d, budget // max(n, 1)) if crit.vmi else 0
+    table_cells = d * a * a * lab if pairs else d * a * lab
+    if cells is None:
+        result = VALUE_CELL_BYTES * min(z, p * d * a)
+    else:
+        per = lab * (a if pairs else 1)
+        result = max(VALUE_CELL_BYTES * sum(cp for _, cp in cells),
+                     CELL_BYTES * sum(min(zp, cp * per) for zp, cp in cells))
+    driver = (PYTHON_BASE_BYTES + 8 * d * a * lab
+              + (PAIR_TABLE_COPIES * 8 * table_cells if pairs else 0)
+              + result + SCREEN_COPIES * m * n)
+    zp = -(-z // p)
+    cp = min(zp, d * a) if cells is None else max((c for _, c in cells), default=0)
+    batch = min(BATCH_ROWS, -(-n // p))
+    task = PYTHON_BASE_BYTES + max(
+        TASK_BYTES_PER_CODE * zp + TASK_BYTES_PER_CELL * cp
+        + batch * (TASK_BYTES_PER_ROW + TASK_BYTES_PER_NONZERO * z // max(n, 1)),
+        STEP_TASK_BYTES_PER_CODE * zp)
+    read = 2 * (READ_SECONDS_PER_ROW * n + READ_SECONDS_PER_NONZERO * z) / c
+    one = STEP_SECONDS_PER_NONZERO * z / c + TABLE_SECONDS_PER_CELL * table_cells
+    if crit.vmi:
+        steps = one + k * BOUND_SECONDS_PER_CELL * m * n
+    else:
+        steps = k * one if pairs else one
+    return SparseEstimate(d, n, z, a, lab, k, method, p, c, m,
+                          CHUNK_BYTES_PER_NONZERO * z + CHUNK_BYTES_PER_ROW * n, task, result,
+                          driver, read, steps)
+
+
+def check_estimate(est: SparseEstimate, driver_available: int | None,
+                   max_result_bytes: int | None, driver_heap: int | None) -> None:
+    """Refuse, in one line naming the parameter to change, a run whose estimate does not
+    fit: the driver's Python in ``driver_available`` bytes (the (D, A, A, L) tables:
+    ``maxCategories``/``method``), a job's task results in ``spark.driver.maxResultSize``
+    (``max_result_bytes``; 0 or None: no limit) or in the driver JVM's heap
+    (``driver_heap``: ``spark.driver.memory``). None skips a limit."""
+    from ..errors import InputError, ParameterError
+
+    if max_result_bytes and est.result_bytes > max_result_bytes:
+        raise InputError(f"a sparse {est.method} selection of {est.non_zeros:,} non-zeros "
+                         f"collects about {_size(est.result_bytes)} of task results in one "
+                         f"job, more than spark.driver.maxResultSize ({_size(max_result_bytes)}); "
+                         "raise spark.driver.maxResultSize")
+    if driver_heap and est.result_bytes > driver_heap // 2:
+        raise InputError(f"a sparse {est.method} selection of {est.non_zeros:,} non-zeros "
+                         f"collects about {_size(est.result_bytes)} of task results in one "
+                         f"job, more than half the driver's heap ({_size(driver_heap)}); "
+                         "raise spark.driver.memory (--driver-memory)")
+    if driver_available is not None and est.driver_bytes > driver_available:
+        what = (f"the {est.width:,} x {est.states} x {est.states} x {est.classes} pair "
+                "tables of a step" if est.method not in ("mim",) and not est.screened
+                else f"the {est.screened:,} screened elements' codes of {est.rows:,} rows"
+                if est.screened else f"the {est.width:,} x {est.states} x {est.classes} table")
+        raise ParameterError("max_categories",
+                             f"a sparse {est.method} selection needs about "
+                             f"{_size(est.driver_bytes)} in the driver ({what}), more than "
+                             f"the {_size(driver_available)} available; lower "
+                             "{max_categories} (the states A of an element; elements of more "
+                             "values are cut into {num_bins}) or choose {method} mim")

@@ -11,8 +11,15 @@ sparse cells and ``treeReduce`` adds them in exact integers (any partitioning, t
 tables). Memory and work grow with the non-zeros; the tables the driver folds are
 (D, A, L) and (D, A, A, L).
 
-:func:`is_sparse_input` decides: a vector column whose first vector is a
-``SparseVector`` with at least :data:`SPARSE_MIN_WIDTH` elements. The comparison
+:func:`sparse_route` decides, for the estimator and the job alike: a vector column whose
+first vector is a ``SparseVector`` with at least :data:`SPARSE_MIN_WIDTH` elements
+(:func:`is_sparse_input`), with what this path does not do refused in one line. Before
+the rows are read, the plan estimates the run's memory and time
+(:func:`vmi_spark.core.sparse.estimate`: from the width, the rows and non-zeros in the
+Parquet footers, or a sample of the first rows, K and the method), logs it and refuses
+a run that cannot fit (:func:`vmi_spark.core.sparse.check_estimate`); after the first
+pass the same estimate from the exact counts is checked again before the rows are
+coded, and both go into the report's ``sparse.estimate``. The comparison
 criteria chosen step by step run on the sparse tables; the bound (``vmi_naive``,
 ``vmi_pairwise``), whose steps cost rows x candidates whatever the sparsity, runs on the
 :data:`~vmi_spark.core.sparse.SCREEN_BYTES` // rows elements of most mutual information
@@ -22,7 +29,9 @@ refused in one line naming ``method``.
 
 from __future__ import annotations
 
+import logging
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -32,15 +41,20 @@ from pyspark.sql import functions as F
 
 from ..core import criteria
 from ..core import sparse as sp
-from ..core.greedy import Selection, report_fields, select
+from ..core.greedy import Selection, report_fields
 from ..core.inmemory import InMemoryBackend
+from ..core.planning import decide_label, label_classes
 from ..core.report_schema import SelectionReport
 from ..core.summary import json_parameters
 from ..core.units import show_state
-from ..errors import InputError, ParameterError
-from ..params import Settings, corrections, plan_size
-from .plan import quote
+from ..errors import InputError, ParameterError, literal
+from ..params import Settings
+from ..progress import begin
+from ..run import Policy
+from .plan import quote, value_type
 from .vector_source import vector_attribute_names
+
+log = logging.getLogger("vmi_spark")
 
 #: the least width of a sparse vector column read sparsely (narrower ones are read as
 #: dense codes, whose results are those of the expanded columns)
@@ -62,15 +76,45 @@ def is_sparse_input(df: DataFrame, features_col: str | None) -> bool:
         and vec.size >= SPARSE_MIN_WIDTH
 
 
+def sparse_route(df: DataFrame, features_col: str | None, settings: Settings, *,
+                 weight_col: str | None = None, exclude: list[str] | None = None) -> bool:
+    """Whether ``features_col`` is selected from its non-zeros (:func:`sparse_selection`):
+    the one route decision of the estimator and the job. True for a wide sparse vector
+    column (:func:`is_sparse_input`); what that path does not do (row weights, stability
+    runs, the KDE estimator, excluded elements, checkpoints) is then refused in one line
+    naming the parameter, never ignored."""
+    if not is_sparse_input(df, features_col):
+        return False
+    unsupported = [(weight_col is not None, "weight_col"), (settings.stability > 0, "stability"),
+                   (settings.estimator != "histogram", "estimator"),
+                   (bool(exclude), "exclude"), (settings.checkpoint_dir is not None,
+                                                "checkpoint_dir")]
+    for bad, key in unsupported:
+        if bad:
+            raise ParameterError(key, f"{{{key}}} is not supported for a wide sparse vector "
+                                 f"column '{literal(str(features_col))}' (its non-zeros "
+                                 f"path); unset {{{key}}}", settings.style)
+    return True
+
+
+#: rows a worker reads before it counts or codes them: its memory is then the partition's
+#: counts or codes (growing with the non-zeros) and one batch of rows
+BATCH_ROWS = sp.BATCH_ROWS
+
+
 def _stats(rows) -> list[Any]:
     """One partition's label counts, rows, vector sizes, null vectors, NaNs and value
-    cells (:func:`~vmi_spark.core.sparse.value_cells`)."""
+    cells (:func:`~vmi_spark.core.sparse.value_cells`), counted :data:`BATCH_ROWS` rows
+    at a time."""
     labels: dict[Any, int] = {}
     sizes: set[int] = set()
-    nulls = nans = 0
-    idx, val = [], []
+    nulls = nans = unlabelled = 0
+    idx: list[np.ndarray] = []
+    val: list[np.ndarray] = []
+    cells = sp.value_cells(np.zeros(0, np.int64), np.zeros(0))
     for lab, vec in rows:
         if lab is None:
+            unlabelled += 1
             continue
         labels[lab] = labels.get(lab, 0) + 1
         if vec is None:
@@ -81,9 +125,16 @@ def _stats(rows) -> list[Any]:
         nans += int(np.isnan(v).sum())
         idx.append(i)
         val.append(v)
-    cells = sp.value_cells(np.concatenate(idx) if idx else np.zeros(0, np.int64),
-                           np.concatenate(val) if val else np.zeros(0))
-    return [(labels, sizes, nulls, nans, cells)]
+        if len(idx) >= BATCH_ROWS:
+            cells = sp.merge_value_cells([cells, sp.value_cells(_cat(idx, np.int64),
+                                                                _cat(val, np.float64))])
+            idx, val = [], []
+    if idx:
+        cells = sp.merge_value_cells([cells, sp.value_cells(_cat(idx, np.int64),
+                                                            _cat(val, np.float64))])
+    # the partition's (non-zeros, distinct value cells): the table jobs' results (estimate)
+    part = [(int(cells[2].sum()), len(cells[0]))]
+    return [(labels, sizes, nulls, nans, cells, unlabelled, part)]
 
 
 def _nonzeros(vec) -> tuple[np.ndarray, np.ndarray]:
@@ -95,11 +146,12 @@ def _nonzeros(vec) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _merge_stats(a: tuple, b: tuple) -> tuple:
-    (la, sa, na, ma, ca), (lb, sb, nb, mb, cb) = a, b
+    (la, sa, na, ma, ca, ua, pa), (lb, sb, nb, mb, cb, ub, pb) = a, b
     labels = dict(la)
     for k, v in lb.items():
         labels[k] = labels.get(k, 0) + v
-    return labels, sa | sb, na + nb, ma + mb, sp.merge_value_cells([ca, cb])
+    return (labels, sa | sb, na + nb, ma + mb, sp.merge_value_cells([ca, cb]), ua + ub,
+            pa + pb)
 
 
 class SparkSparseBackend:
@@ -142,21 +194,41 @@ class SparkSparseBackend:
 
 
 def _encoder(plan_bc, classes: list[Any]):
-    """A partition's rows as one SparseChunk (labelled rows only)."""
+    """A partition's rows as one SparseChunk (labelled rows only), coded
+    :data:`BATCH_ROWS` rows at a time (the codes are the same: each non-zero's code
+    depends on its element and value alone)."""
     code = {c: k for k, c in enumerate(classes)}
 
     def encode(rows):
-        y, row, idx, val = [], [], [], []
+        pieces: list[sp.SparseChunk] = []
+        y: list[int] = []
+        row: list[np.ndarray] = []
+        idx: list[np.ndarray] = []
+        val: list[np.ndarray] = []
+        done = 0  # rows coded before this batch
+
+        def flush() -> None:
+            pieces.append(sp.encode_chunk(plan_bc.value, np.asarray(y, np.int32),
+                                          _cat(row, np.int64), _cat(idx, np.int64),
+                                          _cat(val, np.float64)))
         for lab, vec in rows:
             if lab is None:
                 continue
             i, v = _nonzeros(vec)
-            row.append(np.full(len(i), len(y), np.int64))
+            row.append(np.full(len(i), done + len(y), np.int64))
             y.append(code[lab])
             idx.append(i)
             val.append(v)
-        yield sp.encode_chunk(plan_bc.value, np.asarray(y, np.int32), _cat(row, np.int64),
-                              _cat(idx, np.int64), _cat(val, np.float64))
+            if len(y) >= BATCH_ROWS:
+                flush()
+                done += len(y)
+                y, row, idx, val = [], [], [], []
+        if y or not pieces:
+            flush()
+        yield sp.SparseChunk(_cat([p.y for p in pieces], np.int32),
+                             _cat([p.row for p in pieces], np.int32),
+                             _cat([p.element for p in pieces], np.int32),
+                             _cat([p.code for p in pieces], np.uint8))
     return encode
 
 
@@ -164,11 +236,14 @@ def _cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
-def _checked(stats: tuple, features_col: str, label: str,
+def _checked(stats: tuple, df: DataFrame, features_col: str, label: str,
              settings: Settings) -> tuple[list[Any], int, tuple]:
     """The sorted classes, the width and the value cells of the stats pass, or the one
-    line saying why the input cannot be selected sparsely."""
-    labels, sizes, nulls, nans, cells = stats
+    line saying why the input cannot be selected sparsely. The label is decided and its
+    classes checked by the planning the dense path uses
+    (:func:`vmi_spark.core.planning.decide_label`, :func:`~vmi_spark.core.planning.
+    label_classes`); this path takes a categorical label."""
+    labels, sizes, nulls, nans, cells = stats[:5]
     if not labels:
         raise InputError(f"no labelled rows: every value of label column '{label}' is null")
     if len(sizes) != 1:
@@ -177,25 +252,37 @@ def _checked(stats: tuple, features_col: str, label: str,
     if nulls or nans:
         raise InputError(f"featuresCol '{features_col}' has {nulls} null vectors and {nans} "
                          "NaN elements; the sparse path reads complete vectors only")
-    if len(labels) > settings.max_classes:
-        raise ParameterError("max_classes", f"label column '{label}' has more than "
-                             f"{settings.max_classes} distinct values ({{max_classes}}); the "
-                             "sparse path takes a categorical label")
-    classes = sorted(labels)
-    if len(classes) < 2:
-        raise InputError(f"label column '{label}' has one class; feature selection "
-                         "needs at least two")
+    found = sorted(labels) if len(labels) <= settings.max_classes else None
+    vtype = _label_type(df, label)
+    decision = decide_label(settings.label_type, found, sum(labels.values()), vtype,
+                            settings.max_classes, settings.style, settings.label_bins)
+    if decision.kind == "continuous":
+        raise ParameterError("label_type", f"label column '{literal(label)}': "
+                             f"{literal(decision.reason)}; a wide sparse vector column is "
+                             "selected for a categorical label: set {label_type} "
+                             "categorical", settings.style)
+    classes = label_classes(label, decision, found, vtype, settings.max_classes)
     return classes, sizes.pop(), cells
 
 
-def _screened_bound(backend: SparkSparseBackend, crit, k: int, min_gain: float | None,
-                    rows: int,
+def _label_type(df: DataFrame, label: str):
+    """The label column's :class:`~vmi_spark.core.planning.ValueType` (a string one when
+    its type cannot be read as a feature's)."""
+    from ..core.planning import STRING
+
+    field = next((f for f in df.schema.fields if f.name == label), None)
+    vt = None if field is None else value_type(field.dataType)
+    return vt if vt is not None else STRING
+
+
+def _screened_bound(backend: SparkSparseBackend, policy: Policy, rows: int,
                     settings: Settings, on_step) -> tuple[Selection, dict[str, Any]]:
     """The bound on the :data:`~vmi_spark.core.sparse.SCREEN_BYTES` // rows elements of
     most mutual information with the label (MIM from the sparse tables), as dense codes
     in the driver; the selection in the vector's indices and what the screening kept."""
     relevance = criteria.label_mutual_information(backend.feature_counts())
     keep = sp.screened(relevance, rows)
+    k = policy.k
     if len(keep) < k:
         raise ParameterError("num_features", f"{{num_features}} {k} is more than the "
                              f"{len(keep)} elements a screened {settings.method} selection "
@@ -206,9 +293,7 @@ def _screened_bound(backend: SparkSparseBackend, crit, k: int, min_gain: float |
     codes = np.concatenate([p[1] for p in parts], axis=1)
     y = np.concatenate([p[0] for p in parts])
     dense = InMemoryBackend(codes, y, arity=plan.arity, num_classes=backend.classes)
-    sel = select(dense, crit, k, restart_tolerance=settings.restart_tolerance,
-                 min_gain=min_gain, report_candidates=settings.report_candidates,
-                 **corrections(settings))
+    sel = policy.select(dense, report_candidates=settings.report_candidates)
     sel.selected = [int(keep[i]) for i in sel.selected]
     sel.candidates = [[(int(keep[i]), v) for i, v in step] for step in sel.candidates]
     if on_step is not None:
@@ -217,42 +302,194 @@ def _screened_bound(backend: SparkSparseBackend, crit, k: int, min_gain: float |
                  "screened_bytes": int(codes.nbytes)}
 
 
+#: rows of the sample the estimate before reading takes when the Parquet footers do not
+#: give the rows and non-zeros (one small job)
+SAMPLE_ROWS = 256
+
+
+def _footer_counts(df: DataFrame, label: str, features_col: str) -> tuple[int, int] | None:
+    """(rows, non-zeros) from the Parquet footers of a plain scan (the row groups' rows and
+    the values of the vectors' ``indices`` leaf column), or None."""
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    from .arrow_source import parquet_source
+
+    src = parquet_source(df, [label, features_col])
+    if src is None:
+        return None
+    leaf = f"{features_col}.indices.list.element"
+    nnz = 0
+    try:
+        for uri in src.files:
+            fs, path = pafs.FileSystem.from_uri(uri)
+            pf = pq.ParquetFile(fs.open_input_file(path))
+            md = pf.metadata
+            col = next((j for j in range(md.num_columns)
+                        if md.row_group(0).column(j).path_in_schema == leaf), None) \
+                if md.num_row_groups else None
+            if col is not None:
+                nnz += sum(md.row_group(g).column(col).num_values
+                           for g in range(md.num_row_groups))
+            pf.close()
+    except Exception as exc:  # noqa: BLE001 - an unreadable footer: the sample instead
+        log.debug("no non-zeros from the footers: %s", exc)
+        return None
+    return src.num_rows, nnz
+
+
+def _sample(df: DataFrame, label: str, features_col: str) -> tuple[float, int, int]:
+    """(mean non-zeros a row, the most states an element shows, classes) in the first
+    :data:`SAMPLE_ROWS` rows (one small job)."""
+    rows = df.select(F.col(quote(label)), F.col(quote(features_col))).limit(SAMPLE_ROWS).collect()
+    vecs = [r[1] for r in rows if r[1] is not None]
+    labels = {r[0] for r in rows if r[0] is not None}
+    if not vecs:
+        return 0.0, 2, max(len(labels), 2)
+    parts = [_nonzeros(v) for v in vecs]
+    idx = np.concatenate([p[0] for p in parts])
+    val = np.concatenate([p[1] for p in parts])
+    el, _, _ = sp.value_cells(idx, val)
+    most = int(np.bincount(el).max()) if len(el) else 0
+    return float(len(idx)) / len(vecs), most + 1, max(len(labels), 2)
+
+
+def _limits(spark) -> tuple[int | None, int | None, int | None]:
+    """(bytes available to the driver's Python, spark.driver.maxResultSize, the driver
+    JVM's heap), each None where it cannot be known (Spark Connect: no JVM here)."""
+    available = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    result = heap = None
+    try:
+        sc = spark.sparkContext
+        result = int(sc._jvm.org.apache.spark.util.Utils.byteStringAsBytes(
+            sc.getConf().get("spark.driver.maxResultSize", "1g")))
+        heap = int(sc._jvm.java.lang.Runtime.getRuntime().maxMemory())
+    except Exception as exc:  # noqa: BLE001 - Connect: no SparkContext
+        log.debug("no driver limits: %s", exc)
+    return available, result, heap
+
+
+def _partitions(df: DataFrame) -> int:
+    try:
+        return int(df.rdd.getNumPartitions())
+    except Exception:  # noqa: BLE001 - Connect
+        return 1
+
+
+def _cores(spark) -> int:
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Connect
+        return 1
+
+
+def plan_estimate(df: DataFrame, label: str, features_col: str, settings: Settings,
+                  width: int, k: int) -> tuple[sp.SparseEstimate, str]:
+    """The estimate before any row is read: the rows and non-zeros from the Parquet
+    footers, else from a sample of the first rows and a count; the states and classes
+    from the sample. Logged and checked (:func:`~vmi_spark.core.sparse.check_estimate`)."""
+    mean, states, classes = _sample(df, label, features_col)
+    counts = _footer_counts(df, label, features_col)
+    if counts is not None:
+        rows, nnz, source = counts[0], counts[1], "the Parquet footers"
+    else:
+        rows = int(df.count())
+        nnz, source = int(round(mean * rows)), f"a count and {SAMPLE_ROWS} rows' non-zeros"
+    states = min(states, max(settings.max_categories, settings.num_bins))
+    cores = _cores(df.sparkSession)
+    est = sp.estimate(width, rows, nnz, states, classes, k, settings.method,
+                      max(_partitions(df), cores), cores)
+    return est, source
+
+
 def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Settings,
                      on_step=None) -> SelectionReport:
     """Select elements of the sparse vector column ``features_col`` by a comparison
-    criterion; returns the report (the fields a fitted model reads)."""
+    criterion (the bound: screened); returns the report (the fields a fitted model
+    reads). Before reading, and again after the first pass, the run's memory and time are
+    estimated, logged and checked (one line naming the parameter to change)."""
     t0 = time.perf_counter()
     crit = criteria.criterion(settings.method)
     if crit.all_pair_tables:
         raise ParameterError("method", f"{{method}} '{settings.method}' needs every pair "
                              "of elements' tables (elements squared) on a sparse vector this "
                              "wide; choose mim, mrmr, jmi, cmim or cife")
-    rdd = df.select(F.col(quote(label)), F.col(quote(features_col))).rdd.map(tuple)
+    field = next(f for f in df.schema.fields if f.name == features_col)
+    width = _declared_width(df, features_col)
+    policy = Policy.of(settings, width)  # K, least gain, stopping: as every front end
+    k = policy.k
+    if policy.capped is not None:
+        warnings.warn(policy.capped, stacklevel=2)
+    limits = _limits(df.sparkSession)
+    before, source = plan_estimate(df, label, features_col, settings, width, k)
+    t_estimate = time.perf_counter()
+    log.info("sparse plan (from %s): %s", source, before.line())
+    sp.check_estimate(before, *limits)
+    source_df = df.select(F.col(quote(label)), F.col(quote(features_col)))
+    if _partitions(df) < before.cores:  # few files: every core reads (the tables are
+        source_df = source_df.repartition(before.cores)  # exact sums in any partitioning)
+    rdd = source_df.rdd.map(tuple)
     stats = rdd.mapPartitions(_stats).treeReduce(_merge_stats)
-    classes, width, cells = _checked(stats, features_col, label, settings)
+    classes, width, cells = _checked(stats, df, features_col, label, settings)
     rows = sum(stats[0].values())
+    t_first = time.perf_counter()
     plan = sp.element_plan(width, rows, cells, settings.max_categories, settings.num_bins)
+    after = sp.estimate(width, rows, int(cells[2].sum()), plan.arity, len(classes), k,
+                        settings.method, before.partitions, before.cores, cells=stats[6])
+    log.info("sparse plan (from the first pass): %s", after.line())
+    sp.check_estimate(after, *limits)
+    names = vector_attribute_names(field.metadata) or [f"{features_col}[{i}]"
+                                                       for i in range(width)]
+    begin(on_step, names, k, open_end=policy.open_end)
     bc = df.sparkSession.sparkContext.broadcast(plan)
     chunks = rdd.mapPartitions(_encoder(bc, classes)).persist(StorageLevel.MEMORY_AND_DISK)
-    backend = SparkSparseBackend(chunks, plan, len(classes))
-    k, min_gain, _ = plan_size(settings, width)
+    t_plan = time.perf_counter()
+    backend = SparkSparseBackend(chunks, plan, len(classes))  # the coding pass (cached)
+    t_coded = time.perf_counter()
+    t_prep = t_coded - t0
     screen: dict[str, Any] = {}
     try:
         if crit.vmi:
-            sel, screen = _screened_bound(backend, crit, k, min_gain, rows, settings, on_step)
+            sel, screen = _screened_bound(backend, policy, rows, settings, on_step)
         else:
-            sel = select(backend, crit, k, min_gain=min_gain, on_step=on_step,
-                         report_candidates=settings.report_candidates, **corrections(settings))
+            sel = policy.select(backend, on_step=on_step,
+                                report_candidates=settings.report_candidates)
     finally:
         backend.close()
         bc.unpersist()
-    field = next(f for f in df.schema.fields if f.name == features_col)
-    names = vector_attribute_names(field.metadata) or [f"{features_col}[{i}]"
-                                                       for i in range(width)]
     return {**report_fields(sel, names), "label": label, "num_rows": rows,
+            "rows_dropped": int(stats[5]), "rows_skipped": 0,
             "num_classes": len(classes), "classes": [show_state(c) for c in classes],
             "label_type": "categorical", "parameters": json_parameters(settings.result()),
             "columns": [], "execution": "sparse", "reader": "spark", "storage": "cache",
+            "features_col": features_col,
             "sparse": {"elements": width, "non_zero_values": int(cells[2].sum()),
-                       "states": plan.arity, **screen},
+                       "states": plan.arity, **screen,
+                       "seconds": {"estimate": t_estimate - t0, "first_pass": t_first - t_estimate,
+                                   "plan": t_plan - t_first, "coding_pass": t_coded - t_plan,
+                                   "steps": time.perf_counter() - t_coded},
+                       "estimate": {"before_reading": {**before.fields(), "from": source},
+                                    "after_first_pass": after.fields(),
+                                    "partition_cells": [list(c) for c in stats[6]],
+                                    "limits": {"driver_available_bytes": limits[0],
+                                               "max_result_bytes": limits[1],
+                                               "driver_heap_bytes": limits[2]}}},
+            "prepare_seconds": t_prep,
             "total_seconds": time.perf_counter() - t0, "warnings": []}
+
+
+def _declared_width(df: DataFrame, features_col: str) -> int:
+    """The vector's width: its ML attributes' ``num_attrs``, else its first vector's size."""
+    field = next(f for f in df.schema.fields if f.name == features_col)
+    declared = (field.metadata or {}).get("ml_attr", {}).get("num_attrs")
+    if declared is not None:
+        return int(declared)
+    row = df.select(features_col).where(F.col(quote(features_col)).isNotNull()).first()
+    return int(row[0].size) if row is not None and row[0] is not None else 0
