@@ -340,3 +340,16 @@ def _counts_and_pairs(x: pd.DataFrame, y: np.ndarray):
                                            sel.settings_, None)
     a, lab = planned.plan.arity, len(planned.plan.classes)
     return feature_counts(codes, yc, a, lab), lambda f: pair_counts(codes, yc, f, a, lab)
+
+
+@pytest.mark.parametrize("style, name", [("cli", "--drop-suspects"), ("ml", "dropSuspects"),
+                                         ("sklearn", "drop_suspects")])
+def test_a_dropped_suspect_names_the_parameter_as_the_front_end_spells_it(style, name):
+    from vmi_spark.core.suspects import Suspect, suspect_notes
+
+    odd = Suspect("id {x}", 0, "identifier", 1.0, "'id {x}' has 93 distinct values in 93 rows")
+    leak = Suspect("rank", 1, "leak", 0.95, "'rank' carries 95% of the label's information")
+    dropped, kept = suspect_notes([odd, leak], [0], style)
+    assert dropped == (f"identifier: 'id {{x}}' has 93 distinct values in 93 rows; left out "
+                       f"of the selection ({name})")
+    assert kept == "possible leak: 'rank' carries 95% of the label's information; still a candidate"

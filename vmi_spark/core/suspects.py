@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import literal, phrase
 from .criteria import chance_gains, corrected
 from .encoding import EncodingPlan
 from .rows import SKETCH_K
@@ -273,15 +274,17 @@ def _without_missing(table: np.ndarray, missing: bool) -> np.ndarray:
     return out
 
 
-def suspect_notes(suspects: Sequence[Suspect], dropped: Sequence[int]) -> list[str]:
-    """One warning line per suspect, saying whether it was left out."""
+def suspect_notes(suspects: Sequence[Suspect], dropped: Sequence[int],
+                  style: str = "ml") -> list[str]:
+    """One warning line per suspect, saying whether it was left out (the parameter that
+    left it out named as front end ``style`` names it)."""
     out = []
     for s in suspects:
         what = {"leak": "possible leak", "missing_leak": "possible leak",
                 "identifier": "identifier"}[s.kind]
-        fate = ("left out of the selection (dropSuspects)" if s.index in dropped else
+        fate = ("left out of the selection ({drop_suspects})" if s.index in dropped else
                 "still a candidate")
-        out.append(f"{what}: {s.reason}; {fate}")
+        out.append(phrase(f"{what}: {literal(s.reason)}; {fate}", style))
     return out
 
 
@@ -368,5 +371,6 @@ def screen_all(backend: Any, planned: Any, settings: Mapping[str, Any]
     counts = backend.feature_counts()
     suspects, dropped = screen(counts, plan, planned.identifiers, settings["drop_suspects"])
     copies = copy_groups(counts, backend.pair_counts) if corrected(settings) else {}
-    lines = suspect_notes(suspects, dropped) + copy_notes(copies, plan.features)
+    lines = suspect_notes(suspects, dropped, getattr(settings, "style", "ml")) + \
+        copy_notes(copies, plan.features)
     return suspects, dropped, copies, lines
