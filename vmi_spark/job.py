@@ -274,8 +274,6 @@ def read_input(spark, args: argparse.Namespace):
         raise InputError(f"cannot read input '{args.input or args.table}': {one_line(exc)}") from exc
 
 
-
-
 def _is_spark_error(exc: BaseException) -> bool:
     from pyspark.errors import PySparkException
 
@@ -558,11 +556,12 @@ def _select(args: argparse.Namespace, spark, df, claimed,
 def _vector_column(df, features: list[str] | None) -> str | None:
     """The one vector column ``--features`` names (a Spark ML ``features`` vector), or
     None (feature columns)."""
+    from .spark.plan import is_vector_type
+
     if features is None or len(features) != 1:
         return None
     field = next((f for f in df.schema.fields if f.name == features[0]), None)
-    return features[0] if field is not None and \
-        type(field.dataType).__name__ == "VectorUDT" else None
+    return features[0] if field is not None and is_vector_type(field.dataType) else None
 
 
 def _select_vector(df, label: str, vector: str, settings, exclude: list[str] | None,

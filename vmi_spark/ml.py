@@ -49,7 +49,7 @@ from .errors import InputError, one_line
 from .params import METHOD_NAMES, SPEC, Settings, check, defaults, is_vmi, parameter
 from .progress import StepLogger
 from .spark.compat import handle_overwrite, load_metadata, save_metadata
-from .spark.plan import quote
+from .spark.plan import is_vector_type, quote
 from .spark.select import run_selection
 from .spark.sparse_vectors import sparse_route, sparse_selection
 from .tracking import log_if_active
@@ -505,7 +505,7 @@ class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
         if field is None:
             raise InputError(f"VMISelectorModel.transform: featuresCol '{col}' not found in the "
                              "input")
-        if type(field.dataType).__name__ != "VectorUDT":
+        if not is_vector_type(field.dataType):
             raise InputError(f"VMISelectorModel.transform: featuresCol '{col}' must be a vector "
                              f"column (pyspark.ml.linalg.Vector), not "
                              f"{field.dataType.simpleString()}")

@@ -103,13 +103,6 @@ def is_vector_struct(t: pa.DataType) -> bool:
     return True
 
 
-def _is_vector(dt: T.DataType) -> bool:
-    """Whether ``dt`` is Spark ML's vector type."""
-    from pyspark.ml.linalg import VectorUDT
-
-    return isinstance(dt, VectorUDT)
-
-
 @dataclass(frozen=True)
 class ParquetSource:
     """The Parquet files behind a DataFrame, in units of row groups."""
@@ -223,7 +216,7 @@ def parquet_source(df: DataFrame, columns: list[str]) -> ParquetSource | None:
             for c in columns:
                 want = _ARROW_TYPES.get(type(fields[c]))
                 idx = schema.get_field_index(c)
-                if idx >= 0 and _is_vector(fields[c]) and is_vector_struct(schema.field(idx).type):
+                if idx >= 0 and plan.is_vector_type(fields[c]) and is_vector_struct(schema.field(idx).type):
                     continue
                 if want is None or idx < 0 or schema.field(idx).type not in want:
                     log.debug("Parquet fast path off: column '%s' of %s is not read as %s", c,
@@ -237,7 +230,7 @@ def parquet_source(df: DataFrame, columns: list[str]) -> ParquetSource | None:
         log.debug("Parquet fast path off: %s", str(exc).splitlines()[0] if str(exc) else exc)
         return None
     kinds = {c: "string" if isinstance(fields[c], T.StringType)
-             else "vector" if _is_vector(fields[c]) else "double" for c in columns}
+             else "vector" if plan.is_vector_type(fields[c]) else "double" for c in columns}
     return ParquetSource(files, tuple(u for u in units if u[2] > 0), kinds)
 
 

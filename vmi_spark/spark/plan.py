@@ -80,6 +80,12 @@ def is_numeric(dt: T.DataType) -> bool:
     return isinstance(dt, _NUMERIC)
 
 
+def is_vector_type(dt: T.DataType) -> bool:
+    """Whether a Spark type is Spark ML's vector (``VectorUDT``; by name, so that asking
+    does not import ``pyspark.ml``)."""
+    return type(dt).__name__ == "VectorUDT"
+
+
 def value_type(dt: T.DataType) -> ValueType | None:
     """How the values of a column of Spark type ``dt`` are read, or None if they cannot
     be (binary, arrays, maps, structs, vectors, ...)."""

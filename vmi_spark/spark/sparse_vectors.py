@@ -45,6 +45,7 @@ from ..core.greedy import Selection, report_fields
 from ..core.inmemory import InMemoryBackend
 from ..core.planning import decide_label, label_classes
 from ..core.report_schema import SelectionReport
+from ..core.resources import available_memory
 from ..core.summary import json_parameters
 from ..core.units import show_state
 from ..errors import InputError, ParameterError, literal
@@ -52,6 +53,7 @@ from ..params import Settings
 from ..progress import begin
 from ..run import Policy
 from .plan import quote, value_type
+from .session import parallelism
 from .vector_source import vector_attribute_names
 
 log = logging.getLogger("vmi_spark")
@@ -355,16 +357,9 @@ def _sample(df: DataFrame, label: str, features_col: str) -> tuple[float, int, i
 
 
 def _limits(spark) -> tuple[int | None, int | None, int | None]:
-    """(bytes available to the driver's Python, spark.driver.maxResultSize, the driver
-    JVM's heap), each None where it cannot be known (Spark Connect: no JVM here)."""
-    available = None
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    available = int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    """(bytes available to the driver's Python, :func:`~vmi_spark.core.resources.
+    available_memory`; spark.driver.maxResultSize; the driver JVM's heap), each None where
+    it cannot be known (Spark Connect: no JVM here)."""
     result = heap = None
     try:
         sc = spark.sparkContext
@@ -373,19 +368,12 @@ def _limits(spark) -> tuple[int | None, int | None, int | None]:
         heap = int(sc._jvm.java.lang.Runtime.getRuntime().maxMemory())
     except Exception as exc:  # noqa: BLE001 - Connect: no SparkContext
         log.debug("no driver limits: %s", exc)
-    return available, result, heap
+    return available_memory(), result, heap
 
 
 def _partitions(df: DataFrame) -> int:
     try:
         return int(df.rdd.getNumPartitions())
-    except Exception:  # noqa: BLE001 - Connect
-        return 1
-
-
-def _cores(spark) -> int:
-    try:
-        return int(spark.sparkContext.defaultParallelism)
     except Exception:  # noqa: BLE001 - Connect
         return 1
 
@@ -403,7 +391,7 @@ def plan_estimate(df: DataFrame, label: str, features_col: str, settings: Settin
         rows = int(df.count())
         nnz, source = int(round(mean * rows)), f"a count and {SAMPLE_ROWS} rows' non-zeros"
     states = min(states, max(settings.max_categories, settings.num_bins))
-    cores = _cores(df.sparkSession)
+    cores = parallelism(df.sparkSession)
     est = sp.estimate(width, rows, nnz, states, classes, k, settings.method,
                       max(_partitions(df), cores), cores)
     return est, source

@@ -30,7 +30,7 @@ from ..core.planning import FLOATING
 from ..core.rows import ByteColumns, feature_array, missing_mask, typed_array
 from ..errors import InputError
 from .arrow_source import READ_CELLS, BatchReader, ParquetSource, RowGroups, row_group_batches
-from .plan import is_numeric, quote, value_sql, value_type
+from .plan import is_numeric, is_vector_type, quote, value_sql, value_type
 from .storage import session_confs
 
 
@@ -400,7 +400,7 @@ def vector_names(df: DataFrame, features_col: str, label: str, *,
     if label not in fields:
         raise InputError(f"label column '{label}' not found in the input")
     dtype = fields[features_col].dataType
-    if type(dtype).__name__ != "VectorUDT":
+    if not is_vector_type(dtype):
         raise InputError(f"featuresCol '{features_col}' must be a vector column "
                          f"(pyspark.ml.linalg.Vector), not {dtype.simpleString()}")
     ldt = fields[label].dataType
