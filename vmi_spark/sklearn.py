@@ -19,6 +19,7 @@ import datetime as _dt
 import logging
 import numbers
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -303,17 +304,8 @@ def plan_and_encode(X: Any, y: Any, **params: Any) -> tuple[Planned, np.ndarray]
     the (N, d) uint8 codes of its rows, without selecting. ``params`` are the selector's
     (``num_bins``, ``max_categories``, ``bias_correction``, ...)."""
     selector = VMIFeatureSelector(**params)
-    settings = selector._check_params()
-    X, y, _ = _labelled_rows(X, y, None)
-    frame = X if hasattr(X, "iloc") and hasattr(X, "columns") else None
-    X_checked, y_checked = selector._validate(X, y)
-    n_cols = X_checked.shape[1]
-    names = [str(c) for c in frame.columns] if frame is not None else \
-        [f"x{j}" for j in range(n_cols)]
-    with phrased("sklearn"):
-        planned, codes, _, _ = _plan_and_code(frame, X_checked, y_checked, names,
-                                              list(range(n_cols)), settings)
-    return planned, np.ascontiguousarray(codes.T)
+    coded = selector._coded(X, y, None, selector._check_params(), every=True)
+    return coded.planned, np.ascontiguousarray(coded.codes.T)
 
 
 def _labelled_rows(X: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, Any]:
@@ -357,6 +349,20 @@ def _sample_weight(sample_weight: Any, n_rows: int) -> np.ndarray | None:
 # ---------------------------------------------------------------------------
 # The selector
 # ---------------------------------------------------------------------------
+
+@dataclass
+class _Coded:
+    """What :meth:`VMIFeatureSelector._coded` gives: the plan and codes of the candidates
+    ``keep`` (input column indices), the checked label ``y`` and the number of rows."""
+
+    planned: Planned
+    codes: np.ndarray
+    y_codes: np.ndarray
+    w: np.ndarray | None
+    keep: list[int]
+    y: Any
+    n_rows: int
+
 
 class VMIFeatureSelector(SelectorMixin, BaseEstimator):
     """Feature selection by variational information maximisation, in memory.
@@ -611,19 +617,9 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         """
         settings = self._check_params()
         kernels.warm()  # numba's set-up overlaps the planning
-        X, y, sample_weight = _labelled_rows(X, y, sample_weight)
-        frame = X if hasattr(X, "iloc") and hasattr(X, "columns") else None
-        X_checked, y_checked = self._validate(X, y)
-        n_rows, n_cols = X_checked.shape
-        weights = _sample_weight(sample_weight, n_rows)
-        names = [str(c) for c in frame.columns] if frame is not None else \
-            [f"x{j}" for j in range(n_cols)]
-        keep = self._candidates(names)
-        with phrased("sklearn"):
-            check_fits(settings.method, len(keep))
-            planned, codes, y_codes, w = _plan_and_code(
-                frame, X_checked, y_checked, [names[j] for j in keep], keep, settings,
-                weights)
+        coded = self._coded(X, y, sample_weight, settings)
+        planned, codes, y_codes, w = coded.planned, coded.codes, coded.y_codes, coded.w
+        keep, y_checked, n_rows = coded.keep, coded.y, coded.n_rows
         plan = planned.plan
         if plan.label_type == "categorical":
             check_classification_targets(y_checked)
@@ -642,6 +638,26 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         self._record(sel, planned, keep, y_checked, n_rows, settings)
         self.stability_ = stability
         return self
+
+    def _coded(self, X: Any, y: Any, sample_weight: Any, settings: Settings,
+               every: bool = False) -> _Coded:
+        """The checked rows of ``X`` and ``y``, planned and coded: the candidates
+        (``exclude`` left out; every column with ``every``), their plan, (D, N) codes, class
+        codes and weight units."""
+        X, y, sample_weight = _labelled_rows(X, y, sample_weight)
+        frame = X if hasattr(X, "iloc") and hasattr(X, "columns") else None
+        X_checked, y_checked = self._validate(X, y)
+        n_rows, n_cols = X_checked.shape
+        weights = _sample_weight(sample_weight, n_rows)
+        names = [str(c) for c in frame.columns] if frame is not None else \
+            [f"x{j}" for j in range(n_cols)]
+        keep = list(range(n_cols)) if every else self._candidates(names)
+        with phrased("sklearn"):
+            check_fits(settings.method, len(keep))
+            planned, codes, y_codes, w = _plan_and_code(
+                frame, X_checked, y_checked, [names[j] for j in keep], keep, settings,
+                weights)
+        return _Coded(planned, codes, y_codes, w, keep, y_checked, n_rows)
 
     def _candidates(self, names: list[str]) -> list[int]:
         """Indices of the columns that may be selected: all but ``exclude``."""
