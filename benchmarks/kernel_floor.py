@@ -96,9 +96,9 @@ def measure(n: int, d: int, k: int, reps: int) -> dict:
         ops = naive_ops(prior, cond, order[:m], d)
         cells = n * int(ops.candidates.sum())
         t_kept, t_fresh = [], []
-        before = [(st.rows, st.block, st.tables) for st in kept.naive_states]
+        before = [(st.rows, st.block, st.tables) for st in kept.kept_states("naive")]
         for _ in range(reps):  # each rep folds order[m - 1] into the previous step's state
-            for st, (r, blk, tb) in zip(kept.naive_states, before):
+            for st, (r, blk, tb) in zip(kept.kept_states("naive"), before):
                 st.rows, st.block, st.tables = r, blk, tb
             t = time.perf_counter()
             a = kept.run(ops)
@@ -109,15 +109,14 @@ def measure(n: int, d: int, k: int, reps: int) -> dict:
             t_fresh.append(time.perf_counter() - t)
             same &= bool(np.array_equal(a, b))
         f = order[m - 1]
-        snap = None if pw.states is None else [
-            (st.posterior.copy(), st.log_ratio.copy(), st.block, st.many_cells)
-            for st in pw.states]
+        snap = [(st.posterior.copy(), st.log_ratio.copy(), st.block, st.many_cells)
+                for st in pw.kept_states("pairwise")] or None
         t_count_all, t_pass_all, outs = [], [], []
         for _ in range(reps):  # each rep folds f into the previous step's pairwise state
             if snap is None:
-                pw.states = None
+                pw.states.reset()
             else:
-                for st, (post, ratio, blk, many) in zip(pw.states, snap):
+                for st, (post, ratio, blk, many) in zip(pw.kept_states("pairwise"), snap):
                     st.posterior[:] = post
                     st.log_ratio[:] = ratio
                     st.block, st.many_cells = blk, many

@@ -849,7 +849,7 @@ def test_pairwise_state_rebuilt_mid_block_matches(monkeypatch):
     def flaky(ops):
         calls["n"] += 1
         if calls["n"] % 3 == 0:
-            be.states = None  # as if the state had been lost
+            be.states.reset()  # as if the state had been lost
         return original(ops)
 
     be.run = flaky
@@ -953,9 +953,9 @@ def test_in_memory_backend_keeps_the_naive_posterior_between_steps():
     codes, y = random_data(7, 12, 3000, 3, 5)
     be = InMemoryBackend(codes, y, block_rows=700)
     kept = select_vmi(be, NAIVE, 10, 0.0)
-    assert any(s.block for s in be.naive_states)
+    assert any(s.block for s in be.kept_states("naive"))
     be.close()
-    assert not any(s.block for s in be.naive_states)
+    assert not any(s.block for s in be.kept_states("naive"))
 
     class Stateless(InMemoryBackend):
         def run(self, ops):

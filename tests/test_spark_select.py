@@ -306,7 +306,7 @@ def test_many_binned_columns_take_split_points_from_one_cached_sample(spark, mon
 
 
 @pytest.mark.parametrize("budget", [None, 0])
-def test_pairwise_state_kept_in_workers_equals_the_core(spark, monkeypatch, budget):
+def test_pairwise_state_kept_in_workers_equals_the_core(spark, budget):
     """Workers keep and update their blocks' pairwise state; a state they cannot keep
     (budget 0) is rebuilt from the cached blocks in every pass. Same result either way."""
     from helpers import lung
@@ -316,13 +316,12 @@ def test_pairwise_state_kept_in_workers_equals_the_core(spark, monkeypatch, budg
     y = np.unique(labels, return_inverse=True)[1]
     expected = select_vmi(InMemoryBackend(codes_of(x), y), "vmi_pairwise", 9, 0.01)
     assert expected.restarts >= 1
-    if budget is not None:
-        monkeypatch.setattr(B, "WORKER_STATE_BYTES", budget)
     df = spark.createDataFrame(lung_frame()).repartition(3)
     features = [c for c in df.columns if c != "label"]
     blocks, plan = _blocks_of(df, "label", features, 20)
     try:
-        be = B.SparkBackend(blocks, len(features), plan.arity, len(plan.classes))
+        be = B.SparkBackend(blocks, len(features), plan.arity, len(plan.classes),
+                            **({} if budget is None else {"state_budget": budget}))
         continues = []  # per pass: does it extend the block the states held?
         run = be.run
 
@@ -368,20 +367,16 @@ def test_pass_over_every_block_id_scores_owned_blocks_once(monkeypatch):
         return np.full(3, int(codes[0, 0]), dtype=np.int64)
 
     monkeypatch.setattr(B, "pairwise_partials", fake_partials)
-    monkeypatch.setattr(B, "_WORKER_BLOCKS", B.OrderedDict())
-    monkeypatch.setattr(B, "_WORKER_STATES", B.OrderedDict())
-    monkeypatch.setattr(B, "_OWNED", {})
-    monkeypatch.setattr(B, "_SCORED", {})
-    monkeypatch.setattr(B, "_state_bytes", 0)
-    monkeypatch.setattr(B, "_worker_bytes", 0)
+    cache = B.worker_cache()
+    cache.reset()
     tok = "t"
     for bid in (1, 2, 3, 5, 6):
-        B._cache_put((tok, bid), np.full((3, 4), bid, dtype=np.uint8), np.zeros(4, dtype=np.intp))
-        B._own((tok, bid), 4 if bid == 3 else 5)  # block 3: a stale copy
+        cache.put((tok, bid), np.full((3, 4), bid, dtype=np.uint8), np.zeros(4, dtype=np.intp))
+        cache.own((tok, bid), 4 if bid == 3 else 5)  # block 3: a stale copy
         if bid != 6:  # block 6: owned, its state was evicted
             held = (0,) if bid != 5 else (2,)  # block 5 holds a feature the block lacks
-            B._state_put((tok, bid), BlockState(np.zeros((4, 2)), np.zeros((3, 4, 1)), held),
-                         1 << 20)
+            cache.put_state((tok, bid), BlockState(np.zeros((4, 2)), np.zeros((3, 4, 1)), held),
+                            1 << 20)
     ops = StepOps("vmi_pairwise", np.array([0.5, 0.5]), None, None, (0, 1),
                   {0: np.zeros(1), 1: np.zeros(1)}, "step")
     shipped = StepOps(ops.method, ops.prior, None, None, (0, 1), {1: np.zeros(1)}, "step")
@@ -391,34 +386,34 @@ def test_pass_over_every_block_id_scores_owned_blocks_once(monkeypatch):
     out = pa.Table.from_batches(list(fn(iter(unit))))
     assert out.column("block_id").to_pylist() == [1, 2] and calls == [1, 2]
     assert [np.frombuffer(p, dtype=np.int64)[0] for p in out.column("partial").to_pylist()] == [1, 2]
-    assert (tok, 3) not in B._WORKER_STATES and (tok, 3) not in B._WORKER_BLOCKS  # stale
-    assert B._WORKER_STATES[(tok, 5)].block == (2,) and B._OWNED[(tok, 5)] == 5  # untouched
-    assert (tok, 6) not in B._WORKER_STATES and B._OWNED[(tok, 6)] == 5  # a miss
-    assert B._OWNED[(tok, 1)] == 6 and B._WORKER_STATES[(tok, 1)].block == (0, 1)
+    assert (tok, 3) not in cache.states and (tok, 3) not in cache.blocks  # stale
+    assert cache.states.peek((tok, 5)).block == (2,) and cache.owned[(tok, 5)] == 5  # untouched
+    assert (tok, 6) not in cache.states and cache.owned[(tok, 6)] == 5  # a miss
+    assert cache.owned[(tok, 1)] == 6 and cache.states.peek((tok, 1)).block == (0, 1)
     again = pa.Table.from_batches(list(fn(iter(unit))))  # a second task of the same pass
     assert again.num_rows == 0 and calls == [1, 2]
 
     # the next step starts a new block (a restart): every table of it is shipped, so a
     # block without a state, or with one that is not a prefix, starts from nothing here
-    B._own((tok, 5), 6)
-    B._own((tok, 6), 6)
+    cache.own((tok, 5), 6)
+    cache.own((tok, 6), 6)
     new = StepOps("vmi_pairwise", ops.prior, None, None, (1,), {1: np.zeros(1)}, "step")
     held_fn, _ = B._pairwise_scorers(new, new, 3, 1 << 20)
     out = pa.Table.from_batches(list(B._first_pass_fn(held_fn, tok, [1, 2, 5, 6], 7)(iter(unit))))
     assert out.column("block_id").to_pylist() == [1, 2, 5, 6] and calls[2:] == [1, 2, 5, 6]
-    assert all(B._WORKER_STATES[(tok, b)].block == (1,) for b in (1, 2, 5, 6))
+    assert all(cache.states.peek((tok, b)).block == (1,) for b in (1, 2, 5, 6))
+    cache.reset()
 
 
-def test_first_count_pass_alone_gives_ownership(monkeypatch):
+def test_first_count_pass_alone_gives_ownership():
     """Only the first pass over the blocks makes owners: a later count pass that reads a
     block in another worker must not make a second one."""
     import pyarrow as pa
 
     from vmi_spark.spark import backend as B
 
-    monkeypatch.setattr(B, "_WORKER_BLOCKS", B.OrderedDict())
-    monkeypatch.setattr(B, "_OWNED", {})
-    monkeypatch.setattr(B, "_worker_bytes", 0)
+    cache = B.worker_cache()
+    cache.reset()
     codes = np.array([[0, 1, 1], [1, 0, 1]], dtype=np.uint8)
     rb = pa.RecordBatch.from_pydict({
         "block_id": pa.array([7], pa.int64()), "n": pa.array([3], pa.int32()),
@@ -432,13 +427,14 @@ def test_first_count_pass_alone_gives_ownership(monkeypatch):
     expected[1] = [[0, 1], [1, 1]]
     got = np.frombuffer(out.column("counts")[0].as_py(), dtype=np.int64).reshape(2, 2, 2)
     assert (got == expected).all()
-    assert ("t", 7) in B._WORKER_BLOCKS and ("t", 7) not in B._OWNED
+    assert ("t", 7) in cache.blocks and ("t", 7) not in cache.owned
     first = B._count_fn(2, 2, 2, None, "t", grant=True)
     list(first(iter([rb])))
-    assert B._OWNED[("t", 7)] == 0
-    B._own(("t", 7), 3)
+    assert cache.owned[("t", 7)] == 0
+    cache.own(("t", 7), 3)
     list(first(iter([rb])))  # a first read never takes ownership back to 0
-    assert B._OWNED[("t", 7)] == 3
+    assert cache.owned[("t", 7)] == 3
+    cache.reset()
 
 
 def test_count_passes_sum_in_the_task_and_split_bulk_pair_counts(spark, monkeypatch):

@@ -24,6 +24,7 @@ from .bound import (
     run_block,
     whole_strides,
 )
+from .chunkstore import ChunkStore
 from .resources import process_cores
 
 _in_turn = map
@@ -67,8 +68,8 @@ class InMemoryBackend:
         starts = range(0, codes.shape[1], block_rows)
         self.blocks = [(np.ascontiguousarray(codes[:, s:s + block_rows]), y[s:s + block_rows],
                         None if w is None else w[s:s + block_rows]) for s in starts]
-        self.states: list[BlockState] | None = None
-        self.naive_states = [NaiveState() for _ in self.blocks]
+        #: every block's per-row state by (kind, block index), made at its first step
+        self.states = ChunkStore()
         self._map = map if map is not None else _in_turn
         #: :meth:`feature_counts`, counted at its first call (the rows never change)
         self._feature_counts: np.ndarray | None = None
@@ -100,11 +101,7 @@ class InMemoryBackend:
                                                          w))
 
     def run(self, ops: StepOps) -> np.ndarray:
-        if ops.pairwise and self.states is None:
-            self.states = [BlockState.initial(ops.prior, c.shape[1], c.shape[0])
-                           for c, _, _ in self.blocks]
-        states: list[BlockState] | list[NaiveState] = (
-            list(self.states or []) if ops.pairwise else self.naive_states)
+        states = [self._state(i, ops) for i in range(len(self.blocks))]
         total = np.zeros(self.num_features, dtype=np.int64)
         if self.weighted:  # wide sums: hi and lo added apart, exact as Python ints at the end
             wide_total = wide.zeros(self.num_features)
@@ -116,6 +113,22 @@ class InMemoryBackend:
                               zip(self.blocks, states)):
             total += part
         return total
+
+    def _state(self, i: int, ops: StepOps) -> BlockState | NaiveState:
+        """Block ``i``'s state for ``ops`` (pairwise running sums or naive posterior)."""
+        key = ("pairwise" if ops.pairwise else "naive", i)
+        state = self.states.get(key)
+        if state is None:
+            codes = self.blocks[i][0]
+            state = (BlockState.initial(ops.prior, codes.shape[1], codes.shape[0])
+                     if ops.pairwise else NaiveState())
+            self.states.put(key, state, 0)
+        return state
+
+    def kept_states(self, kind: str) -> list:
+        """The states of ``kind`` ("naive" or "pairwise") kept so far, in block order."""
+        return [self.states.peek((kind, i)) for i in range(len(self.blocks))
+                if (kind, i) in self.states]
 
     def pair_counts_many(self, fs: list[int]) -> np.ndarray:
         """(len(fs), D, A, A, L) int64 counts n(x_i = a, x_f = b, y) for every f in ``fs``."""
@@ -147,8 +160,7 @@ class InMemoryBackend:
 
     def close(self) -> None:
         """Forget the per-row states (the codes stay: nothing else is held)."""
-        self.states = None
-        self.naive_states = [NaiveState() for _ in self.blocks]
+        self.states.reset()
 
 
 class ThreadedBackend(InMemoryBackend):

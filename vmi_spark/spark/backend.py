@@ -30,7 +30,6 @@ The tables travel inside the pass's function, which Spark ships once per pass.
 from __future__ import annotations
 
 import uuid
-from collections import OrderedDict
 
 import numpy as np
 import pyarrow as pa
@@ -48,6 +47,7 @@ from ..core.bound import (
     pair_counts_many,
     pairwise_partials,
 )
+from ..core.chunkstore import ChunkStore
 from . import session
 from .blocks import WORKER_STATE_BYTES, decode_blocks, pair_count_chunks
 
@@ -59,127 +59,110 @@ COUNTS_SCHEMA = T.StructType([T.StructField("block_ids", T.ArrayType(T.LongType(
 #: bytes of decoded blocks one Python worker process keeps between passes
 WORKER_CACHE_BYTES = 1 << 30
 
-# Blocks a Python worker has seen, keyed by (run token, block id): Spark reuses its Python
-# workers between tasks, so a pass can score the blocks a worker already holds without
-# moving their codes from the JVM again.
-_WORKER_BLOCKS: OrderedDict = OrderedDict()
-_worker_bytes = 0
-# Which blocks this worker owns: key -> serial of the step pass in which it last scored the
-# block (0: read first in a count pass). The first pass of step ``s`` scores only the blocks
-# owned at ``s - 1``. Every step scores every block once (here or in the second pass), so
-# after a block's partition moved to another worker the old copy is recognised as stale and
-# dropped instead of being scored twice.
-_OWNED: dict = {}
-# Pairwise state a Python worker holds, keyed like the blocks: the posterior and the running
-# log sums of the block's rows after the features in ``state.block``. A pass takes a state
-# out while it updates it and puts it back only when the update is complete, so a failed
-# task leaves no half-updated state behind; the next pass rebuilds that block instead.
-_WORKER_STATES: OrderedDict = OrderedDict()
-_state_bytes = 0
-# (run token, pass serial) -> the block ids this worker has scored in that pass
-_SCORED: dict = {}
+class WorkerCache:
+    """What one Python worker keeps between passes: blocks it has seen, their pairwise
+    states, which blocks it owns and which it scored in the current pass.
+
+    Keys are (run token, block id). Spark reuses its Python workers between tasks, so a
+    pass can score the blocks a worker already holds without moving their codes from the
+    JVM again. ``owned``: block -> serial of the step pass in which this worker last scored
+    it (0: read first in a count pass); the first pass of step ``s`` scores only the blocks
+    owned at ``s - 1``. Every step scores every block once (here or in the second pass), so
+    after a block's partition moved to another worker the old copy is recognised as stale
+    and dropped instead of being scored twice. A pass takes a state out while it updates it
+    and puts it back only when the update is complete, so a failed task leaves no
+    half-updated state behind; the next pass rebuilds that block instead.
+    """
+
+    def __init__(self, budget: int = WORKER_CACHE_BYTES):
+        self.blocks = ChunkStore(budget)
+        self.states = ChunkStore(0)  # its budget is the pass's (:meth:`put_state`)
+        self.owned: dict = {}
+        self.scored: dict = {}  # (run token, pass serial) -> the block ids scored in it
+
+    def reset(self) -> None:
+        """Forget everything (tests; a worker never needs to)."""
+        self.blocks.reset()
+        self.states.reset()
+        self.owned.clear()
+        self.scored.clear()
+
+    def put(self, key, codes: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> None:
+        """Keep copies of a block's arrays (a block already kept stays as it is)."""
+        if key in self.blocks:
+            return
+        item = (np.array(codes, copy=True), np.array(y, copy=True),
+                None if w is None else np.array(w, copy=True))
+        self.blocks.put(key, item, _nbytes(item))
+        for gone in [k for k in self.owned if k not in self.blocks]:
+            del self.owned[gone]  # evicted: no longer owned
+
+    def get(self, key):
+        """The block's ``(codes, y, w)``, or None."""
+        return self.blocks.get(key)
+
+    def drop(self, key) -> None:
+        """Forget a block: its codes, its state and its ownership."""
+        self.blocks.take(key)
+        self.owned.pop(key, None)
+        self.states.take(key)
+
+    def own(self, key, serial: int, first_read: bool = False) -> None:
+        """Record that this worker scored the block in pass ``serial`` (or, ``first_read``,
+        read it in a count pass: serial 0 unless it already owns it)."""
+        if key not in self.blocks:
+            return
+        if first_read:
+            self.owned.setdefault(key, 0)
+        else:
+            self.owned[key] = serial
+
+    def owns(self, key, serial: int) -> bool:
+        """Whether this worker owns the block at pass ``serial``; a stale copy is dropped."""
+        owned = self.owned.get(key)
+        if owned is None:
+            return False
+        if owned != serial:
+            self.drop(key)
+            return False
+        return True
+
+    def put_state(self, key, state: BlockState, budget: int) -> None:
+        """Keep a block's state within ``budget`` bytes of states (oldest out first)."""
+        self.states.budget = budget
+        self.states.put(key, state, state.nbytes)
+
+    def scored_in(self, token: str, serial: int) -> set:
+        """The block ids scored in pass ``serial`` of run ``token`` (older passes forgotten)."""
+        for old in [k for k in self.scored if k[0] == token and k[1] != serial]:
+            del self.scored[old]
+        return self.scored.setdefault((token, serial), set())
+
+
+_WORKER = WorkerCache()
+
+
+def worker_cache() -> WorkerCache:
+    """This process's :class:`WorkerCache`. The passes' functions reach it only through this
+    module function: a closure naming the object would ship a copy of the driver's instead
+    of using the worker's own."""
+    return _WORKER
 
 
 def _nbytes(item) -> int:
     return sum(0 if a is None else a.nbytes for a in item)
 
 
-def _cache_put(key, codes: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> None:
-    global _worker_bytes
-    size = _nbytes((codes, y, w))
-    if key in _WORKER_BLOCKS or size > WORKER_CACHE_BYTES:
-        return
-    item = (np.array(codes, copy=True), np.array(y, copy=True),
-            None if w is None else np.array(w, copy=True))
-    _WORKER_BLOCKS[key] = item
-    _worker_bytes += size
-    while _worker_bytes > WORKER_CACHE_BYTES:
-        old_key, old = _WORKER_BLOCKS.popitem(last=False)
-        _worker_bytes -= _nbytes(old)
-        _OWNED.pop(old_key, None)
-
-
-def _cache_get(key):
-    item = _WORKER_BLOCKS.get(key)
-    if item is not None:
-        _WORKER_BLOCKS.move_to_end(key)
-    return item
-
-
-def _cache_drop(key) -> None:
-    """Forget a block: its codes, its state and its ownership."""
-    global _worker_bytes
-    item = _WORKER_BLOCKS.pop(key, None)
-    if item is not None:
-        _worker_bytes -= _nbytes(item)
-    _OWNED.pop(key, None)
-    _state_take(key)
-
-
-def _own(key, serial: int, first_read: bool = False) -> None:
-    """Record that this worker scored the block in pass ``serial`` (or, ``first_read``,
-    read it in a count pass: serial 0 unless it already owns it)."""
-    if key not in _WORKER_BLOCKS:
-        return
-    if first_read:
-        _OWNED.setdefault(key, 0)
-    else:
-        _OWNED[key] = serial
-
-
-def _owns(key, serial: int) -> bool:
-    """Whether this worker owns the block at pass ``serial``; a stale copy is dropped."""
-    owned = _OWNED.get(key)
-    if owned is None:
-        return False
-    if owned != serial:
-        _cache_drop(key)
-        return False
-    return True
-
-
-def _state_put(key, state: BlockState, budget: int) -> None:
-    global _state_bytes
-    _state_take(key)  # an older copy of the same block
-    if state.nbytes > budget:
-        return
-    _WORKER_STATES[key] = state
-    _state_bytes += state.nbytes
-    while _state_bytes > budget:
-        _, old = _WORKER_STATES.popitem(last=False)
-        _state_bytes -= old.nbytes
-
-
-def _state_peek(key) -> BlockState | None:
-    """The state kept for ``key``, left in place."""
-    return _WORKER_STATES.get(key)
-
-
-def _scored_in(token: str, serial: int) -> set:
-    """The block ids this worker has scored in pass ``serial`` (older passes forgotten)."""
-    for old in [k for k in _SCORED if k[0] == token and k[1] != serial]:
-        del _SCORED[old]
-    return _SCORED.setdefault((token, serial), set())
-
-
-def _state_take(key) -> BlockState | None:
-    global _state_bytes
-    state = _WORKER_STATES.pop(key, None)
-    if state is not None:
-        _state_bytes -= state.nbytes
-    return state
-
-
 def _blocks(rb: pa.RecordBatch, num_features: int, token: str, keep=None):
     """:func:`.blocks.decode_blocks`, each block also kept in this worker's cache
-    (:func:`_cache_put`); with ``keep`` (a masked backend's row mask) only the rows
+    (:meth:`WorkerCache.put`); with ``keep`` (a masked backend's row mask) only the rows
     ``keep(codes, y)`` keeps."""
     for bid, n, c, y, w in decode_blocks(rb, num_features):
         if keep is not None:
             m = keep(c, y)
             c, y, w = np.ascontiguousarray(c[:, m]), y[m], None if w is None else w[m]
             n = c.shape[1]
-        _cache_put((token, bid), c, y, w)
+        worker_cache().put((token, bid), c, y, w)
         yield bid, n, c, y, w
 
 
@@ -206,7 +189,7 @@ def _count_fn(num_features: int, arity: int, num_classes: int, pair_with, token:
         for rb in batches:
             for bid, _, codes, y, w in _blocks(rb, num_features, token, keep):
                 if grant:
-                    _own((token, bid), 0, first_read=True)
+                    worker_cache().own((token, bid), 0, first_read=True)
                 if pair_with is None:
                     c = feature_counts(codes, y, arity, num_classes, w)
                 elif isinstance(pair_with, list):
@@ -225,7 +208,7 @@ def _count_fn(num_features: int, arity: int, num_classes: int, pair_with, token:
 def _naive_scorers(ops: StepOps):
     """(score a block this worker holds by key, score codes read from the JVM)."""
     def held(key):
-        item = _cache_get(key)
+        item = worker_cache().get(key)
         return naive_partials(item[0], ops, None, item[2]) if item is not None else None
 
     def read(key, n, codes, y, w):
@@ -242,26 +225,26 @@ def _pairwise_scorers(ops: StepOps, shipped: StepOps, num_features: int, budget:
     tables = shipped.pair_log_tables
 
     def held(key):
-        item = _cache_get(key)
+        item = worker_cache().get(key)
         if item is None:
             return None
-        state = _state_peek(key)
+        state = worker_cache().states.peek(key)
         start = 0
         if state is not None and ops.block[:len(state.block)] == state.block:
             start = len(state.block)
         if not all(f in tables for f in ops.block[start:]):
             return None
-        state = _state_take(key)
+        state = worker_cache().states.take(key)
         if state is None:
             state = BlockState.initial(ops.prior, item[0].shape[1], num_features)
         out = pairwise_partials(item[0], item[1], state, shipped, item[2])
-        _state_put(key, state, budget)
+        worker_cache().put_state(key, state, budget)
         return out
 
     def read(key, n, codes, y, w):
         state = BlockState.initial(ops.prior, n, num_features)
         out = pairwise_partials(codes, y, state, ops, w)
-        _state_put(key, state, budget)
+        worker_cache().put_state(key, state, budget)
         return out
     return held, read
 
@@ -273,7 +256,7 @@ def _first_pass_fn(held, token: str, ids: list[int], serial: int):
     to pass, so a pass over each partition's own ids would find about half of the blocks
     in another worker whenever two tasks swap. Here every worker that runs a task looks at
     every id and scores, with ``held(key)``, the blocks it owns at ``serial - 1`` (see
-    :func:`_owns`), wherever their partition is. A block is scored at most once per worker
+    :meth:`WorkerCache.owns`), wherever their partition is. A block is scored at most once per worker
     and pass (two tasks can run in one worker one after the other); ``held`` returning None
     is a miss, and the driver reads the blocks nobody scored in a second pass.
     """
@@ -282,16 +265,17 @@ def _first_pass_fn(held, token: str, ids: list[int], serial: int):
             pass
         # module state only through module functions: a closure would ship copies of the
         # driver's (empty) dictionaries instead of using this worker's
-        done = _scored_in(token, serial)
+        cache = worker_cache()
+        done = cache.scored_in(token, serial)
         out_ids, outs = [], []
         for bid in ids:
             key = (token, bid)
-            if bid in done or not _owns(key, serial - 1):
+            if bid in done or not cache.owns(key, serial - 1):
                 continue
             out = held(key)
             if out is None:
                 continue
-            _own(key, serial)
+            cache.own(key, serial)
             done.add(bid)
             outs.append(out.tobytes())
             out_ids.append(bid)
@@ -310,7 +294,7 @@ def _second_pass_fn(read, num_features: int, token: str, serial: int, keep=None)
                 key = (token, bid)
                 outs.append(read(key, n, codes, y, w).tobytes())
                 ids.append(bid)
-                _own(key, serial)
+                worker_cache().own(key, serial)
             yield pa.RecordBatch.from_pydict({"block_id": pa.array(ids, pa.int64()),
                                               "partial": pa.array(outs, pa.binary())})
     return fn
@@ -327,7 +311,7 @@ class SparkBackend:
     execution = "passes"
 
     def __init__(self, blocks: DataFrame, num_features: int, arity: int, num_classes: int,
-                 describe=None, keep=None):
+                 describe=None, keep=None, state_budget: int = WORKER_STATE_BYTES):
         self.blocks = blocks
         #: the row mask of a masked backend (:meth:`masked`), or None: every row
         self.keep = keep
@@ -339,7 +323,8 @@ class SparkBackend:
         # identifies this run's blocks in the Python workers' caches
         self.token = uuid.uuid4().hex
         self.cache_hits: list[int] = []  # per pass: blocks scored from worker caches
-        self.state_budget = WORKER_STATE_BYTES
+        #: bytes of pairwise state each Python worker keeps between passes
+        self.state_budget = state_budget
         self._serial = 0  # step passes run: the version of the ownership they leave
         self._block_ids: list[int] = []
         self._slots: int | None = None
@@ -440,7 +425,7 @@ class SparkBackend:
         keeps (a picklable mask: :class:`vmi_spark.core.stability.HalfSample`), its own
         token, so its tasks keep the masked blocks apart from these."""
         return SparkBackend(self.blocks, self.num_features, self.arity, self.num_classes,
-                            self.describe, keep)
+                            self.describe, keep, self.state_budget)
 
     def notes(self) -> list[str]:
         """Nothing to report: a lost executor's blocks are re-read from the cache."""

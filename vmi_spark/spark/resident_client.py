@@ -26,6 +26,7 @@ from ..core.bound import (
     pair_counts_many,
     pairwise_partials,
 )
+from ..core.chunkstore import ChunkStore
 from ..core.stability import HalfSample
 from . import wire
 from .blocks import decode_blocks
@@ -64,18 +65,16 @@ class Task:
         self.prior: np.ndarray | None = None
         self.cond: np.ndarray | None = None
         self.tables: dict[int, np.ndarray] = {}
-        self.states: dict[int, BlockState] = {}
-        self.naive_states: dict[int, NaiveState] = {}
-        self.state_bytes = 0
+        # per-row states by (kind, block id): the first that fit the budget stay; a block
+        # beyond it rebuilds its state every step (from its codes: the same integers)
+        self.states = ChunkStore(state_budget, evict=False)
 
     def _view(self, mask: dict | None) -> None:
         """Hold the rows of ``mask`` (None: all of them); a new mask drops the states."""
         if mask == self.mask:
             return
         keep = None if mask is None else HalfSample.from_dict(mask)
-        self.states.clear()
-        self.naive_states.clear()
-        self.state_bytes = 0
+        self.states.reset()
         self.prior = self.cond = None  # tables of other rows: the driver sends them again
         self.tables = {}
         self.blocks = []  # the old view goes before the new one is made
@@ -133,33 +132,25 @@ class Task:
                 else:
                     add_split(hi, lo, p)
         except BaseException:
-            self.states.clear()  # a half-updated state must not be reused
-            self.naive_states.clear()
-            self.state_bytes = 0
+            self.states.reset()  # a half-updated state must not be reused
             raise
         return hi, lo
 
     def _state(self, bid: int, n: int) -> BlockState:
-        state = self.states.get(bid)
+        state = self.states.get(("pairwise", bid))
         if state is None:
             assert self.prior is not None
             state = BlockState.initial(self.prior, n, self.num_features)
-            size = state.nbytes
-            if self.state_bytes + size <= self.state_budget:
-                self.states[bid] = state
-                self.state_bytes += size
-            # else: a state used for this step only (rebuilt from the codes every step)
+            self.states.put(("pairwise", bid), state, state.nbytes)  # or used once
         return state
 
     def _naive_state(self, bid: int, n: int) -> NaiveState | None:
         """The block's naive posterior state, or None (rebuilt) when the budget is spent."""
-        state = self.naive_states.get(bid)
+        state = self.states.get(("naive", bid))
         if state is None:
-            size = 8 * n * self.num_classes
-            if self.state_bytes + size > self.state_budget:
+            state = NaiveState()  # empty until the step fills it: counted at its full size
+            if not self.states.put(("naive", bid), state, 8 * n * self.num_classes):
                 return None
-            state = self.naive_states[bid] = NaiveState()
-            self.state_bytes += size
         return state
 
 
