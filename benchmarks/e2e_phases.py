@@ -30,6 +30,7 @@ def main(argv=None):
         write_mixed_parquet(path, rows, cols)
         print("write", round(time.perf_counter() - t, 1), flush=True)
     s = R.spark()
+    from vmi_spark.core.encoding import SplitRequest
     from vmi_spark.spark import select as S
     from vmi_spark.spark.spark_source import SparkSource
     df = s.read.parquet(path)
@@ -41,7 +42,7 @@ def main(argv=None):
     print("stats", round(time.perf_counter() - t, 1), flush=True)
     to_bin = [c for c, v in zip(feats, st["values"]) if v is None]
     t = time.perf_counter()
-    source.quantile_splits(label, to_bin, 10, st["rows"], [])
+    source.quantile_splits(SplitRequest(label, tuple(to_bin), 10, st["rows"]))
     print("splits", len(to_bin), round(time.perf_counter() - t, 1), flush=True)
     t = time.perf_counter()
     run = S.run_selection(df, label, method="vmi_naive", num_features=k)

@@ -290,6 +290,29 @@ def column_binning(values: np.ndarray, num_bins: int, binning: str = "quantile",
 
 
 @dataclass(frozen=True)
+class SplitRequest:
+    """What the planner asks a row source for the bin edges (``PlanSource.quantile_splits``):
+    :func:`fit_sample` of the columns ``cols`` over the kept rows (a label, and no missing
+    value in ``skip_cols``), of a sample above :data:`SAMPLE_ROWS` of the ``rows`` rows
+    chosen by a hash of the label, ``cols`` and ``hash_extra``.
+
+    ``rule`` reads the sampled rows' label (``mdlp``; a continuous label, whose own edges
+    come back under its name); ``weight_scale``: with row weights, each sampled row counts
+    by its weight in units of that scale (:mod:`vmi_spark.core.weights`).
+    """
+
+    label: str
+    cols: tuple[str, ...]
+    num_bins: int
+    rows: int
+    skip_cols: tuple[str, ...] = ()
+    binning: str = "quantile"
+    rule: LabelRule | None = None
+    hash_extra: tuple[str, ...] = ()
+    weight_scale: int | None = None
+
+
+@dataclass(frozen=True)
 class LabelRule:
     """How the label of the sampled rows is read while bin edges are placed.
 

@@ -48,6 +48,7 @@ from .encoding import (
     ColumnPlan,
     EncodingPlan,
     LabelRule,
+    SplitRequest,
     TopValues,
     binned_plan,
     categorical_plan,
@@ -290,17 +291,9 @@ class PlanSource(Protocol):
         """One pass: :func:`vmi_spark.core.rows.column_stats_fn` merged over all rows."""
         ...
 
-    def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
-                        skip_cols: list[str], binning: str = "quantile",
-                        rule: LabelRule | None = None, hash_extra: list[str] | None = None,
-                        weight_scale: int | None = None
-                        ) -> dict[str, tuple[list[float], list[float]]]:
-        """:func:`vmi_spark.core.encoding.fit_sample` of the columns ``cols`` over the
-        kept rows (a sample of them above ``SAMPLE_ROWS``, chosen by a hash of the label,
-        ``cols`` and ``hash_extra``); the label maps to its own when ``rule`` makes it
-        continuous. ``rule`` gives the sampled rows' classes (``mdlp``, continuous labels).
-        With row weights (``weight_scale``, :mod:`vmi_spark.core.weights`) each sampled row
-        counts by its weight in units of that scale."""
+    def quantile_splits(self, req: SplitRequest) -> dict[str, tuple[list[float], list[float]]]:
+        """The split points of :class:`~vmi_spark.core.encoding.SplitRequest` by column
+        (and the label's own when ``req.rule`` makes it continuous)."""
         ...
 
     def top_values(self, label: str, cols: list[str], most: int,
@@ -566,10 +559,9 @@ def _binned(label: str, label_type: ValueType, decision: LabelDecision, classes:
     splits: dict[str, tuple[list[float], list[float]]] = {}
     if to_bin or continuous:
         # a label alone is sampled by the hash of whole rows, not of the label's value
-        extra = {} if weight_scale is None else {"weight_scale": weight_scale}
-        splits = source.quantile_splits(label, to_bin, params["num_bins"], rows, skip_cols,
-                                        params["binning"], rule=rule,
-                                        hash_extra=[] if to_bin else features, **extra)
+        splits = source.quantile_splits(SplitRequest(
+            label, tuple(to_bin), params["num_bins"], rows, tuple(skip_cols),
+            params["binning"], rule, () if to_bin else tuple(features), weight_scale))
     label_edges = label_spikes = None
     if continuous:
         label_edges, label_spikes = (list(x) for x in splits.get(label, ([], [])))
@@ -628,13 +620,11 @@ class TableRows:
         for rb in self.batches():
             yield kept_rows(rb, bool(skip_cols), self.weight_col is not None)
 
-    def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
-                        skip_cols: list[str], binning: str = "quantile",
-                        rule: LabelRule | None = None, hash_extra: list[str] | None = None,
-                        weight_scale: int | None = None
-                        ) -> dict[str, tuple[list[float], list[float]]]:
+    def quantile_splits(self, req: SplitRequest) -> dict[str, tuple[list[float], list[float]]]:
         """:func:`vmi_spark.core.encoding.fit_sample` over all kept rows (by weight, with
         row weights)."""
+        label, cols, rows, rule, weight_scale = (req.label, req.cols, req.rows, req.rule,
+                                                 req.weight_scale)
         if rows > SAMPLE_ROWS and not self._sample_all:
             raise AssertionError(f"rows in memory are planned without a sample: at most "
                                  f"{SAMPLE_ROWS} rows")
@@ -642,7 +632,7 @@ class TableRows:
         values: list[list[np.ndarray]] = [[] for _ in cols]
         keys: list[np.ndarray] = []
         weights: list[np.ndarray] = []
-        for rb in self._kept(skip_cols):
+        for rb in self._kept(list(req.skip_cols)):
             for i, c in enumerate(cols):
                 values[i].append(doubles(rb.column(pos[c])))
             if rule is not None:
@@ -652,7 +642,7 @@ class TableRows:
         cat = [np.concatenate(v) if v else np.empty(0) for v in values]
         wts = None if weight_scale is None else (
             np.concatenate(weights) if weights else np.empty(0, np.int64))
-        label_split, fitted = fit_sample(cat, num_bins, binning,
+        label_split, fitted = fit_sample(cat, req.num_bins, req.binning,
                                          np.concatenate(keys) if rule is not None else None, rule,
                                          wts)
         out = dict(zip(cols, fitted))

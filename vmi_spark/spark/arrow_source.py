@@ -39,6 +39,7 @@ from ..core import encoding
 from ..core.encoding import (
     EncodingPlan,
     LabelRule,
+    SplitRequest,
     TopValues,
     doubles,
     fit_sample,
@@ -521,20 +522,15 @@ class BatchReader:
             first.add(rb, at)
         return [c for c, v in zip(numeric, first.values) if v is None]
 
-    def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
-                        skip_cols: list[str], binning: str = "quantile",
-                        rule: LabelRule | None = None, hash_extra: list[str] | None = None,
-                        weight_scale: int | None = None
-                        ) -> dict[str, tuple[list[float], list[float]]]:
+    def quantile_splits(self, req: SplitRequest) -> dict[str, tuple[list[float], list[float]]]:
         """The split points (see :func:`_quantile_splits`), or those :meth:`column_stats`
         placed in its pass when they are the same (see there)."""
         if self._presampled is not None:
             key, splits = self._presampled
-            if (key == (tuple(cols), rows, num_bins, binning) and not skip_cols
-                    and rule is None):
+            if (key == (req.cols, req.rows, req.num_bins, req.binning) and not req.skip_cols
+                    and req.rule is None):
                 return dict(splits)
-        return _quantile_splits(self, label, cols, num_bins, rows, skip_cols, binning, rule,
-                                hash_extra or [], weight_scale)
+        return _quantile_splits(self, req)
 
     def encode_blocks(self, plan: EncodingPlan, block_rows: int,
                       skip_cols: list[str], partitions: int | None = None) -> DataFrame:
@@ -806,10 +802,7 @@ def _splits_of(result, label: str, feats: list[str]) -> dict[str, tuple[list[flo
     return out
 
 
-def _quantile_splits(reader: BatchReader, label: str, feats: list[str], num_bins: int,
-                     rows: int, skip_cols: list[str], binning: str = "quantile",
-                     rule: LabelRule | None = None, hash_extra: tuple[str, ...] | list[str] = (),
-                     weight_scale: int | None = None
+def _quantile_splits(reader: BatchReader, req: SplitRequest
                      ) -> dict[str, tuple[list[float], list[float]]]:
     """The split points over a :class:`BatchReader`'s rows: the same rows are sampled as by
     :meth:`vmi_spark.spark.spark_source.SparkSource.quantile_splits`
@@ -820,14 +813,16 @@ def _quantile_splits(reader: BatchReader, label: str, feats: list[str], num_bins
     split points are computed where they land (:func:`_fit_fn`), so no more than a chunk
     of the sample is in one place.
     """
+    label, feats, skip_cols, rule = req.label, list(req.cols), list(req.skip_cols), req.rule
+    weight_scale = req.weight_scale
     # the rows build_plan keeps: a label, and (handleInvalid skip) no missing value in skip_cols
-    extra = [c for c in hash_extra if c not in feats]
+    extra = [c for c in req.hash_extra if c not in feats]
     read_cols = [label, *feats, *extra]
     read_cols += [c for c in skip_cols if c not in read_cols]
     weighted = reader.weight_col is not None
     read = reader.read(reader._cols(read_cols))
     chunks = _chunks(len(feats), rule)
-    threshold = _threshold(rows)
+    threshold = _threshold(req.rows)
 
     def sample(unit_batches):
         sampler = _Sampler(len(feats), 1 + len(feats) + len(extra), threshold,
@@ -837,6 +832,6 @@ def _quantile_splits(reader: BatchReader, label: str, feats: list[str], num_bins
             sampler.add(rb)
         yield from sampler.rows()
 
-    result = _fitted(reader.frame().mapInArrow(sample, _SAMPLE_SCHEMA), chunks, num_bins,
-                     binning, rule, reader.slots, weighted)
+    result = _fitted(reader.frame().mapInArrow(sample, _SAMPLE_SCHEMA), chunks, req.num_bins,
+                     req.binning, rule, reader.slots, weighted)
     return _splits_of(result, label, feats)

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..core import encoding
-from ..core.encoding import EncodingPlan, LabelRule, TopValues, fit_sample, label_keys
+from ..core.encoding import EncodingPlan, SplitRequest, TopValues, fit_sample, label_keys
 from ..core.planning import FLOATING
 from ..core.rows import column_stats_fn, feature_array, merge_stats, typed_array
 from ..core.weights import FRACTION_SCALE, units
@@ -210,19 +210,17 @@ class SparkSource(SparkRows):
         parts = [json.loads(r[0]) for r in frame.collect()]
         return merge_stats(parts, d, max_categories, max_classes)
 
-    def quantile_splits(self, label: str, cols: list[str], num_bins: int, rows: int,
-                        skip_cols: list[str], binning: str = "quantile",
-                        rule: LabelRule | None = None, hash_extra: list[str] | None = None,
-                        weight_scale: int | None = None
-                        ) -> dict[str, tuple[list[float], list[float]]]:
+    def quantile_splits(self, req: SplitRequest) -> dict[str, tuple[list[float], list[float]]]:
         """Split points of the kept rows (:func:`vmi_spark.core.encoding.fit_sample`):
         of all of them or, above :data:`~vmi_spark.core.encoding.SAMPLE_ROWS` rows, of a
         hashed sample. With a continuous label (``rule``), ``label`` maps to its own.
         With row weights each sampled row counts by its weight units (``weight_scale``);
         the hash is of the row's values, not its weight, and the sample is drawn over the
         rows (``rows`` is their number)."""
-        hashed = [label, *cols, *(hash_extra or [])]
-        df = prepare_frame(self.kept(label, skip_cols), label, hashed[1:], self.weight_col)
+        label, cols, rows, rule = req.label, list(req.cols), req.rows, req.rule
+        num_bins, binning, weight_scale = req.num_bins, req.binning, req.weight_scale
+        hashed = [label, *cols, *req.hash_extra]
+        df = prepare_frame(self.kept(label, list(req.skip_cols)), label, hashed[1:], self.weight_col)
         sample = df
         if rows > encoding.SAMPLE_ROWS:
             # keep a row iff a hash of its content falls below a threshold: the same rows
