@@ -39,8 +39,9 @@ from ..core.greedy import Backend
 from ..core.stability import HalfSample
 from ..errors import InputError
 from ..params import Settings
-from .arrow_source import ParquetReader, ParquetSource, parquet_source
+from .arrow_source import ParquetReader, ParquetSource, parquet_source, plain_parquet_scan
 from .backend import SparkBackend
+from .compat import arrow_reader_note
 from .driver import (
     DRIVER_CELLS,
     DRIVER_PAIR_BYTES,
@@ -151,6 +152,9 @@ def choose_rows(df: DataFrame, label: str, features: list[str] | None,
                              weight_col=weight_col)
     else:
         rows = SparkSource(df, weight_col)
+    old_pyarrow = arrow_reader_note() if auto else None
+    if old_pyarrow is not None and rows.read_by == "spark" and plain_parquet_scan(df):
+        notes = [*notes, old_pyarrow]  # the pyarrow reader would have read this input
     return RowRoute(df, schema, names, rows, None, notes, weight_col)
 
 

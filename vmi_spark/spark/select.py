@@ -28,9 +28,7 @@ from ..params import Settings
 from ..run import run_planned
 from .arrow_source import (
     ParquetSource,
-    plain_parquet_scan,
 )
-from .compat import arrow_reader_note
 from .grid import grid_plan
 from .plan import RowSource, plan_from_schema
 from .routes import (
@@ -191,10 +189,6 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
     plan = planned.plan
     notes = route.notes + planned.notes + _plan_notes(plan, settings.style)
     log.info("label '%s': %s (%s)", label, plan.label_type, planned.label.reason)
-    old_pyarrow = (arrow_reader_note() if settings.reader == "auto" and route.read_by == "spark"
-                   else None)
-    if old_pyarrow is not None and plain_parquet_scan(route.df):
-        notes.append(old_pyarrow)  # the pyarrow reader would have read this input
     for n in notes:
         warnings.warn(n, UserWarning, stacklevel=2)
     execution = choose_execution(plan, route, settings)
