@@ -572,3 +572,31 @@ def test_a_broken_cache_never_fails_a_run(tmp_path, broken):
     backend, cached, _, same = json.loads(again.stdout.splitlines()[-1])
     assert (backend, cached, same) == ("numba", True, True)
     assert again.stdout.splitlines()[-1] == first.stdout.splitlines()[-1]
+
+
+@numba_only
+def test_the_loops_cache_is_never_put_in_the_working_directory(tmp_path, monkeypatch):
+    """numba's user-wide cache is ``$XDG_CACHE_HOME/numba``: with ``XDG_CACHE_HOME`` set but
+    empty that is ``numba/`` in the working directory, which numba creates. The package's
+    locator refuses it (the loops then compile in the process); an absolute
+    ``XDG_CACHE_HOME`` is used as numba would."""
+    from numba.core.caching import UserWideCacheLocator
+
+    from vmi_spark.core import kernels_numba as kn
+
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("XDG_CACHE_HOME", "")
+    fn, src = kn.count_ways, kn.__file__
+    assert kn._UserWide.from_function(fn, src) is None
+    assert list(work.iterdir()) == []
+    assert kn._Zip.from_function(fn, src) is None  # not in a zip either way
+    assert UserWideCacheLocator.from_function(fn, src) is not None  # numba's own ...
+    assert (work / "numba").is_dir()  # ... fills the working directory
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    found = kn._UserWide.from_function(fn, src)
+    assert found is not None
+    assert found.get_cache_path().startswith(str(tmp_path / "cache" / "numba"))
+    assert kn._UserWide in kn._CacheImpl._locator_classes
+    assert UserWideCacheLocator not in kn._CacheImpl._locator_classes

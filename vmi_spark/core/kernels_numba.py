@@ -15,7 +15,9 @@ numba looks for the cache directory in this order: ``NUMBA_CACHE_DIR`` when set,
 ``__pycache__`` beside this file (where Python puts its bytecode), else numba's user-wide
 cache (``$XDG_CACHE_HOME/numba``, by default ``~/.cache/numba``: a read-only install
 writes its compiled loops there, a few MB; set ``NUMBA_CACHE_DIR`` to put them elsewhere).
-This package sets none of them. Where there is no writable cache directory the loops are
+This package sets none of them, and never lets numba's user-wide cache be a relative path
+(an empty ``XDG_CACHE_HOME`` makes it ``numba/`` in the working directory:
+:class:`_AbsoluteUserWide`). Where there is no writable cache directory the loops are
 compiled in every process instead (``CACHE`` is False), and a cache entry that cannot be
 read or written later (:class:`_SafeCache`) is compiled in the process with a warning:
 a cache never fails a run. Everything a cached loop calls is a module global here, the
@@ -33,14 +35,21 @@ numpy ones, which use those directly, on every run.
 from __future__ import annotations
 
 import logging
+import os
 
 import numba
 import numba.core.errors
 import numpy as np
 from llvmlite import ir
 from numba.core import types
-from numba.core.caching import FunctionCache
+from numba.core.caching import (
+    CompileResultCacheImpl,
+    FunctionCache,
+    UserWideCacheLocator,
+    ZipCacheLocator,
+)
 from numba.extending import intrinsic
+from numba.misc.appdirs import AppDirs
 
 from . import explog
 from .kernels_numpy import SCALE, TINY, own_and_other_posteriors, pair_posterior_np
@@ -74,17 +83,42 @@ def count_ways(rows: int, cells: int) -> int:
     return 1
 
 
+class _AbsoluteUserWide:
+    """A numba cache locator that uses numba's user-wide cache directory only where it is
+    an absolute path. numba takes ``$XDG_CACHE_HOME/numba``; with ``XDG_CACHE_HOME`` set
+    but empty that is ``numba/`` relative to the working directory, which numba would
+    create and fill wherever the job happens to run."""
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if not os.path.isabs(AppDirs(appname="numba", appauthor=False).user_cache_dir):
+            return None
+        return super().from_function(py_func, py_file)  # type: ignore[misc]
+
+
+class _UserWide(_AbsoluteUserWide, UserWideCacheLocator):
+    """:class:`_AbsoluteUserWide` for an installed package."""
+
+
+class _Zip(_AbsoluteUserWide, ZipCacheLocator):
+    """:class:`_AbsoluteUserWide` for a package imported from a zip (Spark's py-files)."""
+
+
+class _CacheImpl(CompileResultCacheImpl):
+    """numba's cache of compiled functions, with the user-wide locators above."""
+
+    _locator_classes = [_UserWide if c is UserWideCacheLocator else _Zip
+                        if c is ZipCacheLocator else c
+                        for c in CompileResultCacheImpl._locator_classes]
+
+
 def _caches() -> bool:
     """Whether numba finds a writable cache directory for this file's loops."""
     try:
-        numba.njit(cache=True)(_caches)
+        _SafeCache(_caches)
     except RuntimeError:  # no writable cache directory: compile in every process instead
         return False
     return True
-
-
-#: the compiled loops are cached (see the module's docstring)
-CACHE = _caches()
 
 
 class _SafeCache(FunctionCache):
@@ -93,7 +127,10 @@ class _SafeCache(FunctionCache):
     compiled instead, and a loop whose compiled code cannot be saved (disk full, the
     directory gone or made read-only since :func:`_caches` looked) stops saving and runs
     the code just compiled. numba itself lets such an ``OSError`` or unpickling error out
-    of the call (it swallows only Windows' sharing errors)."""
+    of the call (it swallows only Windows' sharing errors). Its locators never put the
+    cache in the working directory (:class:`_CacheImpl`)."""
+
+    _impl_class = _CacheImpl
 
     def load_overload(self, sig, target_context):
         try:
@@ -112,6 +149,10 @@ class _SafeCache(FunctionCache):
                 raise
             self.disable()
             _cache_failed("write", exc)
+
+
+#: the compiled loops are cached (see the module's docstring)
+CACHE = _caches()
 
 
 def _numba_error(exc: BaseException) -> bool:
