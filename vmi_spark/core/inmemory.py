@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import wide
+from .blockstore import BlockStore
 from .bound import (
     MAX_BLOCK_ROWS,
     BlockState,
@@ -24,7 +25,6 @@ from .bound import (
     run_block,
     whole_strides,
 )
-from .chunkstore import ChunkStore
 from .resources import process_cores
 
 _in_turn = map
@@ -69,7 +69,7 @@ class InMemoryBackend:
         self.blocks = [(np.ascontiguousarray(codes[:, s:s + block_rows]), y[s:s + block_rows],
                         None if w is None else w[s:s + block_rows]) for s in starts]
         #: every block's per-row state by (kind, block index), made at its first step
-        self.states = ChunkStore()
+        self.states = BlockStore()
         self._map = map if map is not None else _in_turn
         #: :meth:`feature_counts`, counted at its first call (the rows never change)
         self._feature_counts: np.ndarray | None = None

@@ -38,6 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..core import wide
+from ..core.blockstore import BlockStore
 from ..core.bound import (
     BlockState,
     StepOps,
@@ -47,7 +48,6 @@ from ..core.bound import (
     pair_counts_many,
     pairwise_partials,
 )
-from ..core.chunkstore import ChunkStore
 from . import session
 from .blocks import WORKER_STATE_BYTES, decode_blocks, pair_count_chunks
 
@@ -75,8 +75,8 @@ class WorkerCache:
     """
 
     def __init__(self, budget: int = WORKER_CACHE_BYTES):
-        self.blocks = ChunkStore(budget)
-        self.states = ChunkStore(0)  # its budget is the pass's (:meth:`put_state`)
+        self.blocks = BlockStore(budget)
+        self.states = BlockStore(0)  # its budget is the pass's (:meth:`put_state`)
         self.owned: dict = {}
         self.scored: dict = {}  # (run token, pass serial) -> the block ids scored in it
 

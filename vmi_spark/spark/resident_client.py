@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..core import wide
+from ..core.blockstore import BlockStore
 from ..core.bound import (
     BlockState,
     NaiveState,
@@ -26,7 +27,6 @@ from ..core.bound import (
     pair_counts_many,
     pairwise_partials,
 )
-from ..core.chunkstore import ChunkStore
 from ..core.stability import HalfSample
 from . import wire
 from .blocks import decode_blocks
@@ -67,7 +67,7 @@ class Task:
         self.tables: dict[int, np.ndarray] = {}
         # per-row states by (kind, block id): the first that fit the budget stay; a block
         # beyond it rebuilds its state every step (from its codes: the same integers)
-        self.states = ChunkStore(state_budget, evict=False)
+        self.states = BlockStore(state_budget, evict=False)
 
     def _view(self, mask: dict | None) -> None:
         """Hold the rows of ``mask`` (None: all of them); a new mask drops the states."""

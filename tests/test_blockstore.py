@@ -1,4 +1,4 @@
-"""The store every execution keeps chunks and states in (:mod:`vmi_spark.core.chunkstore`),
+"""The store every execution keeps blocks and states in (:mod:`vmi_spark.core.blockstore`),
 against a plain list model written in the test, and the Python worker's cache built on it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vmi_spark.core.chunkstore import ChunkStore
+from vmi_spark.core.blockstore import BlockStore
 
 ops = st.lists(st.tuples(st.sampled_from(["put", "get", "peek", "take"]),
                          st.integers(0, 5), st.integers(0, 12)), max_size=60)
@@ -16,7 +16,7 @@ ops = st.lists(st.tuples(st.sampled_from(["put", "get", "peek", "take"]),
 @settings(max_examples=300, deadline=None)
 @given(ops=ops, budget=st.sampled_from([None, 0, 7, 20]), evict=st.booleans())
 def test_store_follows_the_list_model(ops, budget, evict):
-    store, rows = ChunkStore(budget, evict), []  # rows: the model, (key, item, size)
+    store, rows = BlockStore(budget, evict), []  # rows: the model, (key, item, size)
 
     def total():
         return sum(r[2] for r in rows)
