@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("sklearn")
 pytest.importorskip("scipy")
 
-from vmi_spark.experiments import cv, paper, synthetic  # noqa: E402
+from vmi_spark.experiments import cv, paper, tree  # noqa: E402
 from vmi_spark.experiments import datasets as D  # noqa: E402
 from vmi_spark.experiments.__main__ import main  # noqa: E402
 
@@ -80,11 +80,11 @@ def test_paper_table5_complete():
 
 
 def test_exact_mi_matches_monte_carlo():
-    exact = synthetic.exact_mi_table()
+    exact = tree.exact_mi_table()
     for f in ("x1", "x2", "x4", "x8"):
-        assert abs(exact[f] - synthetic.monte_carlo_mi(f, n=400_000, seed=1)) < 0.005
+        assert abs(exact[f] - tree.monte_carlo_mi(f, n=400_000, seed=1)) < 0.005
     # the paper's table is a 100,000-sample estimate of the same quantities
-    assert np.allclose([exact[f] for f in synthetic.FEATURES], paper.SYNTHETIC_MI, atol=0.005)
+    assert np.allclose([exact[f] for f in tree.FEATURES], paper.SYNTHETIC_MI, atol=0.005)
     assert sorted(exact, key=lambda f: -exact[f])[:3] == ["x1", "x4", "x5"]
 
 
@@ -103,16 +103,16 @@ def test_spark_selector_matches_core_all_methods(spark):
 
 
 def test_synthetic_on_spark(spark, tmp_path):
-    rows = synthetic.run_selection_seeds(seeds=(0,), num_rows=2000, spark=spark, log=None)
+    rows = tree.run_selection_seeds(seeds=(0,), num_rows=2000, spark=spark, log=None)
     r = rows[0]
     assert set(r["vmi"]) == {"histogram", "kde"} and len(r["mim"]) == 9
     for v in r["vmi"].values():
         assert v["order"][0] == "x1" and len(v["blocks"]) == 9
-    cont = synthetic.continuation(0, num_rows=2000, estimator="kde", spark=spark)
+    cont = tree.continuation(0, num_rows=2000, estimator="kde", spark=spark)
     assert cont["first_block_matches_spark"] and len(cont["cont_scores"]) == 9
-    text = synthetic.report_markdown(rows, conts=[cont])
+    text = tree.report_markdown(rows, conts=[cont])
     assert "| seed |" in text and "new block at 4" in text
-    png = synthetic.plot_bound([cont], str(tmp_path / "b.png"))
+    png = tree.plot_bound([cont], str(tmp_path / "b.png"))
     assert Path(png).stat().st_size > 1000
 
 

@@ -24,7 +24,7 @@ import os
 import sys
 import time
 
-from . import cv, synthetic
+from . import cv, tree
 from . import datasets as D
 from .selectors import ALL_METHODS, core_selector, local_spark, make_spark_selector
 
@@ -114,16 +114,16 @@ def _synthetic_section(args: argparse.Namespace, spark, figdir: str | None, t0: 
     ts = time.perf_counter()
     seeds = tuple(range(args.seeds or (1 if args.quick else 5)))
     _log(f"[{ts - t0:7.1f}s] synthetic tree model, seeds {list(seeds)} (Spark run_selection)")
-    rows = synthetic.run_selection_seeds(seeds, spark=spark(), log=_log)
-    table = synthetic.mi_table(20_000 if args.quick else 100_000, spark=spark())
-    conts = [synthetic.continuation(0, estimator=e, spark=spark())
+    rows = tree.run_selection_seeds(seeds, spark=spark(), log=_log)
+    table = tree.mi_table(20_000 if args.quick else 100_000, spark=spark())
+    conts = [tree.continuation(0, estimator=e, spark=spark())
              for e in (("histogram",) if args.quick else ("histogram", "kde"))]
     fig = None
     if figdir:
         fig = os.path.join(figdir, "synthetic_bound.png")
-        synthetic.plot_bound(conts, fig)
+        tree.plot_bound(conts, fig)
         _log(f"wrote {fig}")
-    syn_text = "\n" + synthetic.report_markdown(
+    syn_text = "\n" + tree.report_markdown(
         rows, table=table, conts=conts,
         figure=os.path.relpath(fig, os.path.dirname(args.out) or ".") if fig else None)
     if args.quick:
