@@ -73,7 +73,9 @@ def test_mix_log_sums_is_the_rounded_log_mixture():
     for i in range(6):
         mix = np.array([post[0, k] * cond[i, codes[i, k], 0] + post[1, k] * cond[i, codes[i, k], 1]
                         for k in range(4000)])
-        assert got[i] == int(np.sum(np.rint(np.log(mix) * 2.0**32)))
+        # the step log (explog.tlog) rounds to the same integer as the C library's log
+        # but on a few rows in a million, and then to the next one
+        assert abs(got[i] - int(np.sum(np.rint(np.log(mix) * 2.0**32)))) <= 1
 
 
 @pytest.mark.parametrize("m", [1, 3, 6])

@@ -18,16 +18,20 @@ their arguments at 1e-300); ``exp`` for x <= 709 (larger x is taken as 709; the 
 arguments are below log N) and x < -708 gives 0.0 (including -inf), a change of at most
 1e-307 absolute.
 
-:func:`tlog` is a second log, table-driven and without division (issue 46): x = 2**k z
-with z in [0.6875, 1.375), c the centre of z's stretch of 128 (1.0 for the two next to
-1; :mod:`.logtable`), log x = k ln2 + log c + log1p((z - c) * (1/c)), log c held as a high
-part on the 2**-43 grid (k * LN2_HI + log c exact) and a low part, log1p(r) - r by
-Taylor's polynomial to r**8 (|r| <= 2**-7). Same operations in numpy and numba (bit for
-bit, tested), within one ulp of the correctly rounded log (mpmath; 0.17% of 60,000
-sampled inputs one ulp away, against 3.9% for :func:`log`). It is not used by the loops:
-on this project's Xeon (AVX2) its four table gathers cost more than fdlibm's division
-(``benchmarks/results/s46_tlog_ab.json``, docs/performance.md). Out-of-domain inputs give
-the same meaningless values as :func:`log`, except -0.0.
+The step loops' log is :func:`tlog` (issue 46), table-driven and without division. Each
+of its values is only ever turned into rint(2**32 tlog(x)) and summed as an integer, so
+it needs a small absolute error, not the last bit of a double: x = 2**k z with z in
+[1, 2), c = 1 + (i + 1/2) / 256 the centre of z's stretch (i its leading 8 mantissa bits,
+c computed from them), r = (z - c) * (1/c) (z - c exact), and log x = (k ln2 + log c) +
+(r + (k ln2_lo + r**2 (-1/2 + r (1/3 - r/4)))): Taylor's polynomial to r**4, |r| <=
+2**-9. Two table values a log (:mod:`.logtable`: 1/c and log c, rounded to nearest), so two
+gathers in a vectorised loop, against fdlibm's division. Its error against the correctly
+rounded log is below 2**-46 for |log x| < 16 and within 1.05 ulps of the result beyond
+(2**-43 at log 1e-300; fdlibm's: 2**-50 and 2**-45), so rint(2**32 tlog(x)) is that of
+:func:`log` on all but 1 to 5 inputs in a million, and then 1 away (tested;
+docs/performance.md). Same operations in numpy and numba (bit for bit, tested). Domain:
+normal positive finite x (the callers floor at 1e-300); other inputs give meaningless
+values.
 
 References
 ----------
@@ -41,9 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 from .logtable import INVC as TLOG_INVC
-from .logtable import LOGC_HI as TLOG_HI
-from .logtable import LOGC_LO as TLOG_LO
-from .logtable import C as TLOG_C
+from .logtable import LOGC as TLOG_LOGC
 
 #: 1.5 * 2**52: for |v| < 2**51, v + SHIFT is v rounded to an integer (ties to even),
 #: which is then the low bits of its representation
@@ -73,15 +75,16 @@ BIT52 = 1 << 52
 ONE_BITS = 0x3FF0000000000000
 
 
-#: :func:`tlog`: z = x / 2**k is taken in [0.6875, 1.375) (the bits of 0.6875)
-TLOG_OFF = 0x3FE6000000000000
-#: :func:`tlog`: the table index is the 7 bits below the exponent of bits(x) - TLOG_OFF
-TLOG_SHIFT = 45
-TLOG_MASK = 127
-TLOG_EXP = -(1 << 52)  # the bits above the mantissa, as an int64
-#: log1p(r) - r = r**2 * (T2 + r * (T3 + ... + r * T8)): Taylor's coefficients rounded
-#: to nearest (|r| <= 2**-7: the dropped terms are below 2**-59 |log1p(r)|)
-T2, T3, T4, T5, T6, T7, T8 = (-1 / 2, 1 / 3, -1 / 4, 1 / 5, -1 / 6, 1 / 7, -1 / 8)
+#: :func:`tlog`: the table index is the 8 leading mantissa bits
+TLOG_SHIFT = 44
+TLOG_MASK = 255
+#: :func:`tlog`: the bits of c = 1 + (i + 1/2) / 256 below the exponent: the index bits
+#: of z and the bit below them
+TLOG_CBITS = MANTISSA & ~((1 << TLOG_SHIFT) - 1)
+TLOG_HALF = 1 << (TLOG_SHIFT - 1)
+#: log1p(r) - r = r**2 * (T2 + r * (T3 + r * T4)): Taylor's coefficients rounded to
+#: nearest (|r| <= 2**-9: the dropped terms are below 2**-47)
+T2, T3, T4 = (-1 / 2, 1 / 3, -1 / 4)
 
 
 #: values per numpy chunk: the temporaries stay small (heap, cache) instead of fresh pages
@@ -193,38 +196,37 @@ def _log(x: np.ndarray) -> np.ndarray:
 
 
 def _tlog(x: np.ndarray) -> np.ndarray:
-    """x = 2**k z with z in [0.6875, 1.375); c the centre of z's stretch (of 128, by the
-    leading mantissa bits; :mod:`.logtable`); log x = k ln2 + log c + log1p(r) with
-    r = (z - c) / c computed as (z - c) * (1/c), z - c exact (Sterbenz), no division. The
-    scalar version (:func:`compile_scalar`) does the same operations in the same order."""
+    """x = 2**k z, z in [1, 2); c the centre of z's stretch of 256 (from its leading
+    mantissa bits); log x = (k ln2_hi + log c) + (r + (k ln2_lo + log1p(r) - r)) with
+    r = (z - c) * (1/c), z - c exact, no division. The scalar version
+    (:func:`compile_tlog`) does the same operations in the same order."""
     bits = x.view(np.int64)
-    tmp = bits - TLOG_OFF
-    i = tmp >> TLOG_SHIFT
+    i = bits >> TLOG_SHIFT
     i &= TLOG_MASK
-    k = tmp >> 52
-    tmp &= TLOG_EXP
-    np.subtract(bits, tmp, out=tmp)
-    z = tmp.view(np.float64)
-    z -= TLOG_C.take(i)
-    z *= TLOG_INVC.take(i)               # r = (z - c) * invc
+    k = bits >> 52
+    k -= 1023
+    z = bits & MANTISSA
+    z |= ONE_BITS
+    c = bits & TLOG_CBITS
+    c |= ONE_BITS | TLOG_HALF
+    r = z.view(np.float64)
+    r -= c.view(np.float64)
+    r *= TLOG_INVC.take(i)               # r = (z - c) * invc
     k += SHIFT_BITS
     dk = k.view(np.float64)
     dk -= SHIFT                          # k as a float64
-    w = dk * LN2_HI
-    w += TLOG_HI.take(i)                 # w = k * LN2_HI + logc_hi (exact)
-    hi = w + z                           # hi = w + r
-    w -= hi
-    w += z                               # lo = (w - hi) + r
-    dk *= LN2_LO
-    dk += TLOG_LO.take(i)                # k * LN2_LO + logc_lo
-    w += dk                              # lo = lo + (...)
-    p = _horner(z, (T8, T7, T6, T5, T4, T3))  # r * (T3 + r * (... + r * T8))
-    p += T2
-    z *= z                               # r * r
-    p *= z                               # (r * r) * (T2 + ...)
-    w += p                               # lo + p
-    w += hi                              # (lo + p) + hi
-    return w
+    p = r * T4
+    p += T3
+    p *= r
+    p += T2                              # T2 + r * (T3 + r * T4)
+    p *= r * r                           # (r * r) * (...)
+    lo = dk * LN2_LO
+    lo += p                              # k * LN2_LO + p
+    lo += r                              # r + (...)
+    dk *= LN2_HI
+    dk += TLOG_LOGC.take(i)              # k * LN2_HI + logc
+    dk += lo
+    return dk
 
 
 def compile_scalar(numba):
@@ -291,22 +293,19 @@ def compile_tlog(numba):
     """The scalar numba version of :func:`tlog` (the same operations as :func:`_tlog`;
     LLVM inlines it into the loops)."""
     f2i, i2f = _bitcasts(numba)
-    c_t, invc_t, hi_t, lo_t = TLOG_C, TLOG_INVC, TLOG_HI, TLOG_LO
+    invc_t, logc_t = TLOG_INVC, TLOG_LOGC
 
     @numba.njit(nogil=True, error_model="numpy")
     def tlog1(x):
         bits = f2i(x)
-        tmp = bits - TLOG_OFF
-        i = (tmp >> TLOG_SHIFT) & TLOG_MASK
-        k = tmp >> 52
-        z = i2f(bits - (tmp & TLOG_EXP))
-        r = (z - c_t[i]) * invc_t[i]
+        i = (bits >> TLOG_SHIFT) & TLOG_MASK
+        k = (bits >> 52) - 1023
+        z = i2f((bits & MANTISSA) | ONE_BITS)
+        c = i2f((bits & TLOG_CBITS) | (ONE_BITS | TLOG_HALF))
+        r = (z - c) * invc_t[i]
         dk = i2f(k + SHIFT_BITS) - SHIFT
-        w = dk * LN2_HI + hi_t[i]
-        hi = w + r
-        lo = ((w - hi) + r) + (dk * LN2_LO + lo_t[i])
-        p = (r * r) * (T2 + r * (T3 + r * (T4 + r * (T5 + r * (T6 + r * (T7 + r * T8))))))
-        return (lo + p) + hi
+        p = (r * r) * (T2 + r * (T3 + r * T4))
+        return (dk * LN2_HI + logc_t[i]) + (r + (dk * LN2_LO + p))
 
     return tlog1
 

@@ -179,8 +179,10 @@ def _jit(fn):
 _inline = numba.njit(nogil=True, error_model="numpy", inline="always")
 #: helpers the loops call
 _plain = numba.njit(nogil=True, error_model="numpy")
-#: the scalar exp, log and rint the loops call
-_exp1, _log1, _fix = explog.compile_scalar(numba)
+#: the scalar exp and rint the loops call
+_exp1, _, _fix = explog.compile_scalar(numba)
+#: the step terms' log (:func:`.explog.tlog`)
+_tlog1 = explog.compile_tlog(numba)
 
 
 @intrinsic
@@ -224,7 +226,7 @@ def _terms2(src, own, other, m, buf):
     t = 0
     for k in range(w):
         v = own[k] + other[k] * buf[k]
-        t += _fix(-_log1(v if v > TINY else TINY) * SCALE)
+        t += _fix(-_tlog1(v if v > TINY else TINY) * SCALE)
     return t
 
 
@@ -246,7 +248,7 @@ def _terms(src, own, other, m, weights, ebuf, buf):
         buf[k] = v if v > TINY else TINY
     t = 0
     for k in range(w):
-        t += weights[k] * _fix(-_log1(buf[k]) * SCALE)
+        t += weights[k] * _fix(-_tlog1(buf[k]) * SCALE)
     return t
 
 
@@ -357,7 +359,7 @@ def _mix2(codes, cands, post, cond, out):
             m = p0[k] * c0[v]
             m += p1[k] * c1[v]
             m = m if m > TINY else TINY
-            t += _fix(_log1(m) * SCALE)
+            t += _fix(_tlog1(m) * SCALE)
         out[j] = t
 
 
@@ -376,7 +378,7 @@ def _mix_any(codes, cands, post, cond, out):
             for y in range(1, num_classes):
                 m += post[y, k] * c[v, y]
             m = m if m > TINY else TINY
-            t += _fix(_log1(m) * SCALE)
+            t += _fix(_tlog1(m) * SCALE)
         out[j] = t
 
 
@@ -769,7 +771,7 @@ def _mix_w(codes, cands, post, cond, w, out):
             for yy in range(1, num_classes):
                 m += post[yy, k] * c[v, yy]
             m = m if m > TINY else TINY
-            _acc(acc, w[k], _fix(_log1(m) * SCALE))
+            _acc(acc, w[k], _fix(_tlog1(m) * SCALE))
         _to_wide(acc, out, j)
 
 
@@ -815,7 +817,7 @@ def _pair_sum_w(log_ratio, own, other, cands, m, w, out):
             for c in range(others):
                 v += other[k * others + c] * ebuf[c]
             v = v if v > TINY else TINY
-            _acc(acc, w[k], _fix(-_log1(v) * SCALE))
+            _acc(acc, w[k], _fix(-_tlog1(v) * SCALE))
         _to_wide(acc, out, j)
 
 
@@ -870,7 +872,7 @@ def _cell_sum_w(counts, ratio, own, other, m, out, at):
             for c in range(others):
                 v += other[q * others + c] * ebuf[c]
             v = v if v > TINY else TINY
-            _acc(acc, cj[q], _fix(-_log1(v) * SCALE))
+            _acc(acc, cj[q], _fix(-_tlog1(v) * SCALE))
         _to_wide(acc, out, at + j)
 
 

@@ -27,9 +27,10 @@ def fixed(values: np.ndarray) -> np.ndarray:
 
 
 def fixed_log(values: np.ndarray) -> np.ndarray:
-    """rint(2**32 log max(values, 1e-300)) as int64 (``values`` is overwritten)."""
+    """rint(2**32 log max(values, 1e-300)) as int64, the log :func:`.explog.tlog`
+    (``values`` is overwritten)."""
     np.maximum(values, TINY, out=values)
-    return fixed(explog.log(values))
+    return fixed(explog.tlog(values))
 
 
 def normalise(post: np.ndarray) -> None:
@@ -133,7 +134,7 @@ def pair_scores_np(log_ratio, post, y, cands, m):
         factor = explog.exp(log_ratio[i] / m)
         mix = _own_mix_np(own, other, factor)
         np.maximum(mix, TINY, out=mix)
-        out[j] = fixed(-explog.log(mix)).sum()
+        out[j] = fixed(-explog.tlog(mix)).sum()
     return out
 
 
@@ -165,7 +166,7 @@ def pair_cell_scores_np(log_ratio, post, codes, ids, y, cands, m, arity, num):
         factor = explog.exp(log_ratio[i, at] / m)
         mix = _own_mix_np(own[at], other[at], factor)
         np.maximum(mix, TINY, out=mix)
-        out[j] = int((counts[present] * fixed(-explog.log(mix))).sum())
+        out[j] = int((counts[present] * fixed(-explog.tlog(mix))).sum())
     return out
 
 
@@ -237,7 +238,7 @@ def pair_scores_w_np(log_ratio, post, y, cands, m, w):
         factor = explog.exp(log_ratio[i] / m)
         mix = _own_mix_np(own, other, factor)
         np.maximum(mix, TINY, out=mix)
-        out[:, j] = wide.limb_dot(w, fixed(-explog.log(mix))[None, :])[:, 0]
+        out[:, j] = wide.limb_dot(w, fixed(-explog.tlog(mix))[None, :])[:, 0]
     return out
 
 
@@ -262,7 +263,7 @@ def pair_cell_scores_w_np(log_ratio, post, codes, ids, y, cands, m, arity, num, 
         mix = _own_mix_np(own[at], other[at], factor)
         np.maximum(mix, TINY, out=mix)
         out[:, j] = wide.limb_dot(counts[present][None, :],
-                                  fixed(-explog.log(mix))[None, :])[:, 0]
+                                  fixed(-explog.tlog(mix))[None, :])[:, 0]
     return out
 
 
