@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
-from . import changes, hints, outputs
+from . import changes, files, hints, outputs
 from .core.report_schema import SelectionReport
 from .errors import InputError, flat, one_line
 from .params import (
@@ -401,6 +401,15 @@ def _writer(df, fmt: str, parts: list[str]):
     return w.partitionBy(*parts) if parts else w
 
 
+def output_request(args: argparse.Namespace) -> outputs.OutputRequest:
+    """What the output checks and claims need of parsed ``args`` (:mod:`vmi_spark.outputs`
+    sees no argument namespace)."""
+    return outputs.OutputRequest(output=args.output, write_selected=args.write_selected,
+                                 checkpoint_dir=args.checkpoint_dir,
+                                 staging_dir=args.staging_dir, overwrite=args.overwrite,
+                                 input=args.input, table=args.table)
+
+
 def run(args: argparse.Namespace, spark) -> SelectionReport:
     """Run the job for parsed ``args`` on ``spark``; returns the report.
 
@@ -413,7 +422,7 @@ def run(args: argparse.Namespace, spark) -> SelectionReport:
     if not (args.input or args.table):  # the demo
         return _select(args, spark, None, None)
     location = _table_location(spark, args.table) if args.table else None
-    with outputs.claims(args, spark, location) as claimed:
+    with outputs.claims(output_request(args), spark, location) as claimed:
         if args.output_table:
             _check_output_table(spark, args)
         df = read_input(spark, args)
@@ -476,9 +485,9 @@ def csv_notes(spark, args: argparse.Namespace, df) -> list[str]:
 def _file_head(spark, uri: str, limit: int) -> bytes | None:
     """The first ``limit`` bytes of an input file (local, or through the session's Hadoop
     file system), or None."""
-    if outputs.scheme_of(uri) in outputs.LOCAL_SCHEMES:
+    if files.scheme_of(uri) in files.LOCAL_SCHEMES:
         try:
-            with open(outputs.local_path(uri), "rb") as fh:
+            with open(files.local_path(uri), "rb") as fh:
                 return fh.read(limit)
         except OSError:
             return None
@@ -716,7 +725,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
         hints.check_format_name(args.format)
         if not (args.remote or "").startswith("sc://"):  # else the server's files
             hints.check_input_exists(args.input)
-        outputs.check_before_spark(args)
+        outputs.check_before_spark(output_request(args))
         if args.input and not args.table:
             hints.check_format(args.input, args.format)
         if args.mlflow:  # a store MLflow refuses, known before Spark starts
