@@ -17,6 +17,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from . import changes, files, hints, outputs
@@ -410,23 +411,41 @@ def output_request(args: argparse.Namespace) -> outputs.OutputRequest:
                                  input=args.input, table=args.table)
 
 
-def run(args: argparse.Namespace, spark) -> SelectionReport:
-    """Run the job for parsed ``args`` on ``spark``; returns the report.
+#: the ``--previous`` report and why it could not be read (read before anything is written)
+Previous = tuple[dict[str, Any] | None, str | None]
 
-    ``args`` are :func:`check_args`'s (``main`` checks them before Spark starts). Before
-    anything is read, the outputs are checked as the session sees them and claimed
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a run of the job ends with: its report, and why it was not logged to MLflow
+    with ``--mlflow`` (None if it was, or was not asked to be)."""
+
+    report: SelectionReport
+    tracking_error: str | None = None
+
+
+def run(args: argparse.Namespace, spark, *, started: float | None = None,
+        previous: Previous = (None, "not read")) -> Outcome:
+    """Run the job for parsed ``args`` on ``spark``.
+
+    ``args`` are :func:`check_args`'s (``main`` checks them before Spark starts);
+    ``started`` is when the job began (``perf_counter``; the report's ``job_seconds``,
+    from this call if None), ``previous`` the ``--previous`` report :func:`main` read.
+    Before anything is read, the outputs are checked as the session sees them and claimed
     (:mod:`vmi_spark.outputs`); they are written in staging and moved into place last.
     """
     if not getattr(args, "checked", False):
         raise ValueError("run() takes the arguments check_args() returned")
+    started = time.perf_counter() if started is None else started
     if not (args.input or args.table):  # the demo
-        return _select(args, spark, None, None)
+        return _select(args, spark, None, None, started=started, previous=previous)
     location = _table_location(spark, args.table) if args.table else None
     with outputs.claims(output_request(args), spark, location) as claimed:
         if args.output_table:
             _check_output_table(spark, args)
         df = read_input(spark, args)
-        return _select(args, spark, df, claimed, csv_notes(spark, args, df))
+        return _select(args, spark, df, claimed, csv_notes(spark, args, df), started=started,
+                       previous=previous)
 
 
 #: bytes of each CSV input file (at most CSV_FILES of them) looked at by :func:`csv_notes`
@@ -505,8 +524,8 @@ def _file_head(spark, uri: str, limit: int) -> bytes | None:
         return None
 
 
-def _select(args: argparse.Namespace, spark, df, claimed,
-            notes: Sequence[str] = ()) -> SelectionReport:
+def _select(args: argparse.Namespace, spark, df, claimed, notes: Sequence[str] = (), *,
+            started: float, previous: Previous) -> Outcome:
     """Select on ``df`` (the demo data when None) and write the claimed outputs; ``notes``
     are warnings about the input (logged, and in the report's ``warnings``)."""
     for note in notes:
@@ -537,7 +556,7 @@ def _select(args: argparse.Namespace, spark, df, claimed,
         else:
             report = run_selection(df, label, settings, features=features, exclude=exclude,
                                    weight_col=weight_col, on_step=_log_step()).report()
-    report["job_seconds"] = time.perf_counter() - getattr(args, "started", time.perf_counter())
+    report["job_seconds"] = time.perf_counter() - started
     report["input"] = "demo: synthetic tree model" if demo else (args.input or args.table)
     report["format"] = None if demo else (args.format or (None if args.table else "parquet"))
     if demo:
@@ -549,17 +568,16 @@ def _select(args: argparse.Namespace, spark, df, claimed,
     report["input_rows"] = (report["num_rows"] + report["rows_dropped"] + report["rows_skipped"]
                             + (report.get("weights") or {}).get("rows_zero_weight", 0))
     if getattr(args, "previous", None):
-        previous, reason = getattr(args, "previous_report", (None, "not read"))
-        report["changes"] = changes.compare(previous, report, args.previous, reason)
-        if previous is None:
+        earlier, reason = previous
+        report["changes"] = changes.compare(earlier, report, args.previous, reason)
+        if earlier is None:
             log.warning("--previous '%s' not compared: %s", args.previous, reason)
     if demo:
         print_summary(report)
     else:
         _write_outputs(spark, claimed, df, args, report)
-    args.tracking_error = _track(report, None if demo else args.output,
-                                 getattr(args, "mlflow", False), args.quiet)
-    return report
+    return Outcome(report, _track(report, None if demo else args.output,
+                                  getattr(args, "mlflow", False), args.quiet))
 
 
 def _vector_column(df, features: list[str] | None) -> str | None:
@@ -715,12 +733,12 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
     log.propagate = False  # our own handler prints; no duplicates through the root logger
     log.setLevel(level)
     t0 = time.perf_counter()
-    args.started = t0
+    previous: Previous = (None, "not read")
     if args.previous:  # read before anything is written (it may be this run's --output)
         try:
-            args.previous_report = (changes.read_previous(args.previous), None)
+            previous = (changes.read_previous(args.previous), None)
         except changes.PreviousError as exc:
-            args.previous_report = (None, str(exc))
+            previous = (None, str(exc))
     try:
         hints.check_format_name(args.format)
         if not (args.remote or "").startswith("sc://"):  # else the server's files
@@ -770,7 +788,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
                 spark = builder.getOrCreate()
             _quiet_jvm_logs(spark, args)
             hints.check_worker_python(spark)
-        report = run(args, spark)
+        outcome = run(args, spark, started=t0, previous=previous)
     except InputError as exc:
         print(f"select_features: error: {_message(exc)}", file=sys.stderr)
         return 2
@@ -781,7 +799,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
               file=sys.stderr)
         return 2
     log.debug("done in %.1fs", time.perf_counter() - t0)
-    failed = getattr(args, "tracking_error", None)
+    report, failed = outcome.report, outcome.tracking_error
     if failed is not None:  # the outputs are written; "nothing logged" is not a success
         print(f"select_features: error: --mlflow: the selection was written but not logged "
               f"to MLflow (exit status {TRACKING_FAILED_STATUS}): {failed}", file=sys.stderr)
