@@ -711,3 +711,27 @@ def test_csv_with_quoted_newlines_is_warned_about(spark, tmp_path, capsys):
         rep = json.loads((tmp_path / out / "selection.json").read_text())
         assert (rep["num_rows"], rep["rows_dropped"]) == (200, 0)
         assert not any("multiLine" in w for w in rep["warnings"])
+
+
+def test_output_request_names_every_location_the_job_writes(tmp_path):
+    """output_locations of an OutputRequest (what job.output_request builds from the parsed
+    flags): the flags in order, each staging directory next to its output, the run's own
+    vmi-blocks-* under --staging-dir, hand-listed."""
+    from vmi_spark.job import build_parser, check_args, output_request
+
+    t = os.path.realpath(tmp_path)
+    args = check_args(build_parser().parse_args(
+        ["--input", f"{t}/in.parquet", "--label", "y", "--output", f"{t}/o/../res",
+         "--write-selected", f"{t}/sel", "--checkpoint-dir", f"{t}/ck",
+         "--staging-dir", f"{t}/st", "--overwrite"]))
+    req = output_request(args)
+    assert req == outputs.OutputRequest(output=f"{t}/o/../res", write_selected=f"{t}/sel",
+                                        checkpoint_dir=f"{t}/ck", staging_dir=f"{t}/st",
+                                        overwrite=True, input=f"{t}/in.parquet", table=None)
+    got = [(loc.flag, loc.text) for loc in outputs.output_locations(req)]
+    assert got == [("--output", f"{t}/res"),
+                   ("--output staging directory", f"{t}/.vmi-tmp-res"),
+                   ("--write-selected", f"{t}/sel"),
+                   ("--write-selected staging directory", f"{t}/.vmi-tmp-sel"),
+                   ("--checkpoint-dir", f"{t}/ck"),
+                   ("--staging-dir", f"{t}/st/vmi-blocks-*")]
