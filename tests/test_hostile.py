@@ -446,13 +446,13 @@ def test_output_goes_only_where_output_says(spark, workdir, monkeypatch):
     pq.write_table(t, inp / "t.parquet")
     monkeypatch.chdir(cwd)
     made: list[str] = []
-    real_claim = job.outputs.LocalFS.claim
+    real_claim = job.files.LocalFS.claim
 
     def claim(self, path):
         made.append(os.path.dirname(path))
         return real_claim(self, path)
 
-    monkeypatch.setattr(job.outputs.LocalFS, "claim", claim)
+    monkeypatch.setattr(job.files.LocalFS, "claim", claim)
     out = base / "results" / "deep" / "out"
     # a failing run writes nothing anywhere
     rc, _, err = run_job(spark, ["--input", str(inp / "t.parquet"), "--label", "nope",

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers import random_discrete
-from vmi_spark import job, outputs
+from vmi_spark import files, job, outputs
 from vmi_spark.errors import InputError
 from vmi_spark.job import main
 
@@ -192,7 +192,7 @@ def test_claims_race_one_winner(tmp_path):
     results: list[str] = []
 
     def attempt():
-        t = outputs.Target("--output", str(target), outputs.LocalFS(),
+        t = outputs.Target("--output", str(target), files.LocalFS(),
                            outputs.previous_output, False)
         go.wait()
         try:
@@ -221,17 +221,17 @@ def test_claims_race_one_winner(tmp_path):
     stale = _killed_claim(tmp_path / "out")
     (stale / "new").mkdir()
     (stale / "new" / "selection.json").write_text("{}")
-    t = outputs.Target("--output", str(tmp_path / "out"), outputs.LocalFS(),
+    t = outputs.Target("--output", str(tmp_path / "out"), files.LocalFS(),
                        outputs.previous_output, False)
     with outputs.Claims([t]):
-        assert os.listdir(stale) == [outputs.STAGING_MARKER]
+        assert os.listdir(stale) == [files.STAGING_MARKER]
     assert os.listdir(tmp_path) == []
 
 
 def _killed_claim(target: Path) -> Path:
     """The staging directory a run killed with kill -9 leaves: claimed (marker written),
     its lock gone with the process, never released."""
-    t = outputs.Target("--output", str(target), outputs.LocalFS(), outputs.previous_output,
+    t = outputs.Target("--output", str(target), files.LocalFS(), outputs.previous_output,
                        False)
     t.claim()
     os.close(t._handle)  # the process died: its descriptor, and so its lock, is gone
@@ -259,8 +259,8 @@ def test_concurrent_loser_writes_nothing(spark, base, capsys, monkeypatch):
         assert held.wait(120)
         before = tree(base)
         assert set(before) == {"data", "data/t.parquet", ".vmi-tmp-o", ".vmi-tmp-sel",
-                               f".vmi-tmp-o/{outputs.STAGING_MARKER}",
-                               f".vmi-tmp-sel/{outputs.STAGING_MARKER}"}
+                               f".vmi-tmp-o/{files.STAGING_MARKER}",
+                               f".vmi-tmp-sel/{files.STAGING_MARKER}"}
         refused(capsys, _args(base, "--output", out, "--write-selected", sel, "--overwrite"),
                 "is being written by another run")
         assert tree(base) == before
@@ -405,12 +405,12 @@ def test_staging_dir_counts_by_the_directory_a_run_writes_in_it(tmp_path):
     ns = argparse.Namespace(output=str(v / "results"), write_selected=None,
                             checkpoint_dir=None, staging_dir=str(v))
     outs = outputs.output_locations(ns)
-    outputs.check_overlaps(outs, [outputs.resolve(str(v / "t.parquet"), "--input",
+    files.check_overlaps(outs, [files.resolve(str(v / "t.parquet"), "--input",
                                                   pattern=True)])
     ns.output = str(tmp_path / "results")
     with pytest.raises(InputError, match=r"--staging-dir .* lies inside the --input"):
-        outputs.check_overlaps(outputs.output_locations(ns),
-                               [outputs.resolve(str(v), "--input", pattern=True)])
+        files.check_overlaps(outputs.output_locations(ns),
+                               [files.resolve(str(v), "--input", pattern=True)])
 
 
 # ----------------------------------------------------------------------------- issue 33
@@ -449,7 +449,7 @@ def test_a_link_at_the_staging_name_is_refused_by_the_claim_itself(tmp_path, the
     appears after the checks (between check and claim)."""
     os.symlink(thesis, tmp_path / ".vmi-tmp-out")
     mine = tree(thesis)
-    t = outputs.Target("--output", str(tmp_path / "out"), outputs.LocalFS(),
+    t = outputs.Target("--output", str(tmp_path / "out"), files.LocalFS(),
                        outputs.previous_output, False)
     with pytest.raises(InputError, match="is a symbolic link"):
         t.claim()
@@ -467,7 +467,7 @@ def test_a_foreign_directory_at_the_staging_name_is_refused_not_emptied(base, ca
     if content == "user file":
         (stale / "draft.txt").write_text("mine")
     elif content == "user file beside the marker":
-        (stale / outputs.STAGING_MARKER).write_text(json.dumps(
+        (stale / files.STAGING_MARKER).write_text(json.dumps(
             {"writer": "vmi_spark", "kind": "staging", "version": 1}))
         (stale / "draft.txt").write_text("mine")
     else:  # the job's entry names, but no marker: not provably the job's
@@ -486,10 +486,10 @@ def test_a_killed_runs_staging_directory_is_emptied_without_following_links(tmp_
     os.symlink(thesis, stale / "new" / "report.md")
     os.symlink(thesis, stale / "old")
     mine = tree(thesis)
-    t = outputs.Target("--output", str(tmp_path / "out"), outputs.LocalFS(),
+    t = outputs.Target("--output", str(tmp_path / "out"), files.LocalFS(),
                        outputs.previous_output, False)
     with outputs.Claims([t]):
-        assert os.listdir(stale) == [outputs.STAGING_MARKER]
+        assert os.listdir(stale) == [files.STAGING_MARKER]
     assert tree(thesis) == mine
     assert sorted(os.listdir(tmp_path)) == ["thesis"]
 
@@ -632,7 +632,7 @@ def test_previous_selected_of_a_version_1_marker(tmp_path):
     for name in ("_SUCCESS", "._SUCCESS.crc", "k=1/part-00000-x.parquet",
                  "k=1/.part-00000-x.parquet.crc"):
         (sel / name).write_text("")
-    fs = outputs.LocalFS()
+    fs = files.LocalFS()
     assert outputs.previous_selected(fs, str(sel)) is None
     (sel / "k=1" / "mine.csv").write_text("x")
     assert outputs.previous_selected(fs, str(sel)) == (
@@ -711,3 +711,27 @@ def test_csv_with_quoted_newlines_is_warned_about(spark, tmp_path, capsys):
         rep = json.loads((tmp_path / out / "selection.json").read_text())
         assert (rep["num_rows"], rep["rows_dropped"]) == (200, 0)
         assert not any("multiLine" in w for w in rep["warnings"])
+
+
+def test_output_request_names_every_location_the_job_writes(tmp_path):
+    """output_locations of an OutputRequest (what job.output_request builds from the parsed
+    flags): the flags in order, each staging directory next to its output, the run's own
+    vmi-blocks-* under --staging-dir, hand-listed."""
+    from vmi_spark.job import build_parser, check_args, output_request
+
+    t = os.path.realpath(tmp_path)
+    args = check_args(build_parser().parse_args(
+        ["--input", f"{t}/in.parquet", "--label", "y", "--output", f"{t}/o/../res",
+         "--write-selected", f"{t}/sel", "--checkpoint-dir", f"{t}/ck",
+         "--staging-dir", f"{t}/st", "--overwrite"]))
+    req = output_request(args)
+    assert req == outputs.OutputRequest(output=f"{t}/o/../res", write_selected=f"{t}/sel",
+                                        checkpoint_dir=f"{t}/ck", staging_dir=f"{t}/st",
+                                        overwrite=True, input=f"{t}/in.parquet", table=None)
+    got = [(loc.flag, loc.text) for loc in outputs.output_locations(req)]
+    assert got == [("--output", f"{t}/res"),
+                   ("--output staging directory", f"{t}/.vmi-tmp-res"),
+                   ("--write-selected", f"{t}/sel"),
+                   ("--write-selected staging directory", f"{t}/.vmi-tmp-sel"),
+                   ("--checkpoint-dir", f"{t}/ck"),
+                   ("--staging-dir", f"{t}/st/vmi-blocks-*")]

@@ -13,7 +13,7 @@ symbolic link is not followed) of bounded size, and every field is checked. The 
 steps are still not trusted: the selection replays them through the greedy rule and
 refuses a checkpoint they do not reproduce bit for bit
 (:class:`~vmi_spark.core.greedy.ResumeMismatch`; docs/usage.md, Resumable runs).
-A run holds its checkpoint directory (:func:`vmi_spark.outputs.checkpoint_held`) from
+A run holds its checkpoint directory (:func:`checkpoint_held`, an exclusive ``flock``) from
 before it reads the checkpoint until its last step: two runs never write one directory's
 checkpoint at once.
 """
@@ -21,21 +21,25 @@ checkpoint at once.
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import json
 import math
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from .core.greedy import Selection
-from .errors import InputError, flat
-from .outputs import CHECKPOINT_FILE, current_umask
+from .errors import InputError, ParameterError, flat, literal
+from .files import current_umask
 
-FILE_NAME = CHECKPOINT_FILE
+FILE_NAME = "vmi_checkpoint.json"
+"""The file the job keeps in ``--checkpoint-dir``."""
 VERSION = 1
 
 
@@ -241,3 +245,49 @@ class Checkpoint:
                 os.unlink(tmp)
             raise
 
+
+# ------------------------------------------------------------ the checkpoint directory's lock
+
+
+@contextmanager
+def checkpoint_held(path: str) -> Iterator[None]:
+    """Hold the checkpoint directory ``path`` (made if missing) while the block runs: an
+    exclusive ``flock`` of the directory itself (no file of its own), released when the
+    block ends or the process does, killed or not.
+
+    Another process holding it is a one-line :class:`~vmi_spark.errors.ParameterError`
+    naming the directory, before this run reads or writes anything in it. A file system
+    that cannot lock (``flock`` unsupported: some network mounts) leaves the directory
+    unlocked, as before.
+    """
+    os.makedirs(path, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:  # not a directory it can open: the first save says what is wrong
+        yield
+        return
+    try:
+        _hold_checkpoint(fd, path)
+        yield
+    finally:
+        os.close(fd)
+
+
+def check_checkpoint_free(path: str) -> None:
+    """Refuse (as :func:`checkpoint_held`) a checkpoint directory another run holds now,
+    holding it only for the check: the job asks before its session starts. A missing one
+    is free (and not made)."""
+    if os.path.isdir(path):
+        with checkpoint_held(path):
+            pass
+
+
+def _hold_checkpoint(fd: int, path: str) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise ParameterError("checkpoint_dir", "another run is using the "
+                             f"{{checkpoint_dir}} {literal(path)}: give each run that "
+                             "runs at the same time its own") from None
+    except OSError:  # no flock on this file system: unlocked
+        pass

@@ -83,7 +83,7 @@ def check_format(path: str | None, fmt: str | None) -> None:
         something else, or ``--format`` is ``parquet`` and the file is none of these
         (e.g. a CSV file).
     """
-    from .outputs import local_path, scheme_of
+    from .files import local_path, scheme_of
 
     if path is None or scheme_of(path) not in (None, "file"):
         return  # a URI: the driver does not read it
@@ -133,7 +133,7 @@ def check_input_exists(path: str | None) -> None:
     ``s3:``, ``dbfs:``) is Spark's to read. For a glob pattern, the directory above
     its first pattern segment must exist.
     """
-    from .outputs import local_path, scheme_of
+    from .files import local_path, scheme_of
 
     if path is None or scheme_of(path) not in (None, "file"):
         return

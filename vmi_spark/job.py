@@ -17,9 +17,10 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from . import changes, hints, outputs
+from . import changes, files, hints, outputs
 from .core.report_schema import SelectionReport
 from .errors import InputError, flat, one_line
 from .params import (
@@ -401,23 +402,50 @@ def _writer(df, fmt: str, parts: list[str]):
     return w.partitionBy(*parts) if parts else w
 
 
-def run(args: argparse.Namespace, spark) -> SelectionReport:
-    """Run the job for parsed ``args`` on ``spark``; returns the report.
+def output_request(args: argparse.Namespace) -> outputs.OutputRequest:
+    """What the output checks and claims need of parsed ``args`` (:mod:`vmi_spark.outputs`
+    sees no argument namespace)."""
+    return outputs.OutputRequest(output=args.output, write_selected=args.write_selected,
+                                 checkpoint_dir=args.checkpoint_dir,
+                                 staging_dir=args.staging_dir, overwrite=args.overwrite,
+                                 input=args.input, table=args.table)
 
-    ``args`` are :func:`check_args`'s (``main`` checks them before Spark starts). Before
-    anything is read, the outputs are checked as the session sees them and claimed
+
+#: the ``--previous`` report and why it could not be read (read before anything is written)
+Previous = tuple[dict[str, Any] | None, str | None]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a run of the job ends with: its report, and why it was not logged to MLflow
+    with ``--mlflow`` (None if it was, or was not asked to be)."""
+
+    report: SelectionReport
+    tracking_error: str | None = None
+
+
+def run(args: argparse.Namespace, spark, *, started: float | None = None,
+        previous: Previous = (None, "not read")) -> Outcome:
+    """Run the job for parsed ``args`` on ``spark``.
+
+    ``args`` are :func:`check_args`'s (``main`` checks them before Spark starts);
+    ``started`` is when the job began (``perf_counter``; the report's ``job_seconds``,
+    from this call if None), ``previous`` the ``--previous`` report :func:`main` read.
+    Before anything is read, the outputs are checked as the session sees them and claimed
     (:mod:`vmi_spark.outputs`); they are written in staging and moved into place last.
     """
     if not getattr(args, "checked", False):
         raise ValueError("run() takes the arguments check_args() returned")
+    started = time.perf_counter() if started is None else started
     if not (args.input or args.table):  # the demo
-        return _select(args, spark, None, None)
+        return _select(args, spark, None, None, started=started, previous=previous)
     location = _table_location(spark, args.table) if args.table else None
-    with outputs.claims(args, spark, location) as claimed:
+    with outputs.claims(output_request(args), spark, location) as claimed:
         if args.output_table:
             _check_output_table(spark, args)
         df = read_input(spark, args)
-        return _select(args, spark, df, claimed, csv_notes(spark, args, df))
+        return _select(args, spark, df, claimed, csv_notes(spark, args, df), started=started,
+                       previous=previous)
 
 
 #: bytes of each CSV input file (at most CSV_FILES of them) looked at by :func:`csv_notes`
@@ -476,9 +504,9 @@ def csv_notes(spark, args: argparse.Namespace, df) -> list[str]:
 def _file_head(spark, uri: str, limit: int) -> bytes | None:
     """The first ``limit`` bytes of an input file (local, or through the session's Hadoop
     file system), or None."""
-    if outputs.scheme_of(uri) in outputs.LOCAL_SCHEMES:
+    if files.scheme_of(uri) in files.LOCAL_SCHEMES:
         try:
-            with open(outputs.local_path(uri), "rb") as fh:
+            with open(files.local_path(uri), "rb") as fh:
                 return fh.read(limit)
         except OSError:
             return None
@@ -496,8 +524,8 @@ def _file_head(spark, uri: str, limit: int) -> bytes | None:
         return None
 
 
-def _select(args: argparse.Namespace, spark, df, claimed,
-            notes: Sequence[str] = ()) -> SelectionReport:
+def _select(args: argparse.Namespace, spark, df, claimed, notes: Sequence[str] = (), *,
+            started: float, previous: Previous) -> Outcome:
     """Select on ``df`` (the demo data when None) and write the claimed outputs; ``notes``
     are warnings about the input (logged, and in the report's ``warnings``)."""
     for note in notes:
@@ -528,7 +556,7 @@ def _select(args: argparse.Namespace, spark, df, claimed,
         else:
             report = run_selection(df, label, settings, features=features, exclude=exclude,
                                    weight_col=weight_col, on_step=_log_step()).report()
-    report["job_seconds"] = time.perf_counter() - getattr(args, "started", time.perf_counter())
+    report["job_seconds"] = time.perf_counter() - started
     report["input"] = "demo: synthetic tree model" if demo else (args.input or args.table)
     report["format"] = None if demo else (args.format or (None if args.table else "parquet"))
     if demo:
@@ -540,17 +568,16 @@ def _select(args: argparse.Namespace, spark, df, claimed,
     report["input_rows"] = (report["num_rows"] + report["rows_dropped"] + report["rows_skipped"]
                             + (report.get("weights") or {}).get("rows_zero_weight", 0))
     if getattr(args, "previous", None):
-        previous, reason = getattr(args, "previous_report", (None, "not read"))
-        report["changes"] = changes.compare(previous, report, args.previous, reason)
-        if previous is None:
+        earlier, reason = previous
+        report["changes"] = changes.compare(earlier, report, args.previous, reason)
+        if earlier is None:
             log.warning("--previous '%s' not compared: %s", args.previous, reason)
     if demo:
         print_summary(report)
     else:
         _write_outputs(spark, claimed, df, args, report)
-    args.tracking_error = _track(report, None if demo else args.output,
-                                 getattr(args, "mlflow", False), args.quiet)
-    return report
+    return Outcome(report, _track(report, None if demo else args.output,
+                                  getattr(args, "mlflow", False), args.quiet))
 
 
 def _vector_column(df, features: list[str] | None) -> str | None:
@@ -706,17 +733,17 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
     log.propagate = False  # our own handler prints; no duplicates through the root logger
     log.setLevel(level)
     t0 = time.perf_counter()
-    args.started = t0
+    previous: Previous = (None, "not read")
     if args.previous:  # read before anything is written (it may be this run's --output)
         try:
-            args.previous_report = (changes.read_previous(args.previous), None)
+            previous = (changes.read_previous(args.previous), None)
         except changes.PreviousError as exc:
-            args.previous_report = (None, str(exc))
+            previous = (None, str(exc))
     try:
         hints.check_format_name(args.format)
         if not (args.remote or "").startswith("sc://"):  # else the server's files
             hints.check_input_exists(args.input)
-        outputs.check_before_spark(args)
+        outputs.check_before_spark(output_request(args))
         if args.input and not args.table:
             hints.check_format(args.input, args.format)
         if args.mlflow:  # a store MLflow refuses, known before Spark starts
@@ -761,7 +788,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
                 spark = builder.getOrCreate()
             _quiet_jvm_logs(spark, args)
             hints.check_worker_python(spark)
-        report = run(args, spark)
+        outcome = run(args, spark, started=t0, previous=previous)
     except InputError as exc:
         print(f"select_features: error: {_message(exc)}", file=sys.stderr)
         return 2
@@ -772,7 +799,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
               file=sys.stderr)
         return 2
     log.debug("done in %.1fs", time.perf_counter() - t0)
-    failed = getattr(args, "tracking_error", None)
+    report, failed = outcome.report, outcome.tracking_error
     if failed is not None:  # the outputs are written; "nothing logged" is not a success
         print(f"select_features: error: --mlflow: the selection was written but not logged "
               f"to MLflow (exit status {TRACKING_FAILED_STATUS}): {failed}", file=sys.stderr)

@@ -14,7 +14,7 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
-from ..checkpoint import Checkpoint, fingerprint
+from ..checkpoint import Checkpoint, checkpoint_held, fingerprint
 from ..core.encoding import EncodingPlan
 from ..core.greedy import ResumeMismatch, Selection
 from ..core.kde import kde_conditional
@@ -23,7 +23,6 @@ from ..core.report_schema import SelectionReport
 from ..core.summary import selection_report
 from ..core.units import count_text
 from ..errors import InputError, literal, phrase, phrased
-from ..outputs import checkpoint_held
 from ..params import Settings
 from ..run import run_planned
 from .arrow_source import (

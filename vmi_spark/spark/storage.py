@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import outputs
+from .. import files as outputs
 from ..errors import InputError
 from ..params import ParameterError, ParameterWarning
 
