@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import files as outputs
+from .. import files
 from ..errors import InputError
 from ..params import ParameterError, ParameterWarning
 
@@ -152,7 +152,7 @@ class Kept:
             else:
                 _remove_dir(self.df.sparkSession, self.path)
             for d in reversed(self.made):
-                outputs.LocalFS().remove_empty_dir(d)
+                files.LocalFS().remove_empty_dir(d)
             self.path = None
 
 
@@ -228,9 +228,9 @@ def _local_dir(spark, path: str) -> str | None:
     if jvm is not None:
         p = jvm.org.apache.hadoop.fs.Path(path)
         path = str(p.getFileSystem(conf).makeQualified(p))
-    if outputs.scheme_of(path) not in outputs.LOCAL_SCHEMES:
+    if files.scheme_of(path) not in files.LOCAL_SCHEMES:
         return None
-    local = os.path.realpath(outputs.local_path(path))
+    local = os.path.realpath(files.local_path(path))
     if jvm is None and not os.path.isdir(local):
         return None
     return local
@@ -247,11 +247,11 @@ def _staging_copy(df, staging_dir: str) -> Kept:
                          "pid": os.getpid()}) + "\n"
     local = _local_dir(spark, staging_dir)
     if local is None:  # another file system (HDFS, S3, ...): the marker, no lock
-        fs = outputs.hadoop_fs(spark)
+        fs = files.hadoop_fs(spark)
         if fs is not None:
             fs.write_text(fs.join(path, BLOCKS_MARKER), marker)
         return Kept(df, "staging", path)
-    made = outputs.LocalFS().makedirs(local)
+    made = files.LocalFS().makedirs(local)
     for gone in sweep(local):
         warnings.warn(f"removed the staging copy {posixpath.join(local, gone)} that an "
                       "interrupted run left (its marker, no live lock)", UserWarning,
@@ -262,12 +262,12 @@ def _staging_copy(df, staging_dir: str) -> Kept:
     kept = Kept(df, "staging", path, mine, fd, made)
     try:
         try:
-            outputs.lock_soon(fd)
+            files.lock_soon(fd)
         except OSError as exc:  # a file system without locks: proceed, unprovable later
             if isinstance(exc, BlockingIOError) or exc.errno not in (
                     errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL):
                 raise
-        outputs.create_at(fd, BLOCKS_MARKER, marker)
+        files.create_at(fd, BLOCKS_MARKER, marker)
     except BaseException:
         kept.release()
         raise
@@ -300,12 +300,12 @@ def sweep(directory: str) -> list[str]:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError:  # a live run holds it (or no locks here: unprovable)
                     continue
-                mark = outputs.marker_of(fd, BLOCKS_MARKER, "blocks")
+                mark = files.marker_of(fd, BLOCKS_MARKER, "blocks")
                 if mark is None or mark.get("name") != name or \
                         set(os.listdir(fd)) - {BLOCKS_MARKER, BLOCKS_DATA}:
                     continue
-                if outputs.same_file(os.lstat(name, dir_fd=root), os.fstat(fd)):
-                    outputs.empty_at(fd)
+                if files.same_file(os.lstat(name, dir_fd=root), os.fstat(fd)):
+                    files.empty_at(fd)
                     os.rmdir(name, dir_fd=root)
                     removed.append(name)
             finally:
@@ -319,9 +319,9 @@ def _remove_locked(local: str, fd: int) -> None:
     """Remove the run's own locked staging copy ``local`` (through its descriptor ``fd``),
     then drop the lock."""
     try:
-        outputs.empty_at(fd)
+        files.empty_at(fd)
         try:
-            if outputs.same_file(os.lstat(local), os.fstat(fd)):
+            if files.same_file(os.lstat(local), os.fstat(fd)):
                 os.rmdir(local)
         except FileNotFoundError:
             pass
@@ -336,8 +336,8 @@ _FLAG = "\x00staging_dir\x00"
 def check_staging(df, staging_dir: str) -> None:
     """Refuse a staging directory a run could not write its copy in, or whose copy
     (``vmi-blocks-*``) would be, contain or lie inside the input of ``df``; before anything
-    is read, with the job's rules (:func:`vmi_spark.outputs.check_staging_dir`,
-    :func:`vmi_spark.outputs.check_overlaps`).
+    is read, with the job's rules (:func:`vmi_spark.files.check_staging_dir`,
+    :func:`vmi_spark.files.check_overlaps`).
 
     The input is where ``df`` reads its files: the root paths of its file relations and
     the locations of its catalog tables (classic sessions; under Spark Connect the paths
@@ -351,12 +351,12 @@ def check_staging(df, staging_dir: str) -> None:
     """
     spark = df.sparkSession
     try:
-        qualified = outputs.check_staging_dir(outputs.hadoop_fs(spark), staging_dir, _FLAG)
-        copy = outputs.resolve(qualified, _FLAG)
-        copy = outputs.Location(_FLAG, staging_dir, copy.root, copy.parts + (BLOCKS_PREFIX + "*",))
-        outputs.check_overlaps([copy], [outputs.Location("input", root, loc.root, loc.parts)
+        qualified = files.check_staging_dir(files.hadoop_fs(spark), staging_dir, _FLAG)
+        copy = files.resolve(qualified, _FLAG)
+        copy = files.Location(_FLAG, staging_dir, copy.root, copy.parts + (BLOCKS_PREFIX + "*",))
+        files.check_overlaps([copy], [files.Location("input", root, loc.root, loc.parts)
                                         for root in input_roots(df)
-                                        for loc in [outputs.resolve(root, "the input")]])
+                                        for loc in [files.resolve(root, "the input")]])
     except InputError as exc:
         text = str(exc).replace("{", "{{").replace("}", "}}")
         raise ParameterError("staging_dir", text.replace(_FLAG, "{staging_dir}")) from None
@@ -373,10 +373,10 @@ def check_checkpoint_dir(df, checkpoint_dir: str) -> None:
         One line naming the checkpoint directory as the front end names it.
     """
     try:
-        where = outputs.resolve(checkpoint_dir, _CHECKPOINT, local_only=True)
-        outputs.check_overlaps([where], [outputs.Location("input", root, loc.root, loc.parts)
+        where = files.resolve(checkpoint_dir, _CHECKPOINT, local_only=True)
+        files.check_overlaps([where], [files.Location("input", root, loc.root, loc.parts)
                                          for root in input_roots(df)
-                                         for loc in [outputs.resolve(root, "input")]])
+                                         for loc in [files.resolve(root, "input")]])
     except InputError as exc:
         text = str(exc).replace("{", "{{").replace("}", "}}")
         raise ParameterError("checkpoint_dir",
@@ -401,19 +401,19 @@ def input_roots(df) -> list[str]:
     except Exception:  # noqa: BLE001, S110 - a plan of another shape: the files below
         pass
     try:
-        files = list(df.inputFiles())
+        paths = list(df.inputFiles())
     except Exception:  # noqa: BLE001 - no files (a local relation, a computed frame)
-        files = []
-    under = [outputs.resolve(r, "") for r in roots]
-    for f in files:
-        loc = outputs.resolve(f, "")
-        if any(outputs.relation(loc, r) for r in under):
+        paths = []
+    under = [files.resolve(r, "") for r in roots]
+    for f in paths:
+        loc = files.resolve(f, "")
+        if any(files.relation(loc, r) for r in under):
             continue
         parts = list(loc.parts[:-1])
         while parts and re.match(r"^[^=]+=", parts[-1]):
             parts.pop()
         roots.append(loc.root + "/" + "/".join(parts))
-        under.append(outputs.resolve(roots[-1], ""))
+        under.append(files.resolve(roots[-1], ""))
     return roots
 
 
