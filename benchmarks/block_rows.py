@@ -58,7 +58,7 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     try:
-        from vmi_spark.spark.memory import block_rows_for
+        from vmi_spark.spark.blocks.memory import block_rows_for
         picked = {d: block_rows_for(a.rows, 2, d, NAIVE, CLASSES) for d in a.dims}
     except ImportError:  # a checkout before session 18 (an A/B)
         picked = None

@@ -27,7 +27,7 @@ from run import load, make_table, save  # noqa: E402
 
 from vmi_spark.core import inmemory  # noqa: E402
 from vmi_spark.core.greedy import select_classic, select_vmi  # noqa: E402
-from vmi_spark.spark.driver import DriverBackend  # noqa: E402
+from vmi_spark.spark.executions.driver import DriverBackend  # noqa: E402
 
 METHODS = ("vmi_pairwise", "mrmr", "jmi")
 MAPPED = inmemory.InMemoryBackend._summed

@@ -32,7 +32,7 @@ def main(argv=None):
     s = R.spark()
     from vmi_spark.core.encoding import SplitRequest
     from vmi_spark.spark import select as S
-    from vmi_spark.spark.spark_source import SparkSource
+    from vmi_spark.spark.sources.spark_source import SparkSource
     df = s.read.parquet(path)
     label = "label"
     feats = [c for c in df.columns if c != label]

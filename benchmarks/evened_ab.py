@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from pyspark.sql import SparkSession
 
-    from vmi_spark.spark import arrow_source as A
+    from vmi_spark.spark.sources import arrow_source as A
     from vmi_spark.spark.select import run_selection
 
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")

@@ -53,7 +53,7 @@ def main(argv=None):
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.memory", "6g").getOrCreate())
     from vmi_spark.spark import routes, select
-    from vmi_spark.spark.arrow_source import ParquetReader, parquet_source
+    from vmi_spark.spark.sources.arrow_source import ParquetReader, parquet_source
 
     class TwoPasses(ParquetReader):
         def __init__(self, *a, **k):

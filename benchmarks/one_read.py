@@ -8,7 +8,7 @@ dictionary) and remaps them to the final codes after the plan; only the columns 
 by quantiles (many values) are read again. For each of the first ``--groups`` row groups
 of a table, in turn, ``--reps`` times (the minimum kept):
 
-* ``read_all``, ``read_binned``, ``read_coded``: :func:`~vmi_spark.spark.arrow_source.read_group`
+* ``read_all``, ``read_binned``, ``read_coded``: :func:`~vmi_spark.spark.sources.arrow_source.read_group`
   of every column, of the label and the binned (floating) columns, of the label and the
   coded (integer) columns: the second read today, and what the design would still read;
 * ``encode_binned``: the binned columns' codes (ten equal-frequency bins of the group's
@@ -70,7 +70,7 @@ def one_group(pf, g: int, binned: list[str], coded: list[str], reps: int) -> dic
     import pyarrow as pa
 
     from vmi_spark.core.encoding import binned_plan, categorical_plan, encode_column
-    from vmi_spark.spark.arrow_source import read_group
+    from vmi_spark.spark.sources.arrow_source import read_group
 
     label = ["label"]
     row: dict = {"group": g, "rows": pf.metadata.row_group(g).num_rows}

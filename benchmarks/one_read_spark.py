@@ -47,8 +47,8 @@ def one_table(spark, path: str, reps: int) -> dict:
     from vmi_spark.params import Settings
     from vmi_spark.spark import routes as R
     from vmi_spark.spark import select as S
-    from vmi_spark.spark.memory import cache_level
-    from vmi_spark.spark.storage import batch_rows, cache_batch_rows, keep
+    from vmi_spark.spark.blocks.memory import cache_level
+    from vmi_spark.spark.blocks.storage import batch_rows, cache_batch_rows, keep
 
     settings = Settings.of({}, "python")
     df = spark.read.parquet(path)

@@ -59,11 +59,11 @@ def main(argv=None) -> int:
 
     import wide
     from run import save
-    from vmi_spark.spark.arrow_source import ParquetReader, parquet_source
-    from vmi_spark.spark.blocks import block_encoder
+    from vmi_spark.spark.sources.arrow_source import ParquetReader, parquet_source
+    from vmi_spark.spark.blocks.codes import block_encoder
     from vmi_spark.spark.plan import build_plan
     from vmi_spark.core.rows import column_stats_fn, merge_stats
-    from vmi_spark.spark.vector_source import ParquetVectorReader
+    from vmi_spark.spark.sources.vector_source import ParquetVectorReader
 
     for d in args.dims:  # the tables, as wide.py writes them (a Spark job of its own)
         wide.main(["--rows", str(args.rows), "--dims", str(d), "--kinds", *args.kinds,

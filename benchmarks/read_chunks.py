@@ -6,9 +6,9 @@ then the pass (``ColumnStats`` over typed batches, as a task runs it) reads it t
 in turn, ``--reps`` times each:
 
 * ``whole``: every row group in one ``read_row_group`` call (the reader before session 16);
-* ``joined``: :func:`~vmi_spark.spark.arrow_source.read_group`, ``READ_CELLS`` at a time,
+* ``joined``: :func:`~vmi_spark.spark.sources.arrow_source.read_group`, ``READ_CELLS`` at a time,
   the chunks joined into one batch again (what a pass with ``handleInvalid=skip`` reads);
-* ``chunks``: :func:`~vmi_spark.spark.arrow_source.read_fn` with ``chunk_cells``, each
+* ``chunks``: :func:`~vmi_spark.spark.sources.arrow_source.read_fn` with ``chunk_cells``, each
   chunk counted before the next is decoded (the statistics pass and the encoder otherwise).
 
 Nanoseconds per cell of the read alone and of the whole pass; all three must give the
@@ -36,7 +36,7 @@ def one_pass(path: str, how: str) -> tuple[float, float, dict]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from vmi_spark.spark import arrow_source as A
+    from vmi_spark.spark.sources import arrow_source as A
     from vmi_spark.core.rows import ColumnStats, feature_array, typed_array
 
     pf = pq.ParquetFile(path)

@@ -107,9 +107,9 @@ EXECUTION = "resident"
 def make_backend(df, d, method):
     """The backend ``run_selection`` would use for ``EXECUTION`` over cached blocks ``df``."""
     if EXECUTION == "resident":
-        from vmi_spark.spark.resident import ResidentBackend
+        from vmi_spark.spark.executions.resident import ResidentBackend
         return ResidentBackend(df, d, STATES, CLASSES, method)
-    from vmi_spark.spark.backend import SparkBackend
+    from vmi_spark.spark.executions.passes import SparkBackend
     return SparkBackend(df, d, STATES, CLASSES)
 
 
@@ -136,7 +136,7 @@ def slots() -> int:
 
 def block_rows_for(n: int, d: int, method: str = NAIVE) -> int:
     """The block size ``run_selection`` picks (about 4 blocks per task slot)."""
-    from vmi_spark.spark.memory import block_rows_for as rows_for
+    from vmi_spark.spark.blocks.memory import block_rows_for as rows_for
     return rows_for(n, slots(), d, method, CLASSES)
 
 
@@ -144,7 +144,7 @@ def blocks_frame(codes: np.ndarray, y: np.ndarray, block_rows: int):
     """Encoded-blocks DataFrame with the schema of ``encode_blocks``, range-repartitioned
     over the task slots and cached like ``run_selection`` does; materialised."""
     from pyspark import StorageLevel
-    from vmi_spark.spark.blocks import BLOCK_SCHEMA
+    from vmi_spark.spark.blocks.codes import BLOCK_SCHEMA
     d, n = codes.shape
     rows = []
     for b, s in enumerate(range(0, n, block_rows)):
@@ -229,7 +229,7 @@ def _check(name, ok, res):
 # -- a. naive step throughput ------------------------------------------------------------
 
 def bench_naive(scale, reps=3, ms=(1, 2, 3, 6)):
-    from vmi_spark.spark.backend import SparkBackend
+    from vmi_spark.spark.executions.passes import SparkBackend
     n, d = int(1_000_000 * scale), 200
     codes, y = make_table(n, d, STATES)
     yi = y.astype(np.intp)
@@ -301,8 +301,8 @@ def bench_overhead(scale, m=6, reps=3):
     Python workers, against the same kernel in-process on one core."""
     import pyarrow as pa
     from vmi_spark.core.bound import naive_partials
-    from vmi_spark.spark.backend import SparkBackend
-    from vmi_spark.spark.blocks import decode_blocks as _blocks
+    from vmi_spark.spark.executions.passes import SparkBackend
+    from vmi_spark.spark.blocks.codes import decode_blocks as _blocks
     n, d = int(1_000_000 * scale), 200
     codes, y = make_table(n, d, STATES)
     prior, cond, mi = tables(codes, y)
@@ -344,7 +344,7 @@ def bench_overhead(scale, m=6, reps=3):
 # -- b. pairwise vs naive ----------------------------------------------------------------
 
 def bench_pairwise(scale, k=30):
-    from vmi_spark.spark.backend import SparkBackend
+    from vmi_spark.spark.executions.passes import SparkBackend
     n, d = int(250_000 * scale), 200
     codes, y = make_table(n, d, STATES)
     prior, cond, mi = tables(codes, y)
@@ -425,7 +425,7 @@ def bench_pairwise(scale, k=30):
 # -- c. fixed cost -----------------------------------------------------------------------
 
 def bench_fixed(scale, reps=15):
-    from vmi_spark.spark.backend import SparkBackend
+    from vmi_spark.spark.executions.passes import SparkBackend
     codes, y = make_table(100, 5, STATES, informative=3)
     prior, cond, mi = tables(codes, y)
     order = [int(i) for i in np.argsort(-mi, kind="stable")]
@@ -464,7 +464,7 @@ def bench_fixed(scale, reps=15):
 # -- d. scaling --------------------------------------------------------------------------
 
 def _scaling_point(n, d, ms=(2, 6), reps=3):
-    from vmi_spark.spark.backend import SparkBackend
+    from vmi_spark.spark.executions.passes import SparkBackend
     codes, y = make_table(n, d, STATES)
     prior, cond, mi = tables(codes, y)
     order = [int(i) for i in np.argsort(-mi, kind="stable")]
@@ -698,7 +698,7 @@ E2E_PATH = None
 
 
 def bench_e2e(scale, k_naive=50, k_pair=20):
-    from vmi_spark.spark.arrow_source import parquet_source
+    from vmi_spark.spark.sources.arrow_source import parquet_source
     from vmi_spark.spark.select import run_selection
     n, d = int(1_000_000 * scale), 1000
     tmp = tempfile.mkdtemp(prefix="vmi-e2e-")

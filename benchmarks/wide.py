@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     from pyspark.sql import SparkSession
 
     from run import save
-    from vmi_spark.spark.arrow_source import parquet_source
+    from vmi_spark.spark.sources.arrow_source import parquet_source
     from vmi_spark.spark.select import run_selection
 
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")

@@ -19,7 +19,7 @@ tiered without edits:
 An explicit ``@pytest.mark.unit`` / ``spark`` / ``system`` / ``lint`` on a test or module wins.
 
 The tests' tables are small, and ``execution="auto"`` selects a small table in the driver
-(:mod:`vmi_spark.spark.driver`). In this process the tests keep them on the executors, the
+(:mod:`vmi_spark.spark.executions.driver`). In this process the tests keep them on the executors, the
 paths they were written for, unless marked ``driver_auto`` (``tests/test_driver.py``,
 which checks that the driver gives the executors' result bit for bit). Subprocesses (the
 job under spark-submit, Connect, the cluster) use the real thresholds.
@@ -47,10 +47,10 @@ def _executors_for_small_tables(request, monkeypatch):
     if request.node.get_closest_marker("driver_auto") is not None or not any(
             request.node.get_closest_marker(t) for t in ("spark", "system")):
         return  # unit and lint tests do not import Spark
-    mod = sys.modules.get("vmi_spark.spark.driver")
+    mod = sys.modules.get("vmi_spark.spark.executions.driver")
     if mod is None:
         try:
-            import vmi_spark.spark.driver as mod  # noqa: PLC0415
+            import vmi_spark.spark.executions.driver as mod  # noqa: PLC0415
         except ImportError:  # no pyspark: nothing to keep off the driver
             return
     monkeypatch.setattr(mod, "DRIVER_CELLS", 0)

@@ -18,9 +18,9 @@ from pyspark.sql import functions as F
 
 from vmi_spark.core import encoding
 from vmi_spark.job import main
-from vmi_spark.spark import sparkhash
-from vmi_spark.spark.arrow_source import ParquetSource, parquet_source, row_group_batches
 from vmi_spark.spark.select import run_selection
+from vmi_spark.spark.sources import sparkhash
+from vmi_spark.spark.sources.arrow_source import ParquetSource, parquet_source, row_group_batches
 
 
 def test_xxhash64_matches_spark(spark):
@@ -261,7 +261,7 @@ def test_row_groups_are_cut_into_even_runs_without_a_shuffle(spark, files, monke
     import dataclasses
 
     from vmi_spark.spark import routes, select
-    from vmi_spark.spark.arrow_source import ParquetReader
+    from vmi_spark.spark.sources.arrow_source import ParquetReader
 
     df = spark.read.parquet(str(files))
     source = parquet_source(df, df.columns)
@@ -291,7 +291,8 @@ def test_blocks_larger_than_the_cache_share_go_to_disk(spark, files, monkeypatch
     Blocks hold at most BLOCK_BYTES."""
     from pyspark import StorageLevel
 
-    from vmi_spark.spark import memory, routes, select
+    from vmi_spark.spark import routes, select
+    from vmi_spark.spark.blocks import memory
     from vmi_spark.spark.session import storage_memory
 
     assert storage_memory(spark) > 0
@@ -343,7 +344,7 @@ def test_statistics_pass_places_the_bin_edges_spark_places(spark, labelled_files
     """The columns binned in a first batch are all the binned columns: the one pass gives
     Spark's plan (the hashed sample of 1,000 of 2,800 rows). ``late`` is binned only after
     its second file: a second pass, the same plan."""
-    from vmi_spark.spark import arrow_source
+    from vmi_spark.spark.sources import arrow_source
 
     monkeypatch.setattr(encoding, "SAMPLE_ROWS", 1000)
     df = spark.read.parquet(str(labelled_files)).select("y", *columns)

@@ -105,8 +105,8 @@ def test_bad_binning_names_the_parameter():
 
 @pytest.mark.parametrize("binning", ["quantile", "uniform", "mdlp"])
 def test_spark_codes_and_selects_like_the_in_memory_selector(spark, tmp_path, binning):
-    from vmi_spark.spark.arrow_source import parquet_source
     from vmi_spark.spark.select import run_selection
+    from vmi_spark.spark.sources.arrow_source import parquet_source
 
     frame, y = _zero_inflated(seed=3, n=3000)
     pdf = frame.assign(y=y)

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from vmi_spark.core.encoding import ColumnPlan, EncodingPlan, encode_column, encode_label
-from vmi_spark.spark import blocks as B
+from vmi_spark.spark.blocks import codes as B
 
 
 def _plan_and_batches(sizes, seed=0):

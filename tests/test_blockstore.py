@@ -57,7 +57,7 @@ def test_store_follows_the_list_model(ops, budget, evict):
 def test_worker_cache_forgets_ownership_of_what_it_evicts_and_resets():
     """A block pushed out of a worker's byte budget is no longer owned (the next pass must
     not count on it); ``reset`` forgets blocks, states, owners and passes."""
-    from vmi_spark.spark.backend import WorkerCache
+    from vmi_spark.spark.executions.passes import WorkerCache
 
     codes = np.zeros((2, 10), dtype=np.uint8)  # 20 bytes, + 80 of y (int64)
     y = np.zeros(10, dtype=np.int64)

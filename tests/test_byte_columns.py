@@ -32,7 +32,7 @@ from test_column_chunks import _slow_stats, _stats_of
 from vmi_spark.core import rows as R
 from vmi_spark.core.encoding import ColumnPlan, EncodingPlan, byte_table, encode_bytes
 from vmi_spark.core.rows import ByteColumns
-from vmi_spark.spark.blocks import encode_batch, encode_chunks
+from vmi_spark.spark.blocks.codes import encode_batch, encode_chunks
 
 
 def _slow_code(v: int, col: ColumnPlan) -> int:
@@ -291,7 +291,7 @@ def test_parquet_chunks_of_small_integers_come_as_byte_columns(small_int_files):
     """read_fn: the chunks whose columns are all small integers in labelled rows come as
     one-byte columns, the others as typed batches; side by side they hold the values of
     the typed batches read without chunks."""
-    from vmi_spark.spark.arrow_source import ParquetSource, read_fn
+    from vmi_spark.spark.sources.arrow_source import ParquetSource, read_fn
 
     paths = sorted(str(f) for f in small_int_files.glob("*.parquet"))
     units = tuple((i, g, pq.ParquetFile(f).metadata.row_group(g).num_rows, 0)
@@ -320,8 +320,8 @@ def test_byte_columns_select_what_the_spark_reader_selects(spark, small_int_file
                                                            monkeypatch, cells):
     """Parquet columns read as one-byte chunks (or a row group's every column at once):
     the Spark reader's plan, selection and scores, a binned column among them."""
-    from vmi_spark.spark.arrow_source import ParquetReader, parquet_source
     from vmi_spark.spark.select import run_selection
+    from vmi_spark.spark.sources.arrow_source import ParquetReader, parquet_source
 
     monkeypatch.setattr(ParquetReader, "chunk_cells", cells)
     df = spark.read.parquet(str(small_int_files))
@@ -344,7 +344,7 @@ def test_columns_coded_alike_share_one_table(monkeypatch):
     """Columns whose plans code every value alike (names, 3 and 3.0, -0.0 and 0.0 aside)
     make one byte table between them; a missing state, another kind (a constant and a
     category without values) or other values make another. Every column's codes of all 256 bytes are the slow coding's."""
-    from vmi_spark.spark import blocks
+    from vmi_spark.spark.blocks import codes as blocks
 
     four = [0.0, 1.0, 2.0, 3.0]
     cols = [ColumnPlan("a", "category", values=four),

@@ -25,14 +25,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from vmi_spark.core import rows as R
-from vmi_spark.spark.arrow_source import (
+from vmi_spark.spark.select import run_selection
+from vmi_spark.spark.sources.arrow_source import (
     ParquetReader,
     ParquetSource,
     parquet_source,
     read_fn,
     row_group_batches,
 )
-from vmi_spark.spark.select import run_selection
 
 
 def _batches(seed: int, sizes: list[int]) -> list[pa.RecordBatch]:

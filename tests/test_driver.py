@@ -56,8 +56,8 @@ def _decimal_frame(spark):
 
 @pytest.mark.parametrize("method", METHOD_NAMES)
 def test_driver_selects_as_the_executors_do(spark, mixed_parquet, method):
-    from vmi_spark.spark.arrow_source import parquet_source
     from vmi_spark.spark.select import run_selection
+    from vmi_spark.spark.sources.arrow_source import parquet_source
 
     parquet = spark.read.parquet(mixed_parquet)
     feats = [c for c in parquet.columns if c != "y"]
@@ -93,7 +93,8 @@ def test_driver_with_skip_and_a_continuous_label(spark, mixed_parquet):
 
 
 def test_auto_leaves_a_large_table_to_the_executors(spark, monkeypatch):
-    from vmi_spark.spark import driver, routes, select
+    from vmi_spark.spark import routes, select
+    from vmi_spark.spark.executions import driver
 
     df = spark.createDataFrame(_mixed(n=400).drop(columns=["price"]))
     monkeypatch.setattr(driver, "PROBE_CELLS", 100)  # 400 rows x 6 columns is "large" now
@@ -122,7 +123,7 @@ def test_driver_threads_do_not_change_the_sums():
     """The driver's blocks on threads: the same integer partials as one block at a time."""
     from vmi_spark.core.greedy import select_vmi
     from vmi_spark.core.inmemory import InMemoryBackend
-    from vmi_spark.spark.driver import DriverBackend
+    from vmi_spark.spark.executions.driver import DriverBackend
 
     rng = np.random.default_rng(3)
     y = rng.integers(0, 2, 30_000)

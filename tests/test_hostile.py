@@ -308,7 +308,7 @@ def test_negative_zero_is_coded_like_zero(spark):
     # index_in coded the other sign as the first category: codes [0, 1, 0, 0]
     from vmi_spark.core.encoding import encode_column
     from vmi_spark.spark.plan import plan_from_schema
-    from vmi_spark.spark.spark_source import SparkSource, prepare_frame
+    from vmi_spark.spark.sources.spark_source import SparkSource, prepare_frame
 
     df = spark.createDataFrame([(-0.0, "p"), (0.0, "p"), (-1.0, "q"), (-1.0, "q")],
                                "x double, y string")

@@ -24,9 +24,9 @@ import pytest
 from helpers import codes_of, random_discrete
 from vmi_spark.core.greedy import select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
-from vmi_spark.spark import resident as R
-from vmi_spark.spark import resident_server as S
-from vmi_spark.spark import wire
+from vmi_spark.spark.executions import resident as R
+from vmi_spark.spark.executions import resident_server as S
+from vmi_spark.spark.executions import wire
 from vmi_spark.spark.select import run_selection
 
 #: an attacker thread stops at the latest after this long

@@ -115,8 +115,8 @@ def test_categorical_is_kept_when_asked_and_auto_keeps_integer_classes():
 # ------------------------------------------------------------------- on Spark
 def test_spark_codes_a_continuous_label_like_the_in_memory_selector(spark, tmp_path):
     """Both readers, two partitionings, the job's report: the same classes and scores."""
-    from vmi_spark.spark.arrow_source import parquet_source
     from vmi_spark.spark.select import run_selection
+    from vmi_spark.spark.sources.arrow_source import parquet_source
 
     frame, y = _regression(seed=7, n=2500)
     path = str(tmp_path / "reg.parquet")
@@ -185,8 +185,8 @@ def test_a_sampled_continuous_label_is_the_same_in_both_readers(spark, tmp_path,
     """Above the sample size the label's edges come from the hashed sample of whole rows,
     also when no feature is binned (all categorical): both readers pick the same rows."""
     from vmi_spark.core import encoding
-    from vmi_spark.spark.arrow_source import parquet_source
     from vmi_spark.spark.select import run_selection
+    from vmi_spark.spark.sources.arrow_source import parquet_source
 
     monkeypatch.setattr(encoding, "SAMPLE_ROWS", 300)
     rng = np.random.default_rng(6)

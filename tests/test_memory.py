@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from vmi_spark import hints
-from vmi_spark.spark import memory
-from vmi_spark.spark.storage import CACHE_BATCH_BYTES, cache_batch_rows
+from vmi_spark.spark.blocks import memory
+from vmi_spark.spark.blocks.storage import CACHE_BATCH_BYTES, cache_batch_rows
 
 
 @pytest.mark.parametrize("d", [5, 100, 1000, 30_000])

@@ -166,9 +166,9 @@ def native_files(tmp_path_factory):
 def test_native_columns_select_what_typed_columns_select(spark, native_files, monkeypatch,
                                                          reader):
     from vmi_spark.core import encoding
-    from vmi_spark.spark import arrow_source, spark_source
-    from vmi_spark.spark.arrow_source import parquet_source
     from vmi_spark.spark.select import run_selection
+    from vmi_spark.spark.sources import arrow_source, spark_source
+    from vmi_spark.spark.sources.arrow_source import parquet_source
 
     monkeypatch.setattr(encoding, "SAMPLE_ROWS", 2000)  # the hashed sample too
     df = spark.read.parquet(str(native_files))
@@ -200,10 +200,10 @@ def test_native_columns_select_what_typed_columns_select(spark, native_files, mo
 
 @pytest.mark.parametrize("typ", [*NATIVE, pa.int64(), pa.string()], ids=str)
 def test_sample_hash_of_native_columns_is_spark_hash_of_doubles(typ):
-    """:func:`~vmi_spark.spark.sparkhash.hash_column` (compiled with numba here) gives the
-    numpy :func:`~vmi_spark.spark.sparkhash.hash_doubles` of the typed column (which
+    """:func:`~vmi_spark.spark.sources.sparkhash.hash_column` (compiled with numba here) gives the
+    numpy :func:`~vmi_spark.spark.sources.sparkhash.hash_doubles` of the typed column (which
     ``tests/test_arrow_source.py`` checks against Spark's own ``xxhash64``)."""
-    from vmi_spark.spark import sparkhash as H
+    from vmi_spark.spark.sources import sparkhash as H
 
     rng = np.random.default_rng(11)
     n = 3000

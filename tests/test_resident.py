@@ -34,9 +34,9 @@ from vmi_spark.core.greedy import select_classic, select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
 from vmi_spark.errors import InputError
 from vmi_spark.params import Settings
-from vmi_spark.spark import driver, wire
-from vmi_spark.spark import resident as R
-from vmi_spark.spark.resident_server import ResidentTasks
+from vmi_spark.spark.executions import driver, wire
+from vmi_spark.spark.executions import resident as R
+from vmi_spark.spark.executions.resident_server import ResidentTasks
 from vmi_spark.spark.select import run_selection
 from vmi_spark.spark.session import task_slots, unavailable_reason
 
@@ -151,7 +151,7 @@ def test_resident_and_passes_reports_are_identical(spark):
 
 def _encoded(spark, pdf, block_rows=64):
     from vmi_spark.spark.plan import plan_from_schema
-    from vmi_spark.spark.spark_source import SparkSource
+    from vmi_spark.spark.sources.spark_source import SparkSource
 
     features = [c for c in pdf.columns if c != "y"]
     df = spark.createDataFrame(pdf).repartition(3)

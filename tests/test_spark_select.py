@@ -227,7 +227,7 @@ def _encoded_blocks(spark, pdf, block_rows: int):
 def _blocks_of(df, label, features, block_rows: int):
     """(persisted encoded blocks, plan) of ``df`` as the Spark reader encodes them."""
     from vmi_spark.spark.plan import plan_from_schema
-    from vmi_spark.spark.spark_source import SparkSource, prepare_frame
+    from vmi_spark.spark.sources.spark_source import SparkSource, prepare_frame
 
     typed = prepare_frame(df, label, features)
     source = SparkSource(typed)
@@ -243,7 +243,7 @@ def test_worker_block_cache_saves_transfers_and_changes_nothing(spark):
     pass equals the in-memory core over the same codes."""
     from vmi_spark.core.bound import StepOps
     from vmi_spark.core.tables import conditional
-    from vmi_spark.spark.backend import SparkBackend
+    from vmi_spark.spark.executions.passes import SparkBackend
 
     blocks, plan = _encoded_blocks(spark, random_discrete(4, n=3000, d=9), 500)
     try:
@@ -310,7 +310,7 @@ def test_pairwise_state_kept_in_workers_equals_the_core(spark, budget):
     """Workers keep and update their blocks' pairwise state; a state they cannot keep
     (budget 0) is rebuilt from the cached blocks in every pass. Same result either way."""
     from helpers import lung
-    from vmi_spark.spark import backend as B
+    from vmi_spark.spark.executions import passes as B
 
     x, labels = lung()
     y = np.unique(labels, return_inverse=True)[1]
@@ -357,7 +357,7 @@ def test_pass_over_every_block_id_scores_owned_blocks_once(monkeypatch):
     import pyarrow as pa
 
     from vmi_spark.core.bound import BlockState, StepOps
-    from vmi_spark.spark import backend as B
+    from vmi_spark.spark.executions import passes as B
 
     calls = []
 
@@ -410,7 +410,7 @@ def test_first_count_pass_alone_gives_ownership():
     block in another worker must not make a second one."""
     import pyarrow as pa
 
-    from vmi_spark.spark import backend as B
+    from vmi_spark.spark.executions import passes as B
 
     cache = B.worker_cache()
     cache.reset()
@@ -441,8 +441,8 @@ def test_count_passes_sum_in_the_task_and_split_bulk_pair_counts(spark, monkeypa
     """A count pass sends one array per task (its blocks summed there), and bulk pair
     counts are split into passes that fit the transfer budget; the totals equal a plain
     numpy count over all rows."""
-    from vmi_spark.spark import backend as B
-    from vmi_spark.spark import blocks as blocks_mod
+    from vmi_spark.spark.blocks import codes as blocks_mod
+    from vmi_spark.spark.executions import passes as B
 
     blocks, plan = _encoded_blocks(spark, random_discrete(6, n=900, d=7), 100)
     try:
@@ -484,7 +484,7 @@ def test_blocks_are_whole_strides_within_their_byte_bounds():
     when no byte bound holds them back, never fewer rows than a slot's quarter share (or
     than the byte bound) less a stride."""
     from vmi_spark.core.bound import BLOCK_ROW_STEP, MAX_BLOCK_ROWS
-    from vmi_spark.spark import memory
+    from vmi_spark.spark.blocks import memory
 
     for num_rows, parts, d, method, classes in itertools.product(
             [1, 1000, 20_000, 200_000, 5_000_000], [1, 2, 16],

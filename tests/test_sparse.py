@@ -134,7 +134,7 @@ def test_spark_sparse_fit_equals_the_dense_path_and_transform_stays_sparse(spark
     from pyspark.ml.linalg import SparseVector, Vectors
 
     from vmi_spark import VMISelector
-    from vmi_spark.spark import sparse_vectors
+    from vmi_spark.spark.sources import sparse_vectors
 
     y, row, el, val, dense = _table(300, 200, seed=6)
     monkeypatch.setattr(sparse_vectors, "SPARSE_MIN_WIDTH", 100)
@@ -176,7 +176,7 @@ def test_sparse_selection_refuses_spec_cmi_in_one_line_before_reading(method):
     pytest.importorskip("pyspark")
     from vmi_spark.errors import ParameterError
     from vmi_spark.params import Settings
-    from vmi_spark.spark.sparse_vectors import sparse_selection
+    from vmi_spark.spark.sources.sparse_vectors import sparse_selection
 
     with pytest.raises(ParameterError) as err:
         sparse_selection(None, "y", "features", Settings.of({"method": method}, "ml"))
@@ -201,7 +201,7 @@ def test_spark_sparse_vmi_screened_equals_the_dense_path(spark, monkeypatch):
     from pyspark.ml.linalg import Vectors
 
     from vmi_spark import VMISelector
-    from vmi_spark.spark import sparse_vectors
+    from vmi_spark.spark.sources import sparse_vectors
 
     y, row, el, val, dense = _table(240, 120, seed=9)
     monkeypatch.setattr(sparse_vectors, "SPARSE_MIN_WIDTH", 100)

@@ -170,7 +170,7 @@ def test_job_refuses_before_reading_when_the_driver_cannot_hold_the_tables(
     """The estimate before reading exceeds the driver's memory: exit 2, one line naming
     --max-categories, and no pass over the rows (the first pass is never called)."""
     from vmi_spark.job import main
-    from vmi_spark.spark import sparse_vectors
+    from vmi_spark.spark.sources import sparse_vectors
 
     spath, _, _ = _frames(spark, tmp_path)
     monkeypatch.setattr(sparse_vectors, "_limits", lambda s: (1 << 20, None, None))
@@ -248,7 +248,7 @@ def test_batched_reading_gives_the_whole_partitions_counts_and_codes(monkeypatch
 
     from pyspark.ml.linalg import Vectors
 
-    from vmi_spark.spark import sparse_vectors as sv
+    from vmi_spark.spark.sources import sparse_vectors as sv
 
     y, row, el, val, _ = _table(60, 40, seed=12)
     rows = [(int(y[r]), Vectors.sparse(40, {int(i): float(v) for i, v in

@@ -15,7 +15,7 @@ import pytest
 from helpers import random_discrete
 from vmi_spark import VMISelector
 from vmi_spark.errors import InputError
-from vmi_spark.spark import storage
+from vmi_spark.spark.blocks import storage
 from vmi_spark.spark.select import run_selection
 
 

@@ -13,7 +13,7 @@ from pyspark.ml.linalg import Vectors
 
 from vmi_spark.core import encoding
 from vmi_spark.errors import InputError
-from vmi_spark.spark.vector_source import (
+from vmi_spark.spark.sources.vector_source import (
     VectorLengthError,
     element_columns,
     vector_matrix,
@@ -45,7 +45,7 @@ def test_vector_matrix_rejects_vectors_of_another_length(rows, width, found):
 def _stored(vectors):
     """ML vectors as Spark stores them in Parquet (VectorUDT's struct), built by hand:
     ``("d", values)``, ``("s", size, indices, values)`` or None."""
-    from vmi_spark.spark.arrow_source import VECTOR_FIELDS
+    from vmi_spark.spark.sources.arrow_source import VECTOR_FIELDS
 
     rows = [None if v is None else
             {"type": 1, "size": None, "indices": None, "values": v[1]} if v[0] == "d" else
@@ -116,7 +116,7 @@ def test_element_columns_are_one_byte_where_every_value_is_a_small_integer():
 
 
 def test_joined_batches_keep_the_rows_in_order():
-    from vmi_spark.spark.vector_source import joined
+    from vmi_spark.spark.sources.vector_source import joined
 
     def batch(lo, hi):
         return pa.RecordBatch.from_pydict({
@@ -137,7 +137,7 @@ def test_joined_batches_keep_the_rows_in_order():
 
 def _abc_reader():
     """A VectorReader of vectors of elements a, b, c and a label y, without a frame."""
-    from vmi_spark.spark import vector_source as V
+    from vmi_spark.spark.sources import vector_source as V
 
     reader = V.VectorReader.__new__(V.VectorReader)
     reader.names = ["a", "b", "c"]
@@ -148,7 +148,7 @@ def _abc_reader():
 
 def test_vector_reader_cuts_joined_batches_as_it_cuts_single_ones(monkeypatch):
     """The typed columns do not depend on how the JVM's batches were joined."""
-    from vmi_spark.spark import vector_source as V
+    from vmi_spark.spark.sources import vector_source as V
 
     rng = np.random.default_rng(5)
     rows = [[float(x) for x in rng.integers(0, 4, 3)] for _ in range(50)]
@@ -182,7 +182,7 @@ def test_vector_chunks_side_by_side_are_the_read_batches(monkeypatch, cells):
     joined batch), put side by side from each chunk at 0 on, are read's batches, with a
     null vector and int8 / float64 columns as read makes them."""
     from vmi_spark.core.rows import ByteColumns
-    from vmi_spark.spark import vector_source as V
+    from vmi_spark.spark.sources import vector_source as V
 
     rng = np.random.default_rng(6)
     rows = [[float(x) for x in rng.integers(0, 4, 3)] for _ in range(50)]
@@ -247,8 +247,9 @@ def _vector_frame(spark, n=1200, seed=0):
 @pytest.mark.parametrize("chunk_cells", [None, 400])
 def test_vector_reader_plans_and_selects_as_the_expanded_columns(spark, monkeypatch,
                                                                   sample_rows, chunk_cells):
-    from vmi_spark.spark import select, vector_source
-    from vmi_spark.spark import vector_source as V
+    from vmi_spark.spark import select
+    from vmi_spark.spark.sources import vector_source
+    from vmi_spark.spark.sources import vector_source as V
 
     if sample_rows is not None:  # bin edges from the hashed sample
         monkeypatch.setattr(encoding, "SAMPLE_ROWS", sample_rows)
@@ -304,8 +305,9 @@ def test_small_integer_elements_select_as_the_expanded_columns(spark, tmp_path, 
     """Elements read as one-byte columns in some batches and as doubles in others (a NaN,
     a 0.5 or a 300 in one batch only; -0.0 among the codes): the plan, sample, selection
     and scores of the expanded columns read by Spark, also in element chunks."""
-    from vmi_spark.spark import select, vector_source
-    from vmi_spark.spark import vector_source as V
+    from vmi_spark.spark import select
+    from vmi_spark.spark.sources import vector_source
+    from vmi_spark.spark.sources import vector_source as V
 
     monkeypatch.setattr(encoding, "SAMPLE_ROWS", 700)
     monkeypatch.setattr(V, "VECTOR_JOIN_ROWS", 128)  # many batches per task
@@ -338,7 +340,7 @@ def test_small_integer_elements_select_as_the_expanded_columns(spark, tmp_path, 
 def test_wide_vectors_are_read_in_batches_of_bounded_bytes(spark, monkeypatch):
     """Reading a wide vector column sets Spark's Parquet and Arrow batch sizes so that a
     batch holds at most VECTOR_BATCH_BYTES of elements, and puts the session's back."""
-    from vmi_spark.spark import vector_source as V
+    from vmi_spark.spark.sources import vector_source as V
 
     df = spark.createDataFrame([(1, Vectors.dense([0.0] * 50))], ["y", "v"])
     reader = V.VectorReader(df, "y", "v", [f"v[{i}]" for i in range(50)], 2)
@@ -360,8 +362,8 @@ def test_vector_length_is_checked_in_batches_of_bounded_bytes(spark, monkeypatch
     30,000-element column does not fill the heap with 4,096-row Parquet batches."""
     from contextlib import contextmanager
 
-    from vmi_spark.spark import vector_source
-    from vmi_spark.spark import vector_source as V
+    from vmi_spark.spark.sources import vector_source
+    from vmi_spark.spark.sources import vector_source as V
 
     df = spark.createDataFrame([(1, Vectors.dense([0.0] * 5)), (0, Vectors.dense([1.0] * 5))],
                                ["y", "v"])
@@ -401,7 +403,8 @@ def _labelled_vectors(spark, widths, names):
 def test_named_vectors_are_not_aggregated_before_the_passes(spark, monkeypatch):
     """With ML attribute names the length aggregate is left out of the set-up (the
     statistics pass checks every vector as it reads it); without names it still runs."""
-    from vmi_spark.spark import select, vector_source
+    from vmi_spark.spark import select
+    from vmi_spark.spark.sources import vector_source
 
     names = ["a", "b", "c"]
     df = _labelled_vectors(spark, [3] * 40, names)
@@ -450,7 +453,7 @@ def test_vector_chunks_of_small_integers_come_in_smaller_groups(monkeypatch):
     reads); after a group of one-byte slabs only, groups of VECTOR_BYTE_ROWS rows; after a
     slab that is not (a 0.5), the joined rows again. Side by side, read's values."""
     from vmi_spark.core.rows import ByteColumns
-    from vmi_spark.spark import vector_source as V
+    from vmi_spark.spark.sources import vector_source as V
 
     rng = np.random.default_rng(9)
     rows = [[float(x) for x in rng.integers(0, 4, 3)] for _ in range(60)]

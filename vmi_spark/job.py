@@ -438,14 +438,14 @@ def run(args: argparse.Namespace, spark, *, started: float | None = None,
         raise ValueError("run() takes the arguments check_args() returned")
     started = time.perf_counter() if started is None else started
     if not (args.input or args.table):  # the demo
-        return _select(args, spark, None, None, started=started, previous=previous)
+        return _select_and_write(args, spark, None, None, started=started, previous=previous)
     location = _table_location(spark, args.table) if args.table else None
     with outputs.claims(output_request(args), spark, location) as claimed:
         if args.output_table:
             _check_output_table(spark, args)
         df = read_input(spark, args)
-        return _select(args, spark, df, claimed, csv_notes(spark, args, df), started=started,
-                       previous=previous)
+        return _select_and_write(args, spark, df, claimed, csv_notes(spark, args, df),
+                                 started=started, previous=previous)
 
 
 #: bytes of each CSV input file (at most CSV_FILES of them) looked at by :func:`csv_notes`
@@ -524,8 +524,9 @@ def _file_head(spark, uri: str, limit: int) -> bytes | None:
         return None
 
 
-def _select(args: argparse.Namespace, spark, df, claimed, notes: Sequence[str] = (), *,
-            started: float, previous: Previous) -> Outcome:
+def _select_and_write(args: argparse.Namespace, spark, df, claimed,
+                      notes: Sequence[str] = (), *, started: float,
+                      previous: Previous) -> Outcome:
     """Select on ``df`` (the demo data when None) and write the claimed outputs; ``notes``
     are warnings about the input (logged, and in the report's ``warnings``)."""
     for note in notes:
@@ -595,10 +596,10 @@ def _select_vector(df, label: str, vector: str, settings, exclude: list[str] | N
                    weight_col: str | None) -> SelectionReport:
     """The report of a selection of the elements of the vector column ``vector``: from its
     non-zeros when the estimator would read it so (the one route decision,
-    :func:`vmi_spark.spark.sparse_vectors.sparse_route`), else as the estimator's
+    :func:`vmi_spark.spark.sources.sparse_vectors.sparse_route`), else as the estimator's
     ``featuresCol``."""
     from .spark.select import run_selection
-    from .spark.sparse_vectors import sparse_route, sparse_selection
+    from .spark.sources.sparse_vectors import sparse_route, sparse_selection
 
     if sparse_route(df, vector, settings, weight_col=weight_col, exclude=exclude):
         return sparse_selection(df, label, vector, settings, on_step=_log_step())

@@ -51,7 +51,7 @@ from .progress import StepLogger
 from .spark.compat import handle_overwrite, load_metadata, save_metadata
 from .spark.plan import is_vector_type, quote
 from .spark.select import run_selection
-from .spark.sparse_vectors import sparse_route, sparse_selection
+from .spark.sources.sparse_vectors import sparse_route, sparse_selection
 from .tracking import log_if_active
 
 __all__ = ["VMISelector", "VMISelectorModel"]
@@ -348,7 +348,7 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     def _fit_sparse(self, dataset: DataFrame, settings: Settings,
                     **kwargs: Any) -> VMISelectorModel:
         """The fit of a wide sparse vector column, from its non-zeros
-        (:mod:`vmi_spark.spark.sparse_vectors`; :func:`~vmi_spark.spark.sparse_vectors.
+        (:mod:`vmi_spark.spark.sources.sparse_vectors`; :func:`~vmi_spark.spark.sources.sparse_vectors.
         sparse_route` decided, and refused what that path does not do)."""
         report = sparse_selection(dataset, self.getLabelCol(), self.getFeaturesCol(),
                                   settings, on_step=kwargs.get("on_step") or StepLogger())

@@ -36,8 +36,8 @@ class Backend(Protocol):
     """Where the rows live: in memory, or cached on a Spark cluster.
 
     Implemented by :class:`vmi_spark.core.inmemory.InMemoryBackend`,
-    :class:`vmi_spark.spark.backend.SparkBackend` and
-    :class:`vmi_spark.spark.resident.ResidentBackend`.
+    :class:`vmi_spark.spark.executions.passes.SparkBackend` and
+    :class:`vmi_spark.spark.executions.resident.ResidentBackend`.
     """
 
     def feature_counts(self) -> np.ndarray:

@@ -590,7 +590,7 @@ class TableRows:
 
     ``batches`` returns an iterator over the batches each time it is called; the table
     has ``num_rows`` rows. Used for a small table in the Spark driver
-    (:class:`vmi_spark.spark.driver.DriverRows`) and by the scikit-learn selector, so that
+    (:class:`vmi_spark.spark.executions.driver.DriverRows`) and by the scikit-learn selector, so that
     both plan and code exactly as the Spark passes do (no sample: at most
     :data:`~vmi_spark.core.encoding.SAMPLE_ROWS` rows are asked of it, or every row is
     the sample).

@@ -1,11 +1,11 @@
 """Work on typed record batches that every row source shares (Spark-free).
 
 A *typed* batch holds the label in column 0 and the features after it, typed as
-:func:`vmi_spark.spark.spark_source.prepare_frame` types them: ``"double"`` (numbers,
+:func:`vmi_spark.spark.sources.spark_source.prepare_frame` types them: ``"double"`` (numbers,
 booleans, dates, timestamps and intervals as numbers, -0.0 as 0.0) or ``"string"``. A
 numeric feature may also stay in the Arrow type it was read in (:func:`feature_array`):
-its values are the same doubles. The Spark reader (:mod:`vmi_spark.spark.spark_source`),
-the pyarrow reader (:mod:`vmi_spark.spark.arrow_source`) and the in-memory rows
+its values are the same doubles. The Spark reader (:mod:`vmi_spark.spark.sources.spark_source`),
+the pyarrow reader (:mod:`vmi_spark.spark.sources.arrow_source`) and the in-memory rows
 (:class:`vmi_spark.core.planning.TableRows`: the driver's small tables, the
 scikit-learn selector) produce such batches; the functions here compute the column
 statistics of the encoding plan from them and drop the rows the plan does not keep,

@@ -395,7 +395,7 @@ PYTHON_BASE_BYTES = 200 << 20
 #: (562 MB for 1.64M non-zeros and 50,000 rows)
 TASK_BYTES_PER_NONZERO = 200
 TASK_BYTES_PER_ROW = 1000
-#: rows a worker reads at a time (:data:`vmi_spark.spark.sparse_vectors.BATCH_ROWS`)
+#: rows a worker reads at a time (:data:`vmi_spark.spark.sources.sparse_vectors.BATCH_ROWS`)
 BATCH_ROWS = 8192
 #: bytes a worker holds per code of its partition (the batches' codes and their
 #: concatenation) and per distinct (element, value) cell (the running cells, the batch's

@@ -1,13 +1,13 @@
 """Spark data layer: plan the encoding, encode into cached blocks, run the greedy steps.
 
-``select.run_selection`` is the one orchestrator. It reads the rows through a row
-source (``plan.RowSource``: ``spark_source.SparkSource`` or
-``arrow_source.ParquetReader``, sharing ``rows``), computes the plan of
-``vmi_spark.core.encoding`` (``plan.plan_from_schema``), writes blocks in the format of
-``blocks`` and runs the steps with an execution (``routes.Execution``:
-``backend.SparkBackend``, one Spark job a pass, or ``resident.ResidentBackend``).
-``session`` holds the session probes.
-"""
+``select.run_selection`` is the one orchestrator; ``routes`` makes its two decisions. It
+reads the rows through a row source of ``sources`` (``plan.RowSource``:
+``spark_source.SparkSource``, ``arrow_source.ParquetReader``, the vector readers),
+computes the plan of ``vmi_spark.core.encoding`` (``plan.plan_from_schema``), encodes
+blocks of rows (``blocks.codes``) kept by ``blocks.storage`` within ``blocks.memory``'s
+budgets, and runs the steps with an execution of ``executions`` (``routes.Execution``:
+the driver, resident tasks, or ``passes.SparkBackend``, one Spark job a pass).
+``session`` holds the session probes."""
 
 from .._deps import require_pyspark
 

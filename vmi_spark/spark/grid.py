@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from ..core.encoding import EncodingPlan
 from ..core.kde import KDE_GRID
 from .plan import quote
-from .spark_source import SparkSource, prepare_frame
+from .sources.spark_source import SparkSource, prepare_frame
 
 
 def grid_plan(df: DataFrame, plan: EncodingPlan, cells: int = KDE_GRID,

@@ -48,7 +48,7 @@ class RowSource(planning.PlanSource, Protocol):
 
     def encode_blocks(self, plan: EncodingPlan, block_rows: int,
                       skip_cols: list[str]) -> DataFrame:
-        """The kept rows as block rows of codes (:mod:`vmi_spark.spark.blocks`)."""
+        """The kept rows as block rows of codes (:mod:`vmi_spark.spark.blocks.codes`)."""
         ...
 
     def reading(self) -> AbstractContextManager[None]:

@@ -39,10 +39,15 @@ from ..core.greedy import Backend
 from ..core.stability import HalfSample
 from ..errors import InputError
 from ..params import Settings
-from .arrow_source import ParquetReader, ParquetSource, parquet_source, plain_parquet_scan
-from .backend import SparkBackend
+from .blocks.memory import (
+    block_batches,
+    block_rows_for,
+    cache_level,
+    disk_object_bytes,
+)
+from .blocks.storage import Kept, batch_rows, cache_batch_rows, keep
 from .compat import arrow_reader_note
-from .driver import (
+from .executions.driver import (
     DRIVER_CELLS,
     DRIVER_PAIR_BYTES,
     PROBE_CELLS,
@@ -51,22 +56,17 @@ from .driver import (
     parquet_rows,
     probed_rows,
 )
-from .memory import (
-    block_batches,
-    block_rows_for,
-    cache_level,
-    disk_object_bytes,
-)
+from .executions.passes import SparkBackend
+from .executions.resident import ResidentBackend, ResidentUnavailable
 from .plan import RowSource, check_weight_col, resolve_columns
-from .resident import ResidentBackend, ResidentUnavailable
 from .session import (
     parallelism,
     task_slots,
     unavailable_reason,
 )
-from .spark_source import SparkSource
-from .storage import Kept, batch_rows, cache_batch_rows, keep
-from .vector_source import (
+from .sources.arrow_source import ParquetReader, ParquetSource, parquet_source, plain_parquet_scan
+from .sources.spark_source import SparkSource
+from .sources.vector_source import (
     ParquetVectorReader,
     VectorReader,
     expand_vector,

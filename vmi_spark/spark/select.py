@@ -25,9 +25,7 @@ from ..core.units import count_text
 from ..errors import InputError, literal, phrase, phrased
 from ..params import Settings
 from ..run import run_planned
-from .arrow_source import (
-    ParquetSource,
-)
+from .blocks.storage import check_checkpoint_dir, check_staging
 from .grid import grid_plan
 from .plan import RowSource, plan_from_schema
 from .routes import (
@@ -38,8 +36,10 @@ from .routes import (
     choose_rows,
     start_execution,
 )
-from .storage import check_checkpoint_dir, check_staging
-from .vector_source import vector_lengths_checked
+from .sources.arrow_source import (
+    ParquetSource,
+)
+from .sources.vector_source import vector_lengths_checked
 
 log = logging.getLogger("vmi_spark")
 
@@ -137,22 +137,22 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
     completed step (:mod:`vmi_spark.checkpoint`), and a run that finds a checkpoint of
     the same input and parameters continues after its last step.
 
-    ``source`` (from :func:`vmi_spark.spark.arrow_source.parquet_source`) names the
+    ``source`` (from :func:`vmi_spark.spark.sources.arrow_source.parquet_source`) names the
     Parquet files ``df`` is a plain scan of: the passes that read every row then read
     the files with pyarrow in the Python workers, which is several times faster for
     wide tables and gives the same result. Without it, ``reader="auto"`` finds them
     itself when ``df`` is ``spark.read.parquet(...)`` or a projection of its columns
-    (:func:`vmi_spark.spark.arrow_source.plain_parquet_scan`), also for a vector
+    (:func:`vmi_spark.spark.sources.arrow_source.plain_parquet_scan`), also for a vector
     ``features_col`` (its stored struct is cut in the workers:
-    :class:`vmi_spark.spark.vector_source.ParquetVectorReader`); ``reader="spark"``
+    :class:`vmi_spark.spark.sources.vector_source.ParquetVectorReader`); ``reader="spark"``
     reads with Spark. ``source`` is ignored with ``features_col``, and both with the
     ``kde`` estimator. ``report()["reader"]`` says which read the rows: ``"pyarrow"``
     or ``"spark"``.
 
     ``execution`` says how the greedy steps run: ``"resident"`` keeps the blocks in
     long-running barrier tasks that the driver talks to directly (one round trip per
-    step, :mod:`vmi_spark.spark.resident`); ``"passes"`` runs one Spark job per pass
-    (:class:`vmi_spark.spark.backend.SparkBackend`); ``"auto"`` (the default) is
+    step, :mod:`vmi_spark.spark.executions.resident`); ``"passes"`` runs one Spark job per pass
+    (:class:`vmi_spark.spark.executions.passes.SparkBackend`); ``"auto"`` (the default) is
     resident where the session allows it (a classic session without dynamic
     allocation) and falls back to passes, with a warning, if the tasks cannot start.
     The answer is the same either way.
@@ -164,7 +164,7 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
     the candidates, default 0.1). ``report()["stop_reason"]`` says why it ended.
 
     ``block_storage`` says where the encoded rows live between passes
-    (:mod:`vmi_spark.spark.storage`): ``"auto"`` caches them, or, where the session
+    (:mod:`vmi_spark.spark.blocks.storage`): ``"auto"`` caches them, or, where the session
     refuses caching (Databricks serverless), writes them once under ``staging_dir``
     (a directory Spark can write and read, e.g. a Unity Catalog volume) and removes
     that copy afterwards, or without ``staging_dir`` recomputes them in every pass.

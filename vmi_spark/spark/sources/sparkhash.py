@@ -2,8 +2,8 @@
 
 The encoding plan places bin edges on a sample of rows chosen by
 ``pmod(xxhash64(label, c1, c2, ...), 2**30) < threshold`` over the typed columns
-(:meth:`vmi_spark.spark.spark_source.SparkSource.quantile_splits`). The Parquet fast path
-(:mod:`vmi_spark.spark.arrow_source`) reads rows in the Python workers and must keep
+(:meth:`vmi_spark.spark.sources.spark_source.SparkSource.quantile_splits`). The Parquet fast path
+(:mod:`vmi_spark.spark.sources.arrow_source`) reads rows in the Python workers and must keep
 exactly the same rows, so it computes the same hash here: XXH64 as Spark implements it
 (``org.apache.spark.sql.catalyst.expressions.XXH64``), chained over the columns with
 seed 42; a null leaves the running hash unchanged, a double is hashed as
@@ -156,7 +156,7 @@ def _hash_loop():
     """The compiled loop, or None without numba (loaded at first use: a Python worker that
     never samples does not pay for numba)."""
     if not _compiled:
-        from ..core.kernels import load_numba
+        from ...core.kernels import load_numba
 
         numba = load_numba()
         try:

@@ -19,16 +19,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..core import encoding
-from ..core.encoding import EncodingPlan, SplitRequest, TopValues, fit_sample, label_keys
-from ..core.planning import FLOATING
-from ..core.rows import column_stats_fn, feature_array, merge_stats, typed_array
-from ..core.weights import FRACTION_SCALE, units
-from . import plan
-from .blocks import BLOCK_SCHEMA, block_encoder
-from .compat import to_arrow
-from .plan import SparkRows, quote, value_sql, value_type
-from .storage import keep
+from ...core import encoding
+from ...core.encoding import EncodingPlan, SplitRequest, TopValues, fit_sample, label_keys
+from ...core.planning import FLOATING
+from ...core.rows import column_stats_fn, feature_array, merge_stats, typed_array
+from ...core.weights import FRACTION_SCALE, units
+from .. import plan
+from ..blocks.codes import BLOCK_SCHEMA, block_encoder
+from ..blocks.storage import keep
+from ..compat import to_arrow
+from ..plan import SparkRows, quote, value_sql, value_type
 
 #: the struct column of a packed frame (see :func:`packed`)
 PACKED = "_row"

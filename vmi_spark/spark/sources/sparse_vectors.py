@@ -39,21 +39,21 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..core import criteria
-from ..core import sparse as sp
-from ..core.greedy import Selection, report_fields
-from ..core.inmemory import InMemoryBackend
-from ..core.planning import decide_label, label_classes
-from ..core.report_schema import SelectionReport
-from ..core.resources import available_memory
-from ..core.summary import json_parameters
-from ..core.units import show_state
-from ..errors import InputError, ParameterError, literal
-from ..params import Settings
-from ..progress import begin
-from ..run import Policy
-from .plan import quote, value_type
-from .session import parallelism
+from ...core import criteria
+from ...core import sparse as sp
+from ...core.greedy import Selection, report_fields
+from ...core.inmemory import InMemoryBackend
+from ...core.planning import decide_label, label_classes
+from ...core.report_schema import SelectionReport
+from ...core.resources import available_memory
+from ...core.summary import json_parameters
+from ...core.units import show_state
+from ...errors import InputError, ParameterError, literal
+from ...params import Settings
+from ...progress import begin
+from ...run import Policy
+from ..plan import quote, value_type
+from ..session import parallelism
 from .vector_source import vector_attribute_names
 
 log = logging.getLogger("vmi_spark")
@@ -270,7 +270,7 @@ def _checked(stats: tuple, df: DataFrame, features_col: str, label: str,
 def _label_type(df: DataFrame, label: str):
     """The label column's :class:`~vmi_spark.core.planning.ValueType` (a string one when
     its type cannot be read as a feature's)."""
-    from ..core.planning import STRING
+    from ...core.planning import STRING
 
     field = next((f for f in df.schema.fields if f.name == label), None)
     vt = None if field is None else value_type(field.dataType)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..core.encoding import (
+from ...core.encoding import (
     EncodingPlan,
     byte_table,
     coding_key,
@@ -26,8 +26,8 @@ from ..core.encoding import (
     encode_column,
     encode_label,
 )
-from ..core.rows import ByteColumns, weight_values, without_weight
-from ..core.weights import units
+from ...core.rows import ByteColumns, weight_values, without_weight
+from ...core.weights import units
 
 BLOCK_SCHEMA = "block_id long, n int, codes binary, y binary, w binary"
 #: bytes of pairwise state one Python worker process keeps between passes

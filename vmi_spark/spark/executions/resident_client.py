@@ -16,9 +16,9 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from ..core import wide
-from ..core.blockstore import BlockStore
-from ..core.bound import (
+from ...core import wide
+from ...core.blockstore import BlockStore
+from ...core.bound import (
     BlockState,
     NaiveState,
     StepOps,
@@ -27,9 +27,9 @@ from ..core.bound import (
     pair_counts_many,
     pairwise_partials,
 )
-from ..core.stability import HalfSample
+from ...core.stability import HalfSample
+from ..blocks.codes import decode_blocks
 from . import wire
-from .blocks import decode_blocks
 from .resident_protocol import (
     MAX_REQUEST_BYTES,
     MAX_REQUEST_HEADER,

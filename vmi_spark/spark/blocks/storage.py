@@ -37,9 +37,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import files
-from ..errors import InputError
-from ..params import ParameterError, ParameterWarning
+from ... import files
+from ...errors import InputError
+from ...params import ParameterError, ParameterWarning
 
 __all__ = ["STORAGES", "Kept", "caching_refused", "keep"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pyspark import StorageLevel
 
-from ..core.bound import MAX_BLOCK_ROWS, whole_strides
-from ..core.criteria import criterion
-from .session import is_local, jvm_slots, storage_memory
+from ...core.bound import MAX_BLOCK_ROWS, whole_strides
+from ...core.criteria import criterion
+from ..session import is_local, jvm_slots, storage_memory
 from .storage import session_confs
 
 #: smallest block (rows) when the rows are spread over the task slots

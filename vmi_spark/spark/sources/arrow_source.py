@@ -11,7 +11,7 @@ Spark's own reader splits files by), and each task reads its row groups with pya
 Only counts, the sample and the one-byte blocks go back through the JVM.
 
 The result is the same plan and the same blocks as the Spark reader would give: the
-values are typed the same way as :func:`vmi_spark.spark.spark_source.prepare_frame` (doubles
+values are typed the same way as :func:`vmi_spark.spark.sources.spark_source.prepare_frame` (doubles
 with -0.0 as 0.0, booleans as 0/1, strings), the same rows are dropped, and the
 sample is chosen by the same ``xxhash64`` of the typed row (:mod:`.sparkhash`). A
 file pyarrow cannot open from the driver, or a column whose Parquet type is not a
@@ -35,8 +35,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from ..core import encoding
-from ..core.encoding import (
+from ...core import encoding
+from ...core.encoding import (
     EncodingPlan,
     LabelRule,
     SplitRequest,
@@ -45,7 +45,7 @@ from ..core.encoding import (
     fit_sample,
     label_keys,
 )
-from ..core.rows import (
+from ...core.rows import (
     ByteColumns,
     ColumnStats,
     byte_columns,
@@ -56,10 +56,10 @@ from ..core.rows import (
     typed_array,
     weight_values,
 )
-from ..core.weights import units
-from . import plan
-from .blocks import BLOCK_SCHEMA, block_encoder
-from .compat import arrow_reader_note
+from ...core.weights import units
+from .. import plan
+from ..blocks.codes import BLOCK_SCHEMA, block_encoder
+from ..compat import arrow_reader_note
 from .sparkhash import SEED, hash_column, in_sample
 
 log = logging.getLogger("vmi_spark")
@@ -383,7 +383,7 @@ class BatchReader:
     make themselves (a :class:`vmi_spark.spark.plan.RowSource`): ``frame(partitions)`` is
     the DataFrame the passes map over, ``read(columns)`` turns its batches into typed
     batches of ``columns`` (label first), ``kinds`` gives each column's kind. The plan and
-    blocks are those :class:`vmi_spark.spark.spark_source.SparkSource` gives the same rows.
+    blocks are those :class:`vmi_spark.spark.sources.spark_source.SparkSource` gives the same rows.
     """
 
     kinds: dict[str, str]
@@ -805,7 +805,7 @@ def _splits_of(result, label: str, feats: list[str]) -> dict[str, tuple[list[flo
 def _quantile_splits(reader: BatchReader, req: SplitRequest
                      ) -> dict[str, tuple[list[float], list[float]]]:
     """The split points over a :class:`BatchReader`'s rows: the same rows are sampled as by
-    :meth:`vmi_spark.spark.spark_source.SparkSource.quantile_splits`
+    :meth:`vmi_spark.spark.sources.spark_source.SparkSource.quantile_splits`
     (Spark's ``xxhash64`` of the typed label and columns), the same split points placed.
 
     Each task sends its sampled values as one binary value per chunk of columns

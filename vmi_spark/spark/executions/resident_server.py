@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from pyspark.sql import DataFrame
 
-from ..errors import raised_line
+from ...errors import raised_line
+from ..session import task_slots
 from . import wire
 from .resident_protocol import (
     MAX_HELLO_BLOCK_BYTES,
@@ -39,7 +40,6 @@ from .resident_protocol import (
     Held,
     hello_fields,
 )
-from .session import task_slots
 
 log = logging.getLogger("vmi_spark")
 

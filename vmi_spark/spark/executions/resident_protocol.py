@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pyspark.sql import types as T
 
-from ..core.bound import StepOps
+from ...core.bound import StepOps
 
 #: most array bytes a task accepts in one request (tables; generous)
 MAX_REQUEST_BYTES = 4 << 30

@@ -37,9 +37,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..core import wide
-from ..core.blockstore import BlockStore
-from ..core.bound import (
+from ...core import wide
+from ...core.blockstore import BlockStore
+from ...core.bound import (
     BlockState,
     StepOps,
     feature_counts,
@@ -48,8 +48,8 @@ from ..core.bound import (
     pair_counts_many,
     pairwise_partials,
 )
-from . import session
-from .blocks import WORKER_STATE_BYTES, decode_blocks, pair_count_chunks
+from .. import session
+from ..blocks.codes import WORKER_STATE_BYTES, decode_blocks, pair_count_chunks
 
 # output schemas as StructTypes: a DDL string costs a JVM round trip to parse in every pass
 PARTIALS_SCHEMA = T.StructType([T.StructField("block_id", T.LongType()),

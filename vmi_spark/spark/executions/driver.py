@@ -32,14 +32,14 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from ..core import encoding
-from ..core.encoding import EncodingPlan
-from ..core.inmemory import ThreadedBackend
-from ..core.planning import FLOATING, TableRows
-from ..core.rows import typed_array
-from .blocks import BLOCK_SCHEMA
-from .compat import to_arrow
-from .plan import SparkRows, value_sql, value_type
+from ...core import encoding
+from ...core.encoding import EncodingPlan
+from ...core.inmemory import ThreadedBackend
+from ...core.planning import FLOATING, TableRows
+from ...core.rows import typed_array
+from ..blocks.codes import BLOCK_SCHEMA
+from ..compat import to_arrow
+from ..plan import SparkRows, value_sql, value_type
 
 #: largest table (rows x (features + 1)) selected in the driver when its rows are counted
 #: without Spark (a Parquet input pyarrow reads from the driver)
@@ -88,7 +88,7 @@ def parquet_rows(spark, source, label: str, features: list[str],
     """The rows of a :class:`~.arrow_source.ParquetSource`, read by pyarrow in the driver,
     if the table is small (:data:`DRIVER_CELLS`, at most ``SAMPLE_ROWS`` rows); the weight
     column last, if any."""
-    from .arrow_source import read_fn
+    from ..sources.arrow_source import read_fn
 
     n = source.num_rows
     if n > encoding.SAMPLE_ROWS or n * (len(features) + 1) > DRIVER_CELLS:

@@ -43,9 +43,9 @@ from typing import Any, TypeVar
 import numpy as np
 from pyspark.sql import DataFrame
 
-from ..core.bound import StepOps
-from ..core.stability import HalfSample
-from .blocks import WORKER_STATE_BYTES, pair_count_chunks
+from ...core.bound import StepOps
+from ...core.stability import HalfSample
+from ..blocks.codes import WORKER_STATE_BYTES, pair_count_chunks
 from .resident_client import task_fn
 from .resident_protocol import joined, step_request
 from .resident_server import (

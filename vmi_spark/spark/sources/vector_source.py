@@ -8,7 +8,7 @@ over two columns, the label and ``vector_to_array`` of the vector, and the Pytho
 workers cut the arrays into typed feature columns themselves (:class:`VectorReader`).
 
 The values and the rows are exactly those of the expanded columns read by
-:class:`vmi_spark.spark.spark_source.SparkSource`: doubles with -0.0 as 0.0, a null
+:class:`vmi_spark.spark.sources.spark_source.SparkSource`: doubles with -0.0 as 0.0, a null
 vector is a missing value in every element, NaN is missing, and the sample is chosen by
 the same ``xxhash64`` of the typed row (:mod:`.sparkhash`).
 """
@@ -26,12 +26,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..core.planning import FLOATING
-from ..core.rows import ByteColumns, feature_array, missing_mask, typed_array
-from ..errors import InputError
+from ...core.planning import FLOATING
+from ...core.rows import ByteColumns, feature_array, missing_mask, typed_array
+from ...errors import InputError
+from ..blocks.storage import session_confs
+from ..plan import is_numeric, is_vector_type, quote, value_sql, value_type
 from .arrow_source import READ_CELLS, BatchReader, ParquetSource, RowGroups, row_group_batches
-from .plan import is_numeric, is_vector_type, quote, value_sql, value_type
-from .storage import session_confs
 
 
 def vector_array(features_col: str):
