@@ -602,3 +602,42 @@ def test_the_loops_cache_is_never_put_in_the_working_directory(tmp_path, monkeyp
     assert found.get_cache_path().startswith(str(tmp_path / "cache" / "numba"))
     assert kn._UserWide in kn._CacheImpl._locator_classes
     assert UserWideCacheLocator not in kn._CacheImpl._locator_classes
+
+
+_HASH_LOOP = """
+import json
+import numpy as np
+import pyarrow as pa
+from vmi_spark.core import kernels_numba
+from vmi_spark.spark.sources import sparkhash
+values = np.random.default_rng(0).standard_normal(500)
+seed = np.full(500, sparkhash.SEED, dtype=np.uint64)
+got = sparkhash.hash_column(pa.array(values), seed)
+want = sparkhash.hash_doubles(values, np.ones(500, dtype=bool), seed)
+loop = sparkhash._hash_loop()
+print(json.dumps([type(loop._cache).__name__, kernels_numba.CACHE, bool((got == want).all())]))
+"""
+
+
+@pytest.mark.system  # fresh processes that compile a loop
+@numba_only
+def test_the_sampling_hash_loop_is_cached_like_the_step_loops(tmp_path):
+    """The bin-edge sample's compiled hash (spark/sources/sparkhash.py) uses the package's
+    cache (never the working directory; an entry that cannot be read is compiled in the
+    process with a warning), and equals the numpy hash either way."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+
+    def run():
+        return subprocess.run([sys.executable, "-c", _HASH_LOOP], env=env, capture_output=True,
+                              text=True, check=True, timeout=600, cwd=tmp_path)
+
+    first = run()
+    assert json.loads(first.stdout.splitlines()[-1]) == ["_SafeCache", True, True]
+    indexes = [p for p in tmp_path.rglob("*.nbi") if "sparkhash" in p.name]
+    assert indexes  # the first process cached the hash loop
+    for index in indexes:
+        index.unlink()
+        index.write_text("garbage\n")
+    again = run()
+    assert "numba's cache could not read" in again.stderr, again.stderr
+    assert json.loads(again.stdout.splitlines()[-1]) == ["_SafeCache", True, True]

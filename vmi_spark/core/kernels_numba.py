@@ -165,14 +165,20 @@ def _cache_failed(what: str, exc: BaseException) -> None:
                 "compiling it in this process instead", what, type(exc).__name__, exc)
 
 
-def _jit(fn):
-    """A loop: compiled without the GIL, with numpy's division semantics (no exception),
-    cached where :data:`CACHE` (:class:`_SafeCache`)."""
-    dispatcher = numba.njit(nogil=True, error_model="numpy")(fn)
+def cache_safely(dispatcher):
+    """A loop compiled with ``numba.njit`` (without ``cache``) given this module's cache:
+    :class:`_SafeCache` where :data:`CACHE` (never the working directory, never a failed
+    run), else none. Every cached loop of the package goes through here."""
     if CACHE:
         # what numba.njit(cache=True) does (Dispatcher.enable_caching), with the safe cache
-        dispatcher._cache = _SafeCache(fn)
+        dispatcher._cache = _SafeCache(dispatcher.py_func)
     return dispatcher
+
+
+def _jit(fn):
+    """A loop: compiled without the GIL, with numpy's division semantics (no exception),
+    cached where :data:`CACHE` (:func:`cache_safely`)."""
+    return cache_safely(numba.njit(nogil=True, error_model="numpy")(fn))
 
 
 #: helpers inlined into the loops that call them (numba's IR)

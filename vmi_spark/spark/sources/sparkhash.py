@@ -118,12 +118,15 @@ def hash_strings(values: list, seed: np.ndarray) -> np.ndarray:
 
 def _compile_hash(numba):
     """The compiled :func:`hash_doubles` for a numeric column of any numpy type: one loop
-    over the rows instead of a dozen numpy passes (the same integers)."""
+    over the rows instead of a dozen numpy passes (the same integers), cached as the
+    step loops are (:func:`vmi_spark.core.kernels_numba.cache_safely`)."""
+    from ...core.kernels_numba import cache_safely
+
     p1, p2, p3, p4, p5 = _P1, _P2, _P3, _P4, _P5
     canonical, eight = _CANONICAL_NAN, np.uint64(8)
     s27, s29, s31, s32, s33, s37 = (np.uint64(k) for k in (27, 29, 31, 32, 33, 37))
 
-    @numba.njit(cache=True, nogil=True)
+    @numba.njit(nogil=True)
     def hash_loop(values, valid, seed):  # pragma: no cover - compiled
         n = values.shape[0]
         norm = np.empty(n, dtype=np.float64)
@@ -146,7 +149,7 @@ def _compile_hash(numba):
             h *= p3
             out[i] = h ^ (h >> s32)
         return out
-    return hash_loop
+    return cache_safely(hash_loop)
 
 
 _compiled: list = []  # [the compiled loop or None], filled at the first numeric column
