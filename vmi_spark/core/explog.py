@@ -232,22 +232,7 @@ def _tlog(x: np.ndarray) -> np.ndarray:
 def compile_scalar(numba):
     """Scalar numba versions ``(exp1, log1, fix)`` of :func:`exp`, :func:`log` and
     rint(v) as int64 for |v| < 2**51 (the same operations; LLVM inlines them into the loops)."""
-    from llvmlite import ir
-    from numba.core import types
-    from numba.extending import intrinsic
-
-    @intrinsic
-    def f2i(typingctx, x):
-        def codegen(context, builder, sig, args):
-            return builder.bitcast(args[0], ir.IntType(64))
-        return types.int64(types.float64), codegen
-
-    @intrinsic
-    def i2f(typingctx, x):
-        def codegen(context, builder, sig, args):
-            return builder.bitcast(args[0], ir.DoubleType())
-        return types.float64(types.int64), codegen
-
+    f2i, i2f = _bitcasts(numba)
     jit = numba.njit(nogil=True, error_model="numpy")
 
     @jit
