@@ -198,26 +198,29 @@ def test_native_columns_select_what_typed_columns_select(spark, native_files, mo
     assert kinds["i8"].kind == "category" and kinds["i8"].missing
 
 
+@pytest.mark.parametrize("nulls", [0.1, 0.0], ids=["nulls", "no-nulls"])
 @pytest.mark.parametrize("typ", [*NATIVE, pa.int64(), pa.string()], ids=str)
-def test_sample_hash_of_native_columns_is_spark_hash_of_doubles(typ):
+def test_sample_hash_of_native_columns_is_spark_hash_of_doubles(typ, nulls):
     """:func:`~vmi_spark.spark.sources.sparkhash.hash_column` (compiled with numba here) gives the
     numpy :func:`~vmi_spark.spark.sources.sparkhash.hash_doubles` of the typed column (which
-    ``tests/test_arrow_source.py`` checks against Spark's own ``xxhash64``)."""
+    ``tests/test_arrow_source.py`` checks against Spark's own ``xxhash64``), with and
+    without nulls (the compiled loop's two ways through)."""
     from vmi_spark.spark.sources import sparkhash as H
 
     rng = np.random.default_rng(11)
     n = 3000
     if typ == pa.string():
-        arr = pa.array([None if rng.random() < 0.1 else f"s{rng.integers(0, 50)}"
+        arr = pa.array([None if rng.random() < nulls else f"s{rng.integers(0, 50)}"
                         for _ in range(n)])
     elif pa.types.is_floating(typ):
         v = rng.normal(0, 1e3, n)
         v[:30], v[30:60], v[60:70], v[70:80] = np.nan, -0.0, np.inf, -np.inf
-        arr = pa.array(v.astype(typ.to_pandas_dtype()), mask=rng.random(n) < 0.1)
+        arr = pa.array(v.astype(typ.to_pandas_dtype()), mask=rng.random(n) < nulls)
     else:
         info = np.iinfo(typ.to_pandas_dtype())
         arr = pa.array(rng.integers(info.min, info.max, n, dtype=typ.to_pandas_dtype()),
-                       mask=rng.random(n) < 0.1)
+                       mask=rng.random(n) < nulls)
+    assert (arr.null_count > 0) == (nulls > 0)
     seed = rng.integers(0, 2**63, n).astype(np.uint64)
     got = H.hash_column(arr, seed)
     if typ == pa.string():
@@ -227,3 +230,39 @@ def test_sample_hash_of_native_columns_is_spark_hash_of_doubles(typ):
         want = H.hash_doubles(typed.to_numpy(zero_copy_only=False),
                               typed.is_valid().to_numpy(zero_copy_only=False), seed)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("types", [
+    [pa.float32(), pa.int8(), pa.uint16()],    # every value a float32 by its type
+    [pa.float32(), pa.float64(), pa.int32()],  # float32 values in wider types: checked
+    [pa.float64(), pa.float32()],              # a double that is no float32
+], ids=["narrow-types", "narrow-values", "wide"])
+def test_sampled_chunks_are_sent_as_float32_exactly_when_every_value_is_one(types):
+    """The bin-edge sample (``arrow_source._Sampler``) sends a chunk of columns as float32
+    exactly when every value is a float32 (known from narrow types without looking, else
+    by comparing), and the values it sends are the doubles of the rows either way."""
+    from vmi_spark.spark.sources.arrow_source import _Sampler
+
+    rng = np.random.default_rng(5)
+    n = 257
+    cols = []
+    for k, typ in enumerate(types):
+        v = np.round(rng.normal(0, 50, n), 1 if typ == pa.float64() and k == 0 else 0)
+        v[:3] = [np.nan, -0.0, 0.0] if pa.types.is_floating(typ) else [1, 0, 0]
+        cols.append(pa.array(v.astype(typ.to_pandas_dtype())))
+    batches = [pa.RecordBatch.from_arrays([pa.array(np.arange(m - lo) % 2, pa.int32()),
+                                           *(c.slice(lo, m - lo) for c in cols)],
+                                          names=[f"_c{j}" for j in range(1 + len(cols))])
+               for lo, m in ((0, 100), (100, n))]
+    sampler = _Sampler(len(cols), 1 + len(cols), None, False, None, [list(range(len(cols)))])
+    for rb in batches:
+        sampler.add(rb)
+    (row,) = list(sampler.rows())
+    mat = np.stack([c.to_numpy(zero_copy_only=False).astype(np.float64) + 0.0 for c in cols])
+    as32 = mat.astype(np.float32).astype(np.float64)
+    want_narrow = bool(np.all((as32 == mat) | (np.isnan(as32) & np.isnan(mat))))
+    assert want_narrow == (types != [pa.float64(), pa.float32()])
+    assert row.column("narrow").to_pylist() == [want_narrow]
+    got = np.frombuffer(row.column("values")[0].as_py(),
+                        dtype=np.float32 if want_narrow else np.float64)
+    np.testing.assert_array_equal(got.astype(np.float64).reshape(mat.shape), mat)

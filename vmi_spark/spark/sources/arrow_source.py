@@ -672,6 +672,9 @@ class _Sampler:
         self.rule, self.chunks = rule, chunks
         self.weight_scale = weight_scale
         self.kept: list[list[np.ndarray]] = [[] for _ in range(num_cols)]
+        #: whether every value kept of each column was read from a type whose values are
+        #: all exactly float32 (:data:`_NARROW_TYPES`)
+        self.narrow = [True] * num_cols
         self.keys: list[np.ndarray] = []
         self.weights: list[np.ndarray] = []
 
@@ -689,7 +692,9 @@ class _Sampler:
                 return
             rb = rb.filter(take)  # only the sampled rows are read as doubles
         for j in range(self.num_cols):
-            self.kept[j].append(doubles(rb.column(j + 1)))
+            col = rb.column(j + 1)
+            self.narrow[j] = self.narrow[j] and col.type in _NARROW_TYPES
+            self.kept[j].append(doubles(col))
         if self.rule is not None:
             self.keys.append(label_keys(rb.column(0), self.rule))
         if self.weight_scale is not None:
@@ -715,12 +720,17 @@ class _Sampler:
                 self.kept[j] = []
             with np.errstate(over="ignore"):
                 narrow = mat.astype(np.float32)
-            exact = np.array_equal(narrow.astype(np.float64), mat, equal_nan=True)
+            # known by the columns' types alone, or else by comparing every value
+            exact = (len(rows_) == len(chunk_cols) and all(self.narrow[j] for j in chunk_cols)
+                     or np.array_equal(narrow.astype(np.float64), mat, equal_nan=True))
             yield pa.RecordBatch.from_pydict({
                 "chunk": pa.array([k], pa.int32()), "narrow": pa.array([exact]),
                 "values": pa.array([(narrow if exact else mat).tobytes()], pa.binary())})
 
 
+#: Arrow types every value of which is exactly a float32 (as :func:`~vmi_spark.core.encoding.doubles`
+#: reads them): a sampled chunk of only such columns is sent as float32 unchecked
+_NARROW_TYPES = frozenset([pa.float32(), pa.int8(), pa.int16(), pa.uint8(), pa.uint16()])
 _MODULUS = 1 << 30
 _SAMPLE_SCHEMA = "chunk int, narrow boolean, values binary"
 _SPLITS_SCHEMA = "column int, splits string"

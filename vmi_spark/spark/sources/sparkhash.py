@@ -118,29 +118,30 @@ def hash_strings(values: list, seed: np.ndarray) -> np.ndarray:
 
 def _compile_hash(numba):
     """The compiled :func:`hash_doubles` for a numeric column of any numpy type: one loop
-    over the rows instead of a dozen numpy passes (the same integers), cached as the
-    step loops are (:func:`vmi_spark.core.kernels_numba.cache_safely`)."""
+    over the rows instead of a dozen numpy passes (the same integers), each value's bits
+    read as it is hashed (:func:`vmi_spark.core.explog._bitcasts`), cached as the step
+    loops are (:func:`vmi_spark.core.kernels_numba.cache_safely`). ``valid`` of length 0
+    means every row is valid."""
+    from ...core.explog import _bitcasts
     from ...core.kernels_numba import cache_safely
 
+    f2i, _ = _bitcasts(numba)
     p1, p2, p3, p4, p5 = _P1, _P2, _P3, _P4, _P5
-    canonical, eight = _CANONICAL_NAN, np.uint64(8)
+    canonical, eight = np.int64(_CANONICAL_NAN), np.uint64(8)
     s27, s29, s31, s32, s33, s37 = (np.uint64(k) for k in (27, 29, 31, 32, 33, 37))
 
     @numba.njit(nogil=True)
     def hash_loop(values, valid, seed):  # pragma: no cover - compiled
         n = values.shape[0]
-        norm = np.empty(n, dtype=np.float64)
-        for i in range(n):
-            v = np.float64(values[i])
-            norm[i] = 0.0 if v == 0.0 else v  # -0.0 hashes as 0.0
-        bits = norm.view(np.uint64)
+        every = valid.shape[0] == 0
         out = np.empty(n, dtype=np.uint64)
         for i in range(n):
-            if not valid[i]:
+            if not every and not valid[i]:
                 out[i] = seed[i]
                 continue
-            b = canonical if norm[i] != norm[i] else bits[i]
-            k = b * p2
+            v = np.float64(values[i])
+            # -0.0 + 0.0 is 0.0 (hashed as 0.0); every NaN as the canonical NaN
+            k = np.uint64(canonical if v != v else f2i(v + 0.0)) * p2
             h = (seed[i] + p5 + eight) ^ (((k << s31) | (k >> s33)) * p1)
             h = ((h << s27) | (h >> s37)) * p1 + p4
             h ^= h >> s33
@@ -176,12 +177,11 @@ def hash_column(arr: pa.Array, seed: np.ndarray) -> np.ndarray:
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
         return hash_strings(arr.to_pylist(), seed)
     values = arr.to_numpy(zero_copy_only=False)  # nulls -> nan, skipped by valid below
-    valid = (arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count
-             else np.ones(len(arr), dtype=bool))
+    valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
     loop = _hash_loop()
     if loop is not None:
         try:
-            return loop(values, valid, seed)
+            return loop(values, np.zeros(0, dtype=bool) if valid is None else valid, seed)
         except Exception:  # pragma: no cover - a type numba cannot compile: numpy below
             pass
     return hash_doubles(values.astype(np.float64), valid, seed)
