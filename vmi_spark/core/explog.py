@@ -232,7 +232,7 @@ def _tlog(x: np.ndarray) -> np.ndarray:
 def compile_scalar(numba):
     """Scalar numba versions ``(exp1, log1, fix)`` of :func:`exp`, :func:`log` and
     rint(v) as int64 for |v| < 2**51 (the same operations; LLVM inlines them into the loops)."""
-    f2i, i2f = _bitcasts(numba)
+    f2i, i2f = bitcasts(numba)
     jit = numba.njit(nogil=True, error_model="numpy")
 
     @jit
@@ -277,7 +277,7 @@ def compile_scalar(numba):
 def compile_tlog(numba):
     """The scalar numba version of :func:`tlog` (the same operations as :func:`_tlog`;
     LLVM inlines it into the loops)."""
-    f2i, i2f = _bitcasts(numba)
+    f2i, i2f = bitcasts(numba)
     invc_t, logc_t = TLOG_INVC, TLOG_LOGC
 
     @numba.njit(nogil=True, error_model="numpy")
@@ -295,7 +295,7 @@ def compile_tlog(numba):
     return tlog1
 
 
-def _bitcasts(numba):
+def bitcasts(numba):
     """numba intrinsics ``(f2i, i2f)``: a float64's bits as int64, and back."""
     from llvmlite import ir
     from numba.core import types

@@ -119,13 +119,13 @@ def hash_strings(values: list, seed: np.ndarray) -> np.ndarray:
 def _compile_hash(numba):
     """The compiled :func:`hash_doubles` for a numeric column of any numpy type: one loop
     over the rows instead of a dozen numpy passes (the same integers), each value's bits
-    read as it is hashed (:func:`vmi_spark.core.explog._bitcasts`), cached as the step
+    read as it is hashed (:func:`vmi_spark.core.explog.bitcasts`), cached as the step
     loops are (:func:`vmi_spark.core.kernels_numba.cache_safely`). ``valid`` of length 0
     means every row is valid."""
-    from ...core.explog import _bitcasts
+    from ...core.explog import bitcasts
     from ...core.kernels_numba import cache_safely
 
-    f2i, _ = _bitcasts(numba)
+    f2i, _ = bitcasts(numba)
     p1, p2, p3, p4, p5 = _P1, _P2, _P3, _P4, _P5
     canonical, eight = np.int64(_CANONICAL_NAN), np.uint64(8)
     s27, s29, s31, s32, s33, s37 = (np.uint64(k) for k in (27, 29, 31, 32, 33, 37))
