@@ -369,19 +369,19 @@ def test_pass_over_every_block_id_scores_owned_blocks_once(monkeypatch):
     monkeypatch.setattr(B, "pairwise_partials", fake_partials)
     cache = B.worker_cache()
     cache.reset()
+    cache.budget_states(1 << 20)
     tok = "t"
     for bid in (1, 2, 3, 5, 6):
         cache.put((tok, bid), np.full((3, 4), bid, dtype=np.uint8), np.zeros(4, dtype=np.intp))
         cache.own((tok, bid), 4 if bid == 3 else 5)  # block 3: a stale copy
         if bid != 6:  # block 6: owned, its state was evicted
             held = (0,) if bid != 5 else (2,)  # block 5 holds a feature the block lacks
-            cache.put_state((tok, bid), BlockState(np.zeros((4, 2)), np.zeros((3, 4, 1)), held),
-                            1 << 20)
+            cache.put_state((tok, bid), BlockState(np.zeros((4, 2)), np.zeros((3, 4, 1)), held))
     ops = StepOps("vmi_pairwise", np.array([0.5, 0.5]), None, None, (0, 1),
                   {0: np.zeros(1), 1: np.zeros(1)}, "step")
     shipped = StepOps(ops.method, ops.prior, None, None, (0, 1), {1: np.zeros(1)}, "step")
-    held_fn, _ = B._pairwise_scorers(ops, shipped, 3, 1 << 20)
-    fn = B._first_pass_fn(held_fn, tok, [1, 2, 3, 4, 5, 6], 6)  # expects serial 5
+    held_fn, _ = B._pairwise_scorers(ops, shipped, 3)
+    fn = B._first_pass_fn(held_fn, tok, [1, 2, 3, 4, 5, 6], 6, 1 << 20)  # expects serial 5
     unit = [pa.RecordBatch.from_pydict({"id": [0]})]
     out = pa.Table.from_batches(list(fn(iter(unit))))
     assert out.column("block_id").to_pylist() == [1, 2] and calls == [1, 2]
@@ -398,8 +398,8 @@ def test_pass_over_every_block_id_scores_owned_blocks_once(monkeypatch):
     cache.own((tok, 5), 6)
     cache.own((tok, 6), 6)
     new = StepOps("vmi_pairwise", ops.prior, None, None, (1,), {1: np.zeros(1)}, "step")
-    held_fn, _ = B._pairwise_scorers(new, new, 3, 1 << 20)
-    out = pa.Table.from_batches(list(B._first_pass_fn(held_fn, tok, [1, 2, 5, 6], 7)(iter(unit))))
+    held_fn, _ = B._pairwise_scorers(new, new, 3)
+    out = pa.Table.from_batches(list(B._first_pass_fn(held_fn, tok, [1, 2, 5, 6], 7, 1 << 20)(iter(unit))))
     assert out.column("block_id").to_pylist() == [1, 2, 5, 6] and calls[2:] == [1, 2, 5, 6]
     assert all(cache.states.peek((tok, b)).block == (1,) for b in (1, 2, 5, 6))
     cache.reset()
