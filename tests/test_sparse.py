@@ -218,3 +218,30 @@ def test_spark_sparse_vmi_screened_equals_the_dense_path(spark, monkeypatch):
     assert got.report["sparse"]["screened_bytes"] == 240 * 120
     assert got.selectedFeatures == want.selectedFeatures
     assert got.scores == want.scores and got.blocks == want.blocks
+
+
+def test_spark_sparse_early_stop_is_noted_as_the_dense_path_notes_it(spark, monkeypatch):
+    """No K: the selection ends where the evidence does, well before the 50 it may take;
+    the sparse path's report notes the early stop in the dense path's words (the same
+    note, from the same function) and selects what the dense path does."""
+    from pyspark.ml.linalg import Vectors
+
+    from vmi_spark import VMISelector
+    from vmi_spark.spark.sources import sparse_vectors
+
+    y, row, el, val, dense = _table(300, 200, seed=6)
+    monkeypatch.setattr(sparse_vectors, "SPARSE_MIN_WIDTH", 100)
+    sdf = spark.createDataFrame(
+        [(int(y[r]), Vectors.sparse(200, {int(i): float(v) for i, v in
+                                          zip(el[row == r], val[row == r])}))
+         for r in range(300)], ["y", "features"]).repartition(3)
+    ddf = spark.createDataFrame([(int(y[r]), Vectors.dense(dense[r])) for r in range(300)],
+                                ["y", "features"])
+    got = VMISelector(labelCol="y", method="mrmr").fit(sdf).report
+    want = VMISelector(labelCol="y", method="mrmr").fit(ddf).report
+    assert got["execution"] == "sparse" and want["execution"] != "sparse"
+    assert got["selected"] == want["selected"] and len(got["selected"]) < 50
+    assert got["stop_reason"] == want["stop_reason"] == "not_significant"
+    stopped = [w for w in want["warnings"] if w.startswith("stopped early: ")]
+    assert len(stopped) == 1 and stopped[0] == f"stopped early: {want['stopped_early']}"
+    assert [w for w in got["warnings"] if w.startswith("stopped early")] == stopped
