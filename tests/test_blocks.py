@@ -38,16 +38,15 @@ def _plan_and_batches(sizes, seed=0):
 
 
 @pytest.mark.parametrize("sizes", [[1000], [7, 0, 300, 1, 692], [250] * 4, [999, 1], [3]])
-@pytest.mark.parametrize("encode_cells", [None, 50])
-def test_blocks_are_the_whole_input_encoded_and_cut(monkeypatch, sizes, encode_cells):
-    if encode_cells is not None:  # slices of max(block_rows, 50 // 3) rows
-        monkeypatch.setattr(B, "ENCODE_CELLS", encode_cells)
+# 50 cells: slices of max(block_rows, 50 // 3) rows
+@pytest.mark.parametrize("encode_cells", [B.ENCODE_CELLS, 50])
+def test_blocks_are_the_whole_input_encoded_and_cut(sizes, encode_cells):
     plan, whole, batches = _plan_and_batches(sizes)
     block_rows = 128
     expected = np.stack([encode_column(whole.column(j + 1), c)
                          for j, c in enumerate(plan.columns)])
     expected_y = encode_label(whole.column(0), plan)
-    out = list(B.block_encoder(plan, block_rows)(iter(batches)))
+    out = list(B.block_encoder(plan, block_rows, encode_cells=encode_cells)(iter(batches)))
     got = [b for rb in out for b in B.decode_blocks(rb, len(plan.columns))]
     n = whole.num_rows
     assert [g[0] for g in got] == list(range(len(got)))  # serial ids, partition 0

@@ -32,11 +32,13 @@ def test_store_follows_the_list_model(ops, budget, evict):
         if op == "put":
             take(key)
             want = budget is None or size <= budget and (evict or total() + size <= budget)
+            gone = []  # the keys evicted, least recently used first
             if want:
                 while budget is not None and total() + size > budget:
-                    rows.pop(0)
+                    gone.append(rows.pop(0)[0])
                 rows.append((key, n, size))
-            assert store.put(key, n, size) == want
+            assert store.put(key, n, size) == gone
+            assert (key in store) == want
         elif op == "get":
             r = take(key)
             if r is not None:
@@ -56,7 +58,9 @@ def test_store_follows_the_list_model(ops, budget, evict):
 
 def test_worker_cache_forgets_ownership_of_what_it_evicts_and_resets():
     """A block pushed out of a worker's byte budget is no longer owned (the next pass must
-    not count on it); ``reset`` forgets blocks, states, owners and passes."""
+    not count on it); states are kept within the budget a pass set, the oldest out first;
+    ``reset`` forgets blocks, states, owners and passes."""
+    from vmi_spark.core.bound import BlockState
     from vmi_spark.spark.executions.passes import WorkerCache
 
     codes = np.zeros((2, 10), dtype=np.uint8)  # 20 bytes, + 80 of y (int64)
@@ -75,5 +79,13 @@ def test_worker_cache_forgets_ownership_of_what_it_evicts_and_resets():
     assert cache.owns(("t", 1), 0) and not cache.owns(("t", 1), 1)  # stale: dropped
     assert ("t", 1) not in cache.blocks
     cache.scored_in("t", 5).add(3)
+    state = BlockState(np.zeros((10, 2)), np.zeros((2, 10, 1)), (0,))  # 320 bytes
+    cache.budget_states(2 * state.nbytes)
+    for bid in (1, 2, 3):
+        cache.put_state(("t", bid), state)
+    assert cache.states.keys() == [("t", 2), ("t", 3)]  # the oldest went
+    cache.budget_states(state.nbytes)  # a smaller budget: the next put makes room
+    cache.put_state(("t", 4), state)
+    assert cache.states.keys() == [("t", 4)]
     cache.reset()
     assert len(cache.blocks) == 0 and not cache.owned and not cache.scored

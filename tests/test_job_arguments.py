@@ -4,6 +4,7 @@ contradict each other. One line, exit status 2, nothing written, no SparkSession
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -135,18 +136,25 @@ def test_contradicting_flags_are_one_line_before_spark(plain_env, monkeypatch, c
 
 
 def test_modes_without_num_features_pass_the_checks_twice():
-    """The default K check_args fills in is not taken for a --num-features the user gave
-    when the checked arguments come back (they are returned as they are)."""
+    """check_args leaves the parsed flags as they are (the default K it fills in is in its
+    result only), so checking them again is the same decision, never a --num-features the
+    user did not give."""
     from vmi_spark.job import build_parser, check_args
 
-    args = check_args(build_parser().parse_args(
-        ["--input", "t", "--label", "y", "--output", "o", "--selection-mode", "gain"]))
-    assert check_args(args).selection_mode == "gain"
+    parsed = build_parser().parse_args(
+        ["--input", "t", "--label", "y", "--output", "o", "--selection-mode", "gain"])
+    first = check_args(parsed)
+    assert parsed.num_features is None and not hasattr(parsed, "settings")
+    again = check_args(parsed)
+    assert again == first and again.settings.selection_mode == "gain"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.settings = again.settings  # type: ignore[misc]
 
 
 def test_check_args_is_one_decision_before_spark(spark, tmp_path, monkeypatch, capsys):
     """issue 44 (d): main checks the arguments once, before Spark, and run() takes them as
-    checked (it made the same decision again); unchecked arguments are refused by run()."""
+    checked (it made the same decision again); unchecked arguments are refused by run(),
+    which claims the outputs main's request named (issue 45)."""
     from helpers import random_discrete
     from vmi_spark import job
 
@@ -165,3 +173,11 @@ def test_check_args_is_one_decision_before_spark(spark, tmp_path, monkeypatch, c
     with pytest.raises(ValueError, match="check_args"):
         job.run(raw, object())  # a session it must not touch
     assert not (tmp_path / "o2").exists()
+    # run claims the outputs of the request it is given (main's, checked before Spark
+    # started), and builds one from the arguments only when given none
+    checked = job.check_args(raw)
+    given = dataclasses.replace(job.output_request(checked.args), output=str(tmp_path / "o3"))
+    job.run(checked, spark, request=given)
+    assert (tmp_path / "o3" / "selection.json").is_file() and not (tmp_path / "o2").exists()
+    job.run(checked, spark)
+    assert (tmp_path / "o2" / "selection.json").is_file()

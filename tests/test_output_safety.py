@@ -723,7 +723,7 @@ def test_output_request_names_every_location_the_job_writes(tmp_path):
     args = check_args(build_parser().parse_args(
         ["--input", f"{t}/in.parquet", "--label", "y", "--output", f"{t}/o/../res",
          "--write-selected", f"{t}/sel", "--checkpoint-dir", f"{t}/ck",
-         "--staging-dir", f"{t}/st", "--overwrite"]))
+         "--staging-dir", f"{t}/st", "--overwrite"])).args
     req = output_request(args)
     assert req == outputs.OutputRequest(output=f"{t}/o/../res", write_selected=f"{t}/sel",
                                         checkpoint_dir=f"{t}/ck", staging_dir=f"{t}/st",

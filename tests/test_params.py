@@ -349,8 +349,8 @@ def test_every_registry_method_is_accepted_by_every_front_end(name, monkeypatch)
     from vmi_spark.sklearn import VMIFeatureSelector
 
     assert P.validate({"method": name}) == {"method": name}
-    args = check_args(build_parser().parse_args(["--method", name]))
-    assert args.method == name
+    checked = check_args(build_parser().parse_args(["--method", name]))
+    assert checked.args.method == checked.settings.method == name
     assert VMISelector(method=name).getMethod() == name
     assert VMISelector().setMethod(name).getMethod() == name
     rng = np.random.default_rng(1)
@@ -362,10 +362,12 @@ def test_every_registry_method_is_accepted_by_every_front_end(name, monkeypatch)
 def test_k_defaults_per_entry_point():
     from vmi_spark.job import build_parser, check_args
 
-    assert check_args(build_parser().parse_args([])).num_features == 9  # the demo
-    args = check_args(build_parser().parse_args(["--input", "x", "--label", "y", "--output",
-                                                 "o"]))
-    assert args.num_features is None  # not given: on the evidence, at most 50
+    demo = check_args(build_parser().parse_args([]))
+    assert demo.args.num_features == demo.settings.num_features == 9  # the demo
+    checked = check_args(build_parser().parse_args(["--input", "x", "--label", "y",
+                                                    "--output", "o"]))
+    assert checked.args.num_features is None  # not given: on the evidence, at most 50
+    assert checked.settings.num_features is None
     assert P.Settings.of().num_features is None  # run_selection's, from the spec
     assert P.Settings.of(style="sklearn").num_features is None
     assert P.plan_size(P.Settings.of(), 80)[0] == 50 and P.plan_size(P.Settings.of(), 7)[0] == 7

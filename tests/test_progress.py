@@ -122,9 +122,9 @@ def test_the_first_line_says_what_the_mode_selects(mode, threshold, says):
     argv = ["--input", "t.parquet", "--label", "y", "--output", "o", "--selection-mode", mode]
     argv += (["--selection-threshold", str(threshold)] if threshold
              else ["--num-features", "4"] if mode == "numTopFeatures" else [])
-    args = check_args(build_parser().parse_args(argv))
+    args = check_args(build_parser().parse_args(argv)).args
     assert says in _what(args)
-    auto = check_args(build_parser().parse_args(argv[:6]))  # no K: on the evidence
+    auto = check_args(build_parser().parse_args(argv[:6])).args  # no K: on the evidence
     assert "selecting up to 50 features, while one is significant" in _what(auto)
 
 

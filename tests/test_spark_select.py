@@ -348,59 +348,82 @@ def test_pairwise_state_kept_in_workers_equals_the_core(spark, budget):
         blocks.unpersist()
 
 
-def test_pass_over_every_block_id_scores_owned_blocks_once(monkeypatch):
+def test_pass_over_every_block_id_scores_owned_blocks_once():
     """The first pass of a step (every task looks at every block id, in-process here): a
     worker scores each block it owns at the serial the driver expects, once per pass however
-    many of the pass's tasks it runs, drops a stale copy (codes and state), leaves a state
-    it cannot bring to the current block alone, and restarts a state in place when every
-    table of the block was shipped."""
+    many of the pass's tasks it runs (the blocks it scored: :attr:`WorkerCache.scored`),
+    drops a stale copy (codes and state), leaves a state it cannot bring to the current
+    block alone, and restarts a state in place when every table of the block was shipped.
+    Every partial sum it sends is the one of a state built from nothing with every table."""
     import pyarrow as pa
 
-    from vmi_spark.core.bound import BlockState, StepOps
+    from vmi_spark.core.bound import PAIRWISE, BlockState, StepOps, pairwise_partials
+    from vmi_spark.core.tables import conditional, pair_conditional, safe_log
     from vmi_spark.spark.executions import passes as B
 
-    calls = []
+    rng = np.random.default_rng(3)
+    d, n = 3, 6
+    rows = {bid: (rng.integers(0, 2, (d, n)).astype(np.uint8), rng.integers(0, 2, n))
+            for bid in (1, 2, 3, 5, 6)}
+    whole = InMemoryBackend(np.concatenate([c for c, _ in rows.values()], axis=1),
+                            np.concatenate([y for _, y in rows.values()]))
+    counts = whole.feature_counts()
+    prior = counts[0].sum(axis=0) / counts[0].sum()
+    tables = {f: safe_log(pair_conditional(whole.pair_counts(f))) for f in range(d)}
 
-    def fake_partials(codes, y, state, ops, w=None):
-        calls.append(int(codes[0, 0]))
-        state.block = tuple(ops.block)
-        return np.full(3, int(codes[0, 0]), dtype=np.int64)
+    def ops_of(block, shipped=None):
+        cands = np.ones(d, bool)
+        cands[list(block)] = False
+        return StepOps(PAIRWISE, prior, conditional(counts), cands, block,
+                       {f: tables[f] for f in (block if shipped is None else shipped)})
 
-    monkeypatch.setattr(B, "pairwise_partials", fake_partials)
+    def from_nothing(bid, ops):
+        codes, y = rows[bid]
+        return pairwise_partials(codes, y, BlockState.initial(prior, n, d), ops).tolist()
+
+    def partials(out):
+        return {b: np.frombuffer(p, dtype=np.int64).tolist() for b, p in
+                zip(out.column("block_id").to_pylist(), out.column("partial").to_pylist())}
+
     cache = B.worker_cache()
     cache.reset()
+    cache.budget_states(1 << 20)
     tok = "t"
-    for bid in (1, 2, 3, 5, 6):
-        cache.put((tok, bid), np.full((3, 4), bid, dtype=np.uint8), np.zeros(4, dtype=np.intp))
+    for bid, (codes, y) in rows.items():
+        cache.put((tok, bid), codes, y)
         cache.own((tok, bid), 4 if bid == 3 else 5)  # block 3: a stale copy
         if bid != 6:  # block 6: owned, its state was evicted
             held = (0,) if bid != 5 else (2,)  # block 5 holds a feature the block lacks
-            cache.put_state((tok, bid), BlockState(np.zeros((4, 2)), np.zeros((3, 4, 1)), held),
-                            1 << 20)
-    ops = StepOps("vmi_pairwise", np.array([0.5, 0.5]), None, None, (0, 1),
-                  {0: np.zeros(1), 1: np.zeros(1)}, "step")
-    shipped = StepOps(ops.method, ops.prior, None, None, (0, 1), {1: np.zeros(1)}, "step")
-    held_fn, _ = B._pairwise_scorers(ops, shipped, 3, 1 << 20)
-    fn = B._first_pass_fn(held_fn, tok, [1, 2, 3, 4, 5, 6], 6)  # expects serial 5
+            state = BlockState.initial(prior, n, d)
+            pairwise_partials(codes, y, state, ops_of(held))
+            assert state.block == held
+            cache.put_state((tok, bid), state)
+    ops = ops_of((0, 1))
+    held_fn, _ = B._pairwise_scorers(ops, ops_of((0, 1), shipped=(1,)), d)
+    fn = B._first_pass_fn(held_fn, tok, [1, 2, 3, 4, 5, 6], 6, 1 << 20)  # expects serial 5
     unit = [pa.RecordBatch.from_pydict({"id": [0]})]
     out = pa.Table.from_batches(list(fn(iter(unit))))
-    assert out.column("block_id").to_pylist() == [1, 2] and calls == [1, 2]
-    assert [np.frombuffer(p, dtype=np.int64)[0] for p in out.column("partial").to_pylist()] == [1, 2]
+    assert out.column("block_id").to_pylist() == [1, 2] and cache.scored[(tok, 6)] == {1, 2}
+    assert partials(out) == {b: from_nothing(b, ops) for b in (1, 2)}
     assert (tok, 3) not in cache.states and (tok, 3) not in cache.blocks  # stale
     assert cache.states.peek((tok, 5)).block == (2,) and cache.owned[(tok, 5)] == 5  # untouched
     assert (tok, 6) not in cache.states and cache.owned[(tok, 6)] == 5  # a miss
     assert cache.owned[(tok, 1)] == 6 and cache.states.peek((tok, 1)).block == (0, 1)
     again = pa.Table.from_batches(list(fn(iter(unit))))  # a second task of the same pass
-    assert again.num_rows == 0 and calls == [1, 2]
+    assert again.num_rows == 0 and cache.scored[(tok, 6)] == {1, 2}
+    assert cache.states.peek((tok, 1)).block == (0, 1)
 
     # the next step starts a new block (a restart): every table of it is shipped, so a
     # block without a state, or with one that is not a prefix, starts from nothing here
     cache.own((tok, 5), 6)
     cache.own((tok, 6), 6)
-    new = StepOps("vmi_pairwise", ops.prior, None, None, (1,), {1: np.zeros(1)}, "step")
-    held_fn, _ = B._pairwise_scorers(new, new, 3, 1 << 20)
-    out = pa.Table.from_batches(list(B._first_pass_fn(held_fn, tok, [1, 2, 5, 6], 7)(iter(unit))))
-    assert out.column("block_id").to_pylist() == [1, 2, 5, 6] and calls[2:] == [1, 2, 5, 6]
+    new = ops_of((1,))
+    held_fn, _ = B._pairwise_scorers(new, new, d)
+    out = pa.Table.from_batches(list(B._first_pass_fn(held_fn, tok, [1, 2, 5, 6], 7,
+                                                      1 << 20)(iter(unit))))
+    assert out.column("block_id").to_pylist() == [1, 2, 5, 6]
+    assert cache.scored == {(tok, 7): {1, 2, 5, 6}}  # the older pass forgotten
+    assert partials(out) == {b: from_nothing(b, new) for b in (1, 2, 5, 6)}
     assert all(cache.states.peek((tok, b)).block == (1,) for b in (1, 2, 5, 6))
     cache.reset()
 

@@ -52,6 +52,21 @@ def _dense_codes(dense: np.ndarray, max_categories: int = 32) -> np.ndarray:
     return codes
 
 
+def _spark_frames(spark, rows: int, width: int, seed: int, partitions: int):
+    """:func:`_table` as a Spark DataFrame of sparse vectors (``partitions`` partitions)
+    and one of the same vectors densified, each with the label ``y`` and ``features``."""
+    from pyspark.ml.linalg import Vectors
+
+    y, row, el, val, dense = _table(rows, width, seed=seed)
+    sdf = spark.createDataFrame(
+        [(int(y[r]), Vectors.sparse(width, {int(i): float(v) for i, v in
+                                            zip(el[row == r], val[row == r])}))
+         for r in range(rows)], ["y", "features"]).repartition(partitions)
+    ddf = spark.createDataFrame([(int(y[r]), Vectors.dense(dense[r])) for r in range(rows)],
+                                ["y", "features"])
+    return sdf, ddf
+
+
 def test_feature_and_pair_tables_equal_numpy_counts():
     y, row, el, val, dense = _table(300, 40, seed=1)
     plan = _plan(300, el, val, 40)
@@ -131,19 +146,13 @@ def test_spark_sparse_fit_equals_the_dense_path_and_transform_stays_sparse(spark
     """A sparse vector column read from its non-zeros selects as the dense path does on
     the same vectors densified (mrmr, bit for bit); transform gives sparse vectors of the
     selected elements in selection order, names kept."""
-    from pyspark.ml.linalg import SparseVector, Vectors
+    from pyspark.ml.linalg import SparseVector
 
     from vmi_spark import VMISelector
     from vmi_spark.spark.sources import sparse_vectors
 
-    y, row, el, val, dense = _table(300, 200, seed=6)
     monkeypatch.setattr(sparse_vectors, "SPARSE_MIN_WIDTH", 100)
-    sparse_rows = [(int(y[r]), Vectors.sparse(200, {int(i): float(v) for i, v in
-                                                    zip(el[row == r], val[row == r])}))
-                   for r in range(300)]
-    sdf = spark.createDataFrame(sparse_rows, ["y", "features"]).repartition(3)
-    ddf = spark.createDataFrame([(int(y[r]), Vectors.dense(dense[r])) for r in range(300)],
-                                ["y", "features"])
+    sdf, ddf = _spark_frames(spark, 300, 200, seed=6, partitions=3)
     args = dict(labelCol="y", method="mrmr", numTopFeatures=6, outputCol="picked")
     got = VMISelector(**args).fit(sdf)
     want = VMISelector(**args).fit(ddf)
@@ -198,19 +207,11 @@ def test_screened_dense_codes_equal_the_densified_codes():
 def test_spark_sparse_vmi_screened_equals_the_dense_path(spark, monkeypatch):
     """vmi_naive on a sparse vector: screened by MIM from the sparse tables; with room for
     every element (the budget) the same selection and scores as the dense path."""
-    from pyspark.ml.linalg import Vectors
-
     from vmi_spark import VMISelector
     from vmi_spark.spark.sources import sparse_vectors
 
-    y, row, el, val, dense = _table(240, 120, seed=9)
     monkeypatch.setattr(sparse_vectors, "SPARSE_MIN_WIDTH", 100)
-    sdf = spark.createDataFrame(
-        [(int(y[r]), Vectors.sparse(120, {int(i): float(v) for i, v in
-                                          zip(el[row == r], val[row == r])}))
-         for r in range(240)], ["y", "features"]).repartition(2)
-    ddf = spark.createDataFrame([(int(y[r]), Vectors.dense(dense[r])) for r in range(240)],
-                                ["y", "features"])
+    sdf, ddf = _spark_frames(spark, 240, 120, seed=9, partitions=2)
     args = dict(labelCol="y", method="vmi_naive", numTopFeatures=5)
     got = VMISelector(**args).fit(sdf)
     want = VMISelector(**args).fit(ddf)
@@ -218,3 +219,22 @@ def test_spark_sparse_vmi_screened_equals_the_dense_path(spark, monkeypatch):
     assert got.report["sparse"]["screened_bytes"] == 240 * 120
     assert got.selectedFeatures == want.selectedFeatures
     assert got.scores == want.scores and got.blocks == want.blocks
+
+
+def test_spark_sparse_early_stop_is_noted_as_the_dense_path_notes_it(spark, monkeypatch):
+    """No K: the selection ends where the evidence does, well before the 50 it may take;
+    the sparse path's report notes the early stop in the dense path's words (the same
+    note, from the same function) and selects what the dense path does."""
+    from vmi_spark import VMISelector
+    from vmi_spark.spark.sources import sparse_vectors
+
+    monkeypatch.setattr(sparse_vectors, "SPARSE_MIN_WIDTH", 100)
+    sdf, ddf = _spark_frames(spark, 300, 200, seed=6, partitions=3)
+    got = VMISelector(labelCol="y", method="mrmr").fit(sdf).report
+    want = VMISelector(labelCol="y", method="mrmr").fit(ddf).report
+    assert got["execution"] == "sparse" and want["execution"] != "sparse"
+    assert got["selected"] == want["selected"] and len(got["selected"]) < 50
+    assert got["stop_reason"] == want["stop_reason"] == "not_significant"
+    stopped = [w for w in want["warnings"] if w.startswith("stopped early: ")]
+    assert len(stopped) == 1 and stopped[0] == f"stopped early: {want['stopped_early']}"
+    assert [w for w in got["warnings"] if w.startswith("stopped early")] == stopped

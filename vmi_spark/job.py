@@ -122,16 +122,24 @@ def _add_spec_arguments(p: argparse.ArgumentParser, keys: Sequence[str]) -> None
         p.add_argument(spec.name("cli"), **kwargs)
 
 
-def check_args(args: argparse.Namespace) -> argparse.Namespace:
-    """Check everything about ``args`` that needs no data (before Spark starts).
+@dataclass(frozen=True)
+class CheckedArgs:
+    """The job's arguments as :func:`check_args` checked them: ``args`` the parsed flags
+    (a copy, the default of ``--num-features`` filled in, the settings' values as the spec
+    normalised them) and ``settings`` the selection's :class:`~vmi_spark.params.Settings`."""
 
-    Fills in the default of ``--num-features`` (the demo's or the job's) and returns
-    ``args``; raises :class:`InputError` (one line naming the flag) otherwise. One
-    decision: :func:`main` makes it once, before Spark starts, and :func:`run` takes its
-    result (``args.checked``); checked arguments are returned as they are.
+    args: argparse.Namespace
+    settings: Settings
+
+
+def check_args(parsed: argparse.Namespace) -> CheckedArgs:
+    """Check everything about ``parsed`` that needs no data (before Spark starts).
+
+    Returns the checked arguments (``parsed`` itself is left as it is); raises
+    :class:`InputError` (one line naming the flag) otherwise. One decision: :func:`main`
+    makes it once, before Spark starts, and :func:`run` takes its result.
     """
-    if getattr(args, "checked", False):
-        return args
+    args = argparse.Namespace(**vars(parsed))
     demo = not (args.input or args.table)
     if demo and (args.label or args.output or args.write_selected or args.output_table
                  or args.previous or args.weight_col):
@@ -151,9 +159,9 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
         args.num_features = default("num_features", "demo" if demo else "cli")
     # the job's flags (a setting without one, e.g. the in-memory selector's threads, keeps
     # its default)
-    args.settings = Settings.of({k: getattr(args, k) for k in Settings.KEYS if hasattr(args, k)},
-                                "cli", "demo" if demo else "cli")
-    vars(args).update(args.settings)
+    settings = Settings.of({k: getattr(args, k) for k in Settings.KEYS if hasattr(args, k)},
+                           "cli", "demo" if demo else "cli")
+    vars(args).update(settings)
     vars(args).update(validate({"demo_rows": args.demo_rows}, "cli"))
     for flag in ("features", "exclude"):
         given = getattr(args, flag)
@@ -164,8 +172,7 @@ def check_args(args: argparse.Namespace) -> argparse.Namespace:
 
         if not (args.remote.startswith("sc://") or is_local_remote(args.remote)):
             raise InputError(f"--remote must be sc://host:port or local[N], got '{args.remote}'")
-    args.checked = True
-    return args
+    return CheckedArgs(args, settings)
 
 
 def _check_conflicts(args: argparse.Namespace) -> None:
@@ -424,28 +431,34 @@ class Outcome:
     tracking_error: str | None = None
 
 
-def run(args: argparse.Namespace, spark, *, started: float | None = None,
-        previous: Previous = (None, "not read")) -> Outcome:
-    """Run the job for parsed ``args`` on ``spark``.
+def run(checked: CheckedArgs, spark, *, started: float | None = None,
+        previous: Previous = (None, "not read"),
+        request: outputs.OutputRequest | None = None) -> Outcome:
+    """Run the job for the ``checked`` arguments on ``spark``.
 
-    ``args`` are :func:`check_args`'s (``main`` checks them before Spark starts);
+    ``checked`` is what :func:`check_args` returned (``main`` checks them before Spark starts);
     ``started`` is when the job began (``perf_counter``; the report's ``job_seconds``,
-    from this call if None), ``previous`` the ``--previous`` report :func:`main` read.
-    Before anything is read, the outputs are checked as the session sees them and claimed
-    (:mod:`vmi_spark.outputs`); they are written in staging and moved into place last.
+    from this call if None), ``previous`` the ``--previous`` report :func:`main` read,
+    ``request`` the outputs' :func:`output_request` ``main`` checked before Spark started
+    (built from ``checked.args`` if None). Before anything is read, the outputs are checked as
+    the session sees them and claimed (:mod:`vmi_spark.outputs`); they are written in
+    staging and moved into place last.
     """
-    if not getattr(args, "checked", False):
+    if not isinstance(checked, CheckedArgs):
         raise ValueError("run() takes the arguments check_args() returned")
+    args, settings = checked.args, checked.settings
     started = time.perf_counter() if started is None else started
     if not (args.input or args.table):  # the demo
-        return _select_and_write(args, spark, None, None, started=started, previous=previous)
+        return _select_and_write(args, settings, spark, None, None, started=started,
+                                 previous=previous)
     location = _table_location(spark, args.table) if args.table else None
-    with outputs.claims(output_request(args), spark, location) as claimed:
+    request = output_request(args) if request is None else request
+    with outputs.claims(request, spark, location) as claimed:
         if args.output_table:
             _check_output_table(spark, args)
         df = read_input(spark, args)
-        return _select_and_write(args, spark, df, claimed, csv_notes(spark, args, df),
-                                 started=started, previous=previous)
+        return _select_and_write(args, settings, spark, df, claimed,
+                                 csv_notes(spark, args, df), started=started, previous=previous)
 
 
 #: bytes of each CSV input file (at most CSV_FILES of them) looked at by :func:`csv_notes`
@@ -524,11 +537,12 @@ def _file_head(spark, uri: str, limit: int) -> bytes | None:
         return None
 
 
-def _select_and_write(args: argparse.Namespace, spark, df, claimed,
+def _select_and_write(args: argparse.Namespace, settings: Settings, spark, df, claimed,
                       notes: Sequence[str] = (), *, started: float,
                       previous: Previous) -> Outcome:
-    """Select on ``df`` (the demo data when None) and write the claimed outputs; ``notes``
-    are warnings about the input (logged, and in the report's ``warnings``)."""
+    """Select on ``df`` (the demo data when None) by ``settings`` and write the claimed
+    outputs; ``notes`` are warnings about the input (logged, and in the report's
+    ``warnings``)."""
     for note in notes:
         log.warning("%s", note)
     from .spark.select import run_selection
@@ -542,7 +556,7 @@ def _select_and_write(args: argparse.Namespace, spark, df, claimed,
     # Spark's reader where asked for, or where read options may change what is read;
     # else run_selection reads a plain Parquet scan (--input or a table) with pyarrow
     reader = "spark" if demo or args.reader == "spark" or args.read_option else "auto"
-    settings = args.settings.replace(reader=reader)
+    settings = settings.replace(reader=reader)
     features, exclude = _columns(args.features), _columns(args.exclude)
     vector = None if demo else _vector_column(df, features)
     if vector is not None and (args.write_selected or args.output_table):
@@ -722,10 +736,11 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
     """Entry point; returns the exit status (0 ok, 2 bad input)."""
     verbose = argv is not None and "--verbose" in argv or argv is None and "--verbose" in sys.argv
     try:
-        args = check_args(build_parser().parse_args(argv))  # all of it before Spark starts
+        checked = check_args(build_parser().parse_args(argv))  # all of it before Spark starts
     except InputError as exc:
         print(f"select_features: error: {_message(exc)}", file=sys.stderr)
         return 2
+    args = checked.args
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
     if not any(isinstance(h, _StderrHandler) for h in log.handlers):
         handler = _StderrHandler()
@@ -744,7 +759,8 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
         hints.check_format_name(args.format)
         if not (args.remote or "").startswith("sc://"):  # else the server's files
             hints.check_input_exists(args.input)
-        outputs.check_before_spark(output_request(args))
+        request = output_request(args)  # one request: checked now, claimed by run
+        outputs.check_before_spark(request)
         if args.input and not args.table:
             hints.check_format(args.input, args.format)
         if args.mlflow:  # a store MLflow refuses, known before Spark starts
@@ -789,7 +805,7 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:
                 spark = builder.getOrCreate()
             _quiet_jvm_logs(spark, args)
             hints.check_worker_python(spark)
-        outcome = run(args, spark, started=t0, previous=previous)
+        outcome = run(checked, spark, started=t0, previous=previous, request=request)
     except InputError as exc:
         print(f"select_features: error: {_message(exc)}", file=sys.stderr)
         return 2

@@ -149,9 +149,17 @@ def run_planned(backend: Backend, planned: Planned, settings: Settings, notes: l
         stability = summarize(runs, plan.features, sel.selected)
         if lap is not None:
             lap("stability")
-    if sel.stopped_early and sel.stop_reason != "threshold":
-        notes.append(f"stopped early: {sel.stopped_early}")
+    notes.extend(stop_notes(sel))
     return Ran(sel, stability, policy)
+
+
+def stop_notes(sel: Selection) -> list[str]:
+    """The report's note that ``sel`` stopped before its K (none for a selection that
+    took its K, or ended at the least gain it was asked for): every front end's, also
+    the wide sparse vectors' (:func:`vmi_spark.spark.sources.sparse_vectors.sparse_selection`)."""
+    if sel.stopped_early and sel.stop_reason != "threshold":
+        return [f"stopped early: {sel.stopped_early}"]
+    return []
 
 
 def _note(notes: list[str], note: str | Warning) -> None:

@@ -31,8 +31,8 @@ class BlockStore:
     Examples
     --------
     >>> s = BlockStore(10)
-    >>> s.put("a", "x", 6), s.put("b", "y", 6), "a" in s, s.nbytes
-    (True, True, False, 6)
+    >>> s.put("a", "x", 6), s.put("b", "y", 6), "a" in s, "b" in s, s.nbytes
+    ([], ['a'], False, True, 6)
     """
 
     def __init__(self, budget: int | None = None, evict: bool = True):
@@ -55,20 +55,29 @@ class BlockStore:
         """Whether an item of ``size`` bytes would be kept now (without evicting)."""
         return self.budget is None or self.nbytes + size <= self.budget
 
-    def put(self, key: Hashable, item: Any, size: int) -> bool:
-        """Keep ``item`` under ``key`` (replacing an older one); False if it was refused."""
+    def put(self, key: Hashable, item: Any, size: int) -> list[Hashable]:
+        """Keep ``item`` under ``key`` (replacing an older one), if it fits.
+
+        Returns
+        -------
+        list
+            The keys of the items evicted to make room for it, least recently used first
+            (none when it fitted or was refused). Whether it was kept: ``key in store``.
+        """
         self.take(key)
         if self.budget is not None and size > self.budget:
-            return False
+            return []
+        evicted: list[Hashable] = []
         if not self.fits(size):
             if not self.evict:
-                return False
+                return []
             while not self.fits(size):
-                _, (_, old) = self._items.popitem(last=False)
+                old_key, (_, old) = self._items.popitem(last=False)
                 self.nbytes -= old
+                evicted.append(old_key)
         self._items[key] = (item, size)
         self.nbytes += size
-        return True
+        return evicted
 
     def get(self, key: Hashable) -> Any:
         """The item under ``key`` (None if not kept), now the most recently used."""

@@ -118,14 +118,15 @@ class _ByteTables:
         return self._tables[at:at + w]
 
 
-def block_encoder(plan: EncodingPlan, block_rows: int, chunks: bool = False
+def block_encoder(plan: EncodingPlan, block_rows: int, chunks: bool = False,
+                  encode_cells: int = ENCODE_CELLS
                   ) -> Callable[[Iterator[Any]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function from typed batches (label first, then ``plan.features``)
     to block rows (:data:`BLOCK_SCHEMA`) of ``block_rows`` rows (the last one fewer);
     with ``chunks``, from the ``(at, batch)`` column chunks of :func:`encode_chunks`.
 
-    Each input batch is encoded column by column in slices of up to :data:`ENCODE_CELLS`
-    cells (and at least a block), then cut into blocks: the per-column cost is paid once
+    Each input batch is encoded column by column in slices of up to ``encode_cells``
+    cells (:data:`ENCODE_CELLS`; and at least a block), then cut into blocks: the per-column cost is paid once
     per slice, not once per block (a block of a table of 30,000 columns holds a few
     hundred rows). Every code depends on its own value only, so the blocks are those of
     encoding block by block.
@@ -155,7 +156,7 @@ def block_encoder(plan: EncodingPlan, block_rows: int, chunks: bool = False
         # encoded rows not yet in a block: (codes, y, weight units or None)
         held: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
         count = 0
-        step = max(block_rows, ENCODE_CELLS // max(1, len(plan.columns)))
+        step = max(block_rows, encode_cells // max(1, len(plan.columns)))
         pairs = batches if chunks else ((0, rb) for rb in batches)
         rows = (encode_chunks(pairs, plan, step) if scale is None
                 else _weighted_rows(pairs, plan, step, scale))

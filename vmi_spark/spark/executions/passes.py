@@ -76,7 +76,7 @@ class WorkerCache:
 
     def __init__(self, budget: int = WORKER_CACHE_BYTES):
         self.blocks = BlockStore(budget)
-        self.states = BlockStore(0)  # its budget is the pass's (:meth:`put_state`)
+        self.states = BlockStore(0)  # its budget is the pass's (:meth:`budget_states`)
         self.owned: dict = {}
         self.scored: dict = {}  # (run token, pass serial) -> the block ids scored in it
 
@@ -93,9 +93,8 @@ class WorkerCache:
             return
         item = (np.array(codes, copy=True), np.array(y, copy=True),
                 None if w is None else np.array(w, copy=True))
-        self.blocks.put(key, item, _nbytes(item))
-        for gone in [k for k in self.owned if k not in self.blocks]:
-            del self.owned[gone]  # evicted: no longer owned
+        for gone in self.blocks.put(key, item, _nbytes(item)):
+            self.owned.pop(gone, None)  # evicted: no longer owned
 
     def get(self, key):
         """The block's ``(codes, y, w)``, or None."""
@@ -127,9 +126,13 @@ class WorkerCache:
             return False
         return True
 
-    def put_state(self, key, state: BlockState, budget: int) -> None:
-        """Keep a block's state within ``budget`` bytes of states (oldest out first)."""
+    def budget_states(self, budget: int) -> None:
+        """Keep at most ``budget`` bytes of states from now on (set by each pass: the
+        budget is its backend's, :attr:`SparkBackend.state_budget`)."""
         self.states.budget = budget
+
+    def put_state(self, key, state: BlockState) -> None:
+        """Keep a block's state within the states' budget (oldest out first)."""
         self.states.put(key, state, state.nbytes)
 
     def scored_in(self, token: str, serial: int) -> set:
@@ -216,7 +219,7 @@ def _naive_scorers(ops: StepOps):
     return held, read
 
 
-def _pairwise_scorers(ops: StepOps, shipped: StepOps, num_features: int, budget: int):
+def _pairwise_scorers(ops: StepOps, shipped: StepOps, num_features: int):
     """Pairwise scorers: ``held`` brings the state this worker keeps for a block to
     ``ops.block`` with the tables ``shipped`` (those of the features the states of the
     previous step still have to fold in), or starts it from nothing if every table of the
@@ -238,18 +241,18 @@ def _pairwise_scorers(ops: StepOps, shipped: StepOps, num_features: int, budget:
         if state is None:
             state = BlockState.initial(ops.prior, item[0].shape[1], num_features)
         out = pairwise_partials(item[0], item[1], state, shipped, item[2])
-        worker_cache().put_state(key, state, budget)
+        worker_cache().put_state(key, state)
         return out
 
     def read(key, n, codes, y, w):
         state = BlockState.initial(ops.prior, n, num_features)
         out = pairwise_partials(codes, y, state, ops, w)
-        worker_cache().put_state(key, state, budget)
+        worker_cache().put_state(key, state)
         return out
     return held, read
 
 
-def _first_pass_fn(held, token: str, ids: list[int], serial: int):
+def _first_pass_fn(held, token: str, ids: list[int], serial: int, state_budget: int):
     """Pass 1 of a step: one task per task slot, each over *every* block id.
 
     Which Python worker runs which partition's task is Spark's choice and changes from pass
@@ -258,7 +261,8 @@ def _first_pass_fn(held, token: str, ids: list[int], serial: int):
     every id and scores, with ``held(key)``, the blocks it owns at ``serial - 1`` (see
     :meth:`WorkerCache.owns`), wherever their partition is. A block is scored at most once per worker
     and pass (two tasks can run in one worker one after the other); ``held`` returning None
-    is a miss, and the driver reads the blocks nobody scored in a second pass.
+    is a miss, and the driver reads the blocks nobody scored in a second pass. The
+    worker keeps at most ``state_budget`` bytes of states.
     """
     def fn(batches):
         for _ in batches:  # one row per task, nothing to read
@@ -266,6 +270,7 @@ def _first_pass_fn(held, token: str, ids: list[int], serial: int):
         # module state only through module functions: a closure would ship copies of the
         # driver's (empty) dictionaries instead of using this worker's
         cache = worker_cache()
+        cache.budget_states(state_budget)
         done = cache.scored_in(token, serial)
         out_ids, outs = [], []
         for bid in ids:
@@ -284,10 +289,13 @@ def _first_pass_fn(held, token: str, ids: list[int], serial: int):
     return fn
 
 
-def _second_pass_fn(read, num_features: int, token: str, serial: int, keep=None):
+def _second_pass_fn(read, num_features: int, token: str, serial: int, state_budget: int,
+                    keep=None):
     """Pass 2 of a step, over cached block rows: ``read(key, n, codes, y, w)`` scores each
-    one; the worker keeps the block and owns it."""
+    one; the worker keeps the block and owns it, and at most ``state_budget`` bytes of
+    states."""
     def fn(batches):
+        worker_cache().budget_states(state_budget)
         for rb in batches:
             ids, outs = [], []
             for bid, n, codes, y, w in _blocks(rb, num_features, token, keep):
@@ -384,7 +392,8 @@ class SparkBackend:
         if self._block_ids:
             if self._slots is None:
                 self._slots = session.parallelism(self.blocks.sparkSession)
-            first = _first_pass_fn(held, self.token, self._block_ids, self._serial)
+            first = _first_pass_fn(held, self.token, self._block_ids, self._serial,
+                                   self.state_budget)
             rows = (self.blocks.sparkSession.range(0, self._slots, 1, self._slots)
                     .mapInArrow(first, PARTIALS_SCHEMA).collect())
             for r in rows:
@@ -396,7 +405,7 @@ class SparkBackend:
             if partials:
                 source = self.blocks.where(F.col("block_id").isin(missed))
             second = _second_pass_fn(read, self.num_features, self.token, self._serial,
-                                     self.keep)
+                                     self.state_budget, self.keep)
             for r in source.mapInArrow(second, PARTIALS_SCHEMA).collect():
                 partials[int(r[0])] = r[1]
             if not self._block_ids:
@@ -416,7 +425,7 @@ class SparkBackend:
         need = ops.block[common:]
         shipped = StepOps(ops.method, ops.prior, ops.cond, ops.candidates, ops.block,
                           {f: ops.pair_log_tables[f] for f in need}, ops.label)
-        out = self._step(*_pairwise_scorers(ops, shipped, self.num_features, self.state_budget))
+        out = self._step(*_pairwise_scorers(ops, shipped, self.num_features))
         self.state_block = tuple(ops.block)
         return out
 

@@ -149,7 +149,8 @@ class Task:
         state = self.states.get(("naive", bid))
         if state is None:
             state = NaiveState()  # empty until the step fills it: counted at its full size
-            if not self.states.put(("naive", bid), state, 8 * n * self.num_classes):
+            self.states.put(("naive", bid), state, 8 * n * self.num_classes)
+            if ("naive", bid) not in self.states:
                 return None
         return state
 

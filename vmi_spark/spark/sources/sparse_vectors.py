@@ -51,7 +51,7 @@ from ...core.units import show_state
 from ...errors import InputError, ParameterError, literal
 from ...params import Settings
 from ...progress import begin
-from ...run import Policy
+from ...run import Policy, stop_notes
 from ..plan import quote, value_type
 from ..session import parallelism
 from .vector_source import vector_attribute_names
@@ -470,7 +470,7 @@ def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Set
                                                "max_result_bytes": limits[1],
                                                "driver_heap_bytes": limits[2]}}},
             "prepare_seconds": t_prep,
-            "total_seconds": time.perf_counter() - t0, "warnings": []}
+            "total_seconds": time.perf_counter() - t0, "warnings": stop_notes(sel)}
 
 
 def _declared_width(df: DataFrame, features_col: str) -> int:
