@@ -238,3 +238,21 @@ def test_spark_sparse_early_stop_is_noted_as_the_dense_path_notes_it(spark, monk
     stopped = [w for w in want["warnings"] if w.startswith("stopped early: ")]
     assert len(stopped) == 1 and stopped[0] == f"stopped early: {want['stopped_early']}"
     assert [w for w in got["warnings"] if w.startswith("stopped early")] == stopped
+
+
+def test_spark_sparse_capped_k_is_reported_as_the_dense_path_reports_it(spark, monkeypatch):
+    """K above the vector's width is capped with a warning, and the sparse path's report
+    keeps that warning in the dense path's words (the same note from the same policy),
+    as every front end's report keeps what it warned of."""
+    from vmi_spark import VMISelector
+    from vmi_spark.spark.sources import sparse_vectors
+
+    monkeypatch.setattr(sparse_vectors, "SPARSE_MIN_WIDTH", 100)
+    sdf, ddf = _spark_frames(spark, 300, 120, seed=7, partitions=2)
+    with pytest.warns(UserWarning, match="numTopFeatures 500 is more than the 120 features"):
+        got = VMISelector(labelCol="y", method="mim", numTopFeatures=500).fit(sdf).report
+    want = VMISelector(labelCol="y", method="mim", numTopFeatures=500).fit(ddf).report
+    assert got["execution"] == "sparse" and want["execution"] != "sparse"
+    capped = "numTopFeatures 500 is more than the 120 features; selecting at most 120"
+    assert capped in want["warnings"] and capped in got["warnings"]
+    assert got["selected"] == want["selected"]

@@ -118,11 +118,11 @@ def run_planned(backend: Backend, planned: Planned, settings: Settings, notes: l
     plan = planned.plan
     policy = Policy.of(settings, len(plan.features))
     if policy.capped is not None:
-        _note(notes, policy.capped)
+        warn_and_keep(notes, policy.capped)
     progress.begin(on_step, plan.features, policy.k, open_end=policy.open_end)
     suspects, dropped, copies, lines = screen_all(backend, planned, settings)
     for line in lines:
-        _note(notes, line)
+        warn_and_keep(notes, line)
     resume = None
     if keeper is not None:
         resume = keeper.resume(policy.k)
@@ -162,7 +162,7 @@ def stop_notes(sel: Selection) -> list[str]:
     return []
 
 
-def _note(notes: list[str], note: str | Warning) -> None:
+def warn_and_keep(notes: list[str], note: str | Warning) -> None:
     """Warn of ``note`` now and keep it for the report."""
     notes.append(str(note))
     if isinstance(note, Warning):

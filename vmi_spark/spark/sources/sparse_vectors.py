@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
 from typing import Any
 
 import numpy as np
@@ -51,7 +50,7 @@ from ...core.units import show_state
 from ...errors import InputError, ParameterError, literal
 from ...params import Settings
 from ...progress import begin
-from ...run import Policy, stop_notes
+from ...run import Policy, stop_notes, warn_and_keep
 from ..plan import quote, value_type
 from ..session import parallelism
 from .vector_source import vector_attribute_names
@@ -413,8 +412,9 @@ def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Set
     width = _declared_width(df, features_col)
     policy = Policy.of(settings, width)  # K, least gain, stopping: as every front end
     k = policy.k
+    notes: list[str] = []  # warned, and the report's warnings (as run_planned's)
     if policy.capped is not None:
-        warnings.warn(policy.capped, stacklevel=2)
+        warn_and_keep(notes, policy.capped)
     limits = _limits(df.sparkSession)
     before, source = plan_estimate(df, label, features_col, settings, width, k)
     t_estimate = time.perf_counter()
@@ -470,7 +470,7 @@ def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Set
                                                "max_result_bytes": limits[1],
                                                "driver_heap_bytes": limits[2]}}},
             "prepare_seconds": t_prep,
-            "total_seconds": time.perf_counter() - t0, "warnings": stop_notes(sel)}
+            "total_seconds": time.perf_counter() - t0, "warnings": [*notes, *stop_notes(sel)]}
 
 
 def _declared_width(df: DataFrame, features_col: str) -> int:
