@@ -28,15 +28,16 @@ import math
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-from .core.greedy import Selection
+from .core.greedy import ResumeMismatch, Selection
 from .errors import InputError, ParameterError, flat, literal
 from .files import current_umask
+from .params import Settings
 
 FILE_NAME = "vmi_checkpoint.json"
 """The file the job keeps in ``--checkpoint-dir``."""
@@ -291,3 +292,53 @@ def _hold_checkpoint(fd: int, path: str) -> None:
                              "runs at the same time its own") from None
     except OSError:  # no flock on this file system: unlocked
         pass
+
+
+# ------------------------------------------------------------ a run's keeper
+
+
+class Checkpointed:
+    """A run's :class:`~vmi_spark.run.Keeper`: its checkpoint (``ckpt``); a resume is
+    noted in ``notes`` (the report's warnings)."""
+
+    def __init__(self, ckpt: Checkpoint, notes: list[str]):
+        self.ckpt, self.notes = ckpt, notes
+
+    def resume(self, k: int) -> Selection | None:
+        resume = self.ckpt.load()
+        if resume is not None:
+            if len(resume.selected) > k:
+                raise InputError(f"the checkpoint in {self.ckpt.path} has more steps than "
+                                 "this run selects")
+            self.notes.append(f"resumed from the checkpoint after step {len(resume.selected)}")
+        return resume
+
+    def saving(self, on_step: Callable[[Selection], None] | None
+               ) -> Callable[[Selection], None]:
+        def save_then_call(sel: Selection) -> None:
+            self.ckpt.save(sel)
+            if on_step is not None:
+                on_step(sel)
+        return save_then_call
+
+    def refused(self, exc: ResumeMismatch) -> Exception:
+        return InputError(f"the checkpoint in {self.ckpt.path} does not replay: {exc}; it was "
+                          "edited, or written by another version: remove it to start over")
+
+
+@contextmanager
+def held(settings: Settings, plan_json: str, num_features: int,
+         counts: Callable[[], np.ndarray], notes: list[str]) -> Iterator[Checkpointed]:
+    """The checkpoint of this input (``plan_json``, the plan of ``num_features``
+    features; ``counts()``, their (D, A, L) count tables, asked once the directory is
+    held) and these parameters in
+    ``settings.checkpoint_dir``, held (one run at a time in the directory) while the
+    steps run: every Spark front end's, the wide sparse vectors' too."""
+    checkpoint_dir = settings.checkpoint_dir
+    assert checkpoint_dir is not None
+    with checkpoint_held(checkpoint_dir):
+        report_candidates = settings.report_candidates
+        yield Checkpointed(Checkpoint(checkpoint_dir, fingerprint(
+            plan_json, counts(), {**settings.result(), "report_candidates": report_candidates}),
+            num_features=num_features, method=settings.method,
+            report_candidates=report_candidates), notes)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -14,22 +14,21 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
-from ..checkpoint import Checkpoint, checkpoint_held, fingerprint
+from ..checkpoint import held
 from ..core.encoding import EncodingPlan
-from ..core.greedy import ResumeMismatch, Selection
+from ..core.greedy import Selection
 from ..core.kde import kde_conditional
 from ..core.planning import AUTO_ROWS_PER_VALUE, Planned, check_fits, thin_classes
 from ..core.report_schema import SelectionReport
 from ..core.summary import selection_report
 from ..core.units import count_text
-from ..errors import InputError, literal, phrase, phrased
+from ..errors import literal, phrase, phrased
 from ..params import Settings
 from ..run import run_planned
 from .blocks.storage import check_checkpoint_dir, check_staging
 from .grid import grid_plan
 from .plan import RowSource, plan_from_schema
 from .routes import (
-    Execution,
     RowRoute,
     check_execution,
     choose_execution,
@@ -197,7 +196,8 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
         phases.lap("start_execution")
         t_prep = time.perf_counter() - t0
         try:
-            keeper = (steps.enter_context(_held(settings, plan, backend, notes))
+            keeper = (steps.enter_context(held(settings, plan.to_json(), len(plan.columns),
+                                               backend.feature_counts, notes))
                       if settings.checkpoint_dir is not None else None)
             ran = run_planned(backend, planned, settings, notes, on_step=on_step,
                               keeper=keeper, conditional_fn=_smoothing(plan, settings),
@@ -254,50 +254,6 @@ def _plan_notes(plan: EncodingPlan, style: str) -> list[str]:
                             "regression target; set {label_type} to continuous or auto to bin "
                             "it", style))
     return notes
-
-
-class _Checkpointed:
-    """The run's :class:`~vmi_spark.run.Keeper`: the checkpoint in ``checkpoint_dir``."""
-
-    def __init__(self, ckpt: Checkpoint, notes: list[str]):
-        self.ckpt, self.notes = ckpt, notes
-
-    def resume(self, k: int) -> Selection | None:
-        resume = self.ckpt.load()
-        if resume is not None:
-            if len(resume.selected) > k:
-                raise InputError(f"the checkpoint in {self.ckpt.path} has more steps than "
-                                 "this run selects")
-            self.notes.append(f"resumed from the checkpoint after step {len(resume.selected)}")
-        return resume
-
-    def saving(self, on_step: Callable[[Selection], None] | None
-               ) -> Callable[[Selection], None]:
-        def save_then_call(sel: Selection) -> None:
-            self.ckpt.save(sel)
-            if on_step is not None:
-                on_step(sel)
-        return save_then_call
-
-    def refused(self, exc: ResumeMismatch) -> Exception:
-        return InputError(f"the checkpoint in {self.ckpt.path} does not replay: {exc}; it was "
-                          "edited, or written by another version: remove it to start over")
-
-
-@contextmanager
-def _held(settings: Settings, plan: EncodingPlan, backend: Execution, notes: list[str]
-          ) -> Iterator[_Checkpointed]:
-    """The checkpoint of this input and these parameters in ``settings.checkpoint_dir``,
-    held (one run at a time in the directory) while the steps run."""
-    checkpoint_dir = settings.checkpoint_dir
-    assert checkpoint_dir is not None
-    with checkpoint_held(checkpoint_dir):
-        report_candidates = settings.report_candidates
-        yield _Checkpointed(Checkpoint(checkpoint_dir, fingerprint(
-            plan.to_json(), backend.feature_counts(),
-            {**settings.result(), "report_candidates": report_candidates}),
-            num_features=len(plan.columns), method=settings.method,
-            report_candidates=report_candidates), notes)
 
 
 def _smoothing(plan: EncodingPlan, settings: Settings) -> Callable | None:
