@@ -151,7 +151,8 @@ def test_spark_sparse_fit_equals_the_dense_path_and_transform_stays_sparse(spark
     from vmi_spark import VMISelector
     from vmi_spark.spark.sources import sparse_vectors
 
-    monkeypatch.setattr(sparse_vectors, "SPARSE_MIN_WIDTH", 100)
+    # the front ends' limits (public): vectors of 100 elements read sparsely
+    monkeypatch.setattr(sparse_vectors, "LIMITS", sparse_vectors.SparseLimits(min_width=100))
     sdf, ddf = _spark_frames(spark, 300, 200, seed=6, partitions=3)
     args = dict(labelCol="y", method="mrmr", numTopFeatures=6, outputCol="picked")
     got = VMISelector(**args).fit(sdf)
@@ -172,10 +173,8 @@ def test_spark_sparse_fit_equals_the_dense_path_and_transform_stays_sparse(spark
     from vmi_spark.errors import InputError
 
     weighted = sdf.withColumn("w", sdf.y * 0 + 1.0)
-    for extra, name in (({"weightCol": "w"}, "weightCol"), ({"stabilityRuns": 2},
-                                                             "stabilityRuns")):
-        with pytest.raises(InputError, match=f"^{name} is not supported for a wide sparse"):
-            VMISelector(**args, **extra).fit(weighted)
+    with pytest.raises(InputError, match="^weightCol is not supported for a wide sparse"):
+        VMISelector(**args, weightCol="w").fit(weighted)
 
 
 @pytest.mark.parametrize("method", ["spec_cmi"])
@@ -204,33 +203,38 @@ def test_screened_dense_codes_equal_the_densified_codes():
     assert np.array_equal(sparse.chunk_dense_codes(plan, chunk, keep), _dense_codes(dense)[keep])
 
 
-def test_spark_sparse_vmi_screened_equals_the_dense_path(spark, monkeypatch):
+def _sparse_report(sdf, values: dict, **kwargs):
+    """The sparse route's report of ``sdf`` (label ``y``, vectors ``features``) by the
+    spec ``values``, vectors of 100 elements and more read sparsely (the limits' seam)."""
+    from vmi_spark.params import Settings
+    from vmi_spark.spark.sources.sparse_vectors import SparseLimits, sparse_selection
+
+    return sparse_selection(sdf, "y", "features", Settings.of(values, "ml"),
+                            limits=SparseLimits(min_width=100), **kwargs)
+
+
+def test_spark_sparse_vmi_screened_equals_the_dense_path(spark):
     """vmi_naive on a sparse vector: screened by MIM from the sparse tables; with room for
     every element (the budget) the same selection and scores as the dense path."""
     from vmi_spark import VMISelector
-    from vmi_spark.spark.sources import sparse_vectors
 
-    monkeypatch.setattr(sparse_vectors, "SPARSE_MIN_WIDTH", 100)
     sdf, ddf = _spark_frames(spark, 240, 120, seed=9, partitions=2)
-    args = dict(labelCol="y", method="vmi_naive", numTopFeatures=5)
-    got = VMISelector(**args).fit(sdf)
-    want = VMISelector(**args).fit(ddf)
-    assert got.report["sparse"]["screened_elements"] == 120
-    assert got.report["sparse"]["screened_bytes"] == 240 * 120
-    assert got.selectedFeatures == want.selectedFeatures
-    assert got.scores == want.scores and got.blocks == want.blocks
+    got = _sparse_report(sdf, {"method": "vmi_naive", "num_features": 5})
+    want = VMISelector(labelCol="y", method="vmi_naive", numTopFeatures=5).fit(ddf).report
+    assert got["sparse"]["screened_elements"] == 120
+    assert got["sparse"]["screened_bytes"] == 240 * 120
+    assert got["selected_indices"] == want["selected_indices"]
+    assert got["scores"] == want["scores"] and got["blocks"] == want["blocks"]
 
 
-def test_spark_sparse_early_stop_is_noted_as_the_dense_path_notes_it(spark, monkeypatch):
+def test_spark_sparse_early_stop_is_noted_as_the_dense_path_notes_it(spark):
     """No K: the selection ends where the evidence does, well before the 50 it may take;
     the sparse path's report notes the early stop in the dense path's words (the same
     note, from the same function) and selects what the dense path does."""
     from vmi_spark import VMISelector
-    from vmi_spark.spark.sources import sparse_vectors
 
-    monkeypatch.setattr(sparse_vectors, "SPARSE_MIN_WIDTH", 100)
     sdf, ddf = _spark_frames(spark, 300, 200, seed=6, partitions=3)
-    got = VMISelector(labelCol="y", method="mrmr").fit(sdf).report
+    got = _sparse_report(sdf, {"method": "mrmr"})
     want = VMISelector(labelCol="y", method="mrmr").fit(ddf).report
     assert got["execution"] == "sparse" and want["execution"] != "sparse"
     assert got["selected"] == want["selected"] and len(got["selected"]) < 50
@@ -240,19 +244,142 @@ def test_spark_sparse_early_stop_is_noted_as_the_dense_path_notes_it(spark, monk
     assert [w for w in got["warnings"] if w.startswith("stopped early")] == stopped
 
 
-def test_spark_sparse_capped_k_is_reported_as_the_dense_path_reports_it(spark, monkeypatch):
+def test_spark_sparse_capped_k_is_reported_as_the_dense_path_reports_it(spark):
     """K above the vector's width is capped with a warning, and the sparse path's report
     keeps that warning in the dense path's words (the same note from the same policy),
     as every front end's report keeps what it warned of."""
     from vmi_spark import VMISelector
-    from vmi_spark.spark.sources import sparse_vectors
 
-    monkeypatch.setattr(sparse_vectors, "SPARSE_MIN_WIDTH", 100)
     sdf, ddf = _spark_frames(spark, 300, 120, seed=7, partitions=2)
     with pytest.warns(UserWarning, match="numTopFeatures 500 is more than the 120 features"):
-        got = VMISelector(labelCol="y", method="mim", numTopFeatures=500).fit(sdf).report
+        got = _sparse_report(sdf, {"method": "mim", "num_features": 500})
     want = VMISelector(labelCol="y", method="mim", numTopFeatures=500).fit(ddf).report
     assert got["execution"] == "sparse" and want["execution"] != "sparse"
     capped = "numTopFeatures 500 is more than the 120 features; selecting at most 120"
     assert capped in want["warnings"] and capped in got["warnings"]
     assert got["selected"] == want["selected"]
+
+
+def test_sparse_row_hashes_and_half_samples_equal_the_dense_rows():
+    """A stability run's rows from the non-zeros are the rows the dense path keeps: the
+    hash of each row's full codes (numpy, here, over the densified codes) and the
+    masked tables those rows count."""
+    from vmi_spark.core.stability import HalfSample
+
+    y, row, el, val, dense = _table(400, 30, seed=11)
+    plan = _plan(400, el, val, 30)
+    cut = 150
+    first, second = row < cut, row >= cut
+    chunks = [sparse.encode_chunk(plan, y[:cut], row[first], el[first], val[first]),
+              sparse.encode_chunk(plan, y[cut:], row[second] - cut, el[second], val[second])]
+    codes = _dense_codes(dense)
+    keep = HalfSample(seed=3, run=1)
+    want = keep.row_hashes(codes, y)
+    got = np.concatenate([keep.sparse_row_hashes(plan.zero, c.y, c.row, c.element, c.code)
+                          for c in chunks])
+    assert np.array_equal(got, want)
+    view = sparse.SparseBackend(plan, chunks, 3).masked(keep)
+    mask = keep.keep(codes, y)
+    assert 100 < mask.sum() < 300
+    dense_view = InMemoryBackend(codes, y, arity=plan.arity, num_classes=3).masked(keep)
+    assert np.array_equal(view.feature_counts(), dense_view.feature_counts())
+    assert np.array_equal(view.pair_counts(4), dense_view.pair_counts(4))
+    assert np.array_equal(view.label_counts(), np.bincount(y[mask], minlength=3))
+
+
+def _leaky_frames(spark, rows: int, width: int, seed: int, partitions: int):
+    """:func:`_spark_frames` with element 7 a copy of the label (y + 1: never zero), a leak
+    the suspects must name."""
+    from pyspark.ml.linalg import Vectors
+
+    sdf, ddf = _spark_frames(spark, rows, width, seed, partitions)
+
+    def leak(r):
+        v = r.features
+        if hasattr(v, "indices"):
+            d = dict(zip(v.indices.tolist(), v.values.tolist()))
+            d[7] = float(r.y + 1)
+            return (r.y, Vectors.sparse(width, d))
+        a = v.toArray().copy()
+        a[7] = float(r.y + 1)
+        return (r.y, Vectors.dense(a))
+    return (spark.createDataFrame(sdf.rdd.map(leak), ["y", "features"]).repartition(partitions),
+            spark.createDataFrame(ddf.rdd.map(leak), ["y", "features"]))
+
+
+@pytest.mark.parametrize("method", ["mrmr", "vmi_naive"])
+def test_spark_sparse_suspects_and_stability_equal_the_dense_path(spark, method):
+    """The one run (run.run_planned) on the sparse route: the same suspects (a planted
+    leak), warnings, selection and stability section as the dense path on the same
+    vectors densified (vmi_naive: screened, every element kept; its half-samples still
+    hash every element's codes)."""
+    from vmi_spark import VMISelector
+    from vmi_spark.params import Settings
+    from vmi_spark.spark.sources.sparse_vectors import (
+        SparseLimits,
+        sparse_route,
+        sparse_selection,
+    )
+
+    sdf, ddf = _leaky_frames(spark, 240, 120, seed=13, partitions=3)
+    args = dict(labelCol="y", method=method, numTopFeatures=4, stabilityRuns=3)
+    settings = Settings.of({"method": method, "num_features": 4, "stability": 3}, "ml")
+    limits = SparseLimits(min_width=100)
+    assert sparse_route(sdf, "features", settings, limits=limits)
+    assert not sparse_route(sdf, "features", settings)  # the default: 10,000 elements
+    with pytest.warns(UserWarning, match="possible leak: 'features\\[7\\]'"):
+        got = sparse_selection(sdf, "y", "features", settings, limits=limits)
+    want = VMISelector(**args).fit(ddf).report
+    assert got["execution"] == "sparse" and want["execution"] != "sparse"
+    assert got["selected"] == want["selected"] and got["scores"] == want["scores"]
+    assert [s["feature"] for s in got["suspects"]] == ["features[7]"]
+    assert got["suspects"] == want["suspects"]
+    assert got["duplicates"] == want["duplicates"]
+    assert got["warnings"] == want["warnings"]
+    assert any(w.startswith("possible leak: 'features[7]'") for w in got["warnings"])
+
+    def timeless(s):
+        return {k: v for k, v in s.items() if k != "run_seconds"}
+    assert timeless(got["stability"]) == timeless(want["stability"])
+    assert got["stability"]["runs"] == 3 and len(set(got["stability"]["run_rows"])) > 1
+
+
+def test_spark_sparse_checkpoint_resumes_and_refuses_another_input(spark, tmp_path):
+    """A checkpointed sparse run stopped after its second step and run again continues
+    from the checkpoint (noted) to the uninterrupted run's selection; a checkpoint of
+    another input is refused in the dense path's words."""
+    from vmi_spark.errors import InputError
+    from vmi_spark.params import Settings
+    from vmi_spark.spark.select import run_selection
+    from vmi_spark.spark.sources.sparse_vectors import SparseLimits, sparse_selection
+
+    sdf, ddf = _spark_frames(spark, 300, 200, seed=6, partitions=3)
+    limits = SparseLimits(min_width=100)
+    values = {"method": "jmi", "num_features": 5, "report_candidates": 3}
+    whole = _sparse_report(sdf, values)
+    ckpt = str(tmp_path / "ckpt")
+    settings = Settings.of({**values, "checkpoint_dir": ckpt}, "ml")
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two(sel):
+        if len(sel.selected) == 2:
+            raise Stop
+    with pytest.raises(Stop):
+        sparse_selection(sdf, "y", "features", settings, on_step=stop_after_two, limits=limits)
+    got = sparse_selection(sdf, "y", "features", settings, limits=limits)
+    assert "resumed from the checkpoint after step 2" in got["warnings"]
+    for key in ("selected", "scores", "gains", "candidates"):
+        assert got[key] == whole[key], key
+    # another input (the same vectors, one row less): refused, as the dense path refuses
+    with pytest.raises(InputError) as err:
+        sparse_selection(sdf.limit(299), "y", "features", settings, limits=limits)
+    dense_dir = str(tmp_path / "dense")
+    run_selection(ddf, "y", Settings.of({**values, "checkpoint_dir": dense_dir}, "ml"),
+                  features_col="features")
+    with pytest.raises(InputError) as dense_err:
+        run_selection(ddf.limit(299), "y", Settings.of({**values, "checkpoint_dir": dense_dir},
+                                                       "ml"), features_col="features")
+    assert str(err.value) == str(dense_err.value).replace(dense_dir, ckpt)
+    assert "written for a different input" in str(err.value)

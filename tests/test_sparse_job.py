@@ -156,7 +156,7 @@ def test_job_refuses_what_the_sparse_route_does_not_do(spark, tmp_path, capsys):
     spath, _, _ = _frames(spark, tmp_path)
     base = ["--input", spath, "--label", "y", "--features", "features", "--num-features", "3"]
     cases = [(["--exclude", "features[5]"], "--exclude is not supported for a wide sparse"),
-             (["--stability", "2"], "--stability is not supported for a wide sparse"),
+             (["--estimator", "kde"], "--estimator is not supported for a wide sparse"),
              (["--write-selected", str(tmp_path / "w")], "--write-selected drops unselected")]
     for i, (extra, start) in enumerate(cases):
         assert main([*base, *extra, "--output", str(tmp_path / f"o{i}")], spark=spark) == 2
@@ -168,22 +168,21 @@ def test_job_refuses_what_the_sparse_route_does_not_do(spark, tmp_path, capsys):
 def test_job_refuses_before_reading_when_the_driver_cannot_hold_the_tables(
         spark, tmp_path, capsys, monkeypatch):
     """The estimate before reading exceeds the driver's memory: exit 2, one line naming
-    --max-categories, and no pass over the rows (the first pass is never called)."""
+    --max-categories, and no pass over the rows (no estimate from the first pass)."""
     from vmi_spark.job import main
     from vmi_spark.spark.sources import sparse_vectors
 
     spath, _, _ = _frames(spark, tmp_path)
-    monkeypatch.setattr(sparse_vectors, "_limits", lambda s: (1 << 20, None, None))
-
-    def no_pass(rows):
-        raise AssertionError("read")
-    monkeypatch.setattr(sparse_vectors, "_stats", no_pass)
+    # the front ends' limits (public): a driver of 1 MiB
+    monkeypatch.setattr(sparse_vectors, "LIMITS",
+                        sparse_vectors.SparseLimits(driver=(1 << 20, None, None)))
     assert main(["--input", spath, "--label", "y", "--features", "features", "--method",
                  "jmi", "--output", str(tmp_path / "o")], spark=spark) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert "sparse plan (from the Parquet footers): jmi on 300 rows" in lines[0]
     err = lines[-1]
     assert len(lines) == 2 and err.startswith("select_features: error: a sparse jmi selection needs about ")
+    assert not any("from the first pass" in ln for ln in lines)
     assert err.endswith("lower --max-categories (the states A of an element; elements of "
                         "more values are cut into --num-bins) or choose --method mim")
     assert "\n" not in err and not (tmp_path / "o").exists()
@@ -240,7 +239,7 @@ def test_sparse_label_checks_are_the_plannings(spark, labels, planned):
         assert model.report["num_classes"] == 40
 
 
-def test_batched_reading_gives_the_whole_partitions_counts_and_codes(monkeypatch):
+def test_batched_reading_gives_the_whole_partitions_counts_and_codes():
     """The workers' batches (here 7 rows) give the value cells and the codes of the
     partition read whole (Spark-free: the worker functions called here)."""
     pytest.importorskip("pyspark")
@@ -255,16 +254,46 @@ def test_batched_reading_gives_the_whole_partitions_counts_and_codes(monkeypatch
                                             zip(el[row == r], val[row == r])}))
             for r in range(60)]
     rows[3] = (None, rows[3][1])  # an unlabelled row: not counted, not coded
-    whole = sv._stats(iter(rows))[0]
+    whole = sv.partition_stats(iter(rows))[0]
     plan = sp.element_plan(40, 59, whole[4], 32, 10)
     bc = SimpleNamespace(value=plan)
-    want = next(sv._encoder(bc, [0, 1, 2])(iter(rows)))
-    monkeypatch.setattr(sv, "BATCH_ROWS", 7)
-    got = sv._stats(iter(rows))[0]
+    want = next(sv.encoder(bc, [0, 1, 2])(iter(rows)))
+    got = sv.partition_stats(iter(rows), batch_rows=7)[0]
     assert got[0] == whole[0] and got[5] == whole[5] == 1 and got[6] == whole[6]
     for a, b in zip(got[4], whole[4]):
         assert np.array_equal(a, b)
-    chunk = next(sv._encoder(bc, [0, 1, 2])(iter(rows)))
+    chunk = next(sv.encoder(bc, [0, 1, 2], batch_rows=7)(iter(rows)))
     for f in ("y", "row", "element", "code"):
         assert np.array_equal(getattr(chunk, f), getattr(want, f)), f
     assert chunk.num_rows == 59 and chunk.row.max() == 58
+
+
+def test_job_sparse_stability_and_checkpoint_as_the_dense_job(spark, tmp_path):
+    """``--stability`` and ``--checkpoint-dir`` on a 10,000-element sparse vector (the
+    real threshold): the job writes the dense job's stability section, suspects and
+    selection on the same vectors densified (and ``stability.png``), and a second run
+    over the same checkpoint resumes from it to the same selection."""
+    from vmi_spark.job import main
+
+    spath, dpath, _ = _frames(spark, tmp_path)
+    common = ["--label", "y", "--features", "features", "--method", "mrmr",
+              "--num-features", "4", "--stability", "2"]
+    ckpt = str(tmp_path / "ckpt")
+    assert main(["--input", spath, *common, "--checkpoint-dir", ckpt,
+                 "--output", str(tmp_path / "s")], spark=spark) == 0
+    assert main(["--input", dpath, *common, "--output", str(tmp_path / "d")],
+                spark=spark) == 0
+    got = json.loads((tmp_path / "s" / "selection.json").read_text())
+    dense = json.loads((tmp_path / "d" / "selection.json").read_text())
+    assert got["execution"] == "sparse" and dense["execution"] != "sparse"
+    assert got["selected"] == dense["selected"] and got["suspects"] == dense["suspects"]
+    for s in (got, dense):
+        del s["stability"]["run_seconds"]
+    assert got["stability"] == dense["stability"] and got["stability"]["runs"] == 2
+    assert (tmp_path / "s" / "stability.png").is_file()
+    assert (Path(ckpt) / "vmi_checkpoint.json").is_file()
+    assert main(["--input", spath, *common, "--checkpoint-dir", ckpt,
+                 "--output", str(tmp_path / "s2")], spark=spark) == 0
+    again = json.loads((tmp_path / "s2" / "selection.json").read_text())
+    assert "resumed from the checkpoint after step 4" in again["warnings"]
+    assert again["selected"] == got["selected"] and again["scores"] == got["scores"]

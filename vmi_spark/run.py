@@ -4,7 +4,7 @@ The job, the Spark estimator (:func:`vmi_spark.spark.select.run_selection`) and 
 scikit-learn selector (:meth:`vmi_spark.sklearn.VMIFeatureSelector.fit`) differ in how
 they read and encode the rows and in the backend that holds the codes; from a plan
 (:class:`~vmi_spark.core.planning.Planned`) and that backend on, a selection is this
-module's :func:`run_planned`, once: the policy (K, the least gain, the corrections and
+module's :func:`run_planned`, once (a wide sparse vector's elements too): the policy (K, the least gain, the corrections and
 the stopping rule, :class:`Policy`), the progress lines' candidates and K, the suspects
 and copies warned of before the steps, the greedy steps (continued from a checkpoint
 where the front end keeps one, :class:`Keeper`), and the stability runs.
@@ -25,6 +25,7 @@ import numpy as np
 from . import progress
 from .core.greedy import Backend, ResumeMismatch, Selection, select
 from .core.planning import Planned
+from .core.sparse import ElementPlanned
 from .core.stability import Masked, run_stability, summarize
 from .core.suspects import report_copies, report_suspects, screen_all
 from .errors import ParameterWarning
@@ -100,11 +101,15 @@ class Ran:
     policy: Policy
 
 
-def run_planned(backend: Backend, planned: Planned, settings: Settings, notes: list[str], *,
+def run_planned(backend: Backend, planned: Planned | ElementPlanned, settings: Settings,
+                notes: list[str], *,
                 on_step: OnStep | None = None, keeper: Keeper | None = None,
                 conditional_fn: Callable[[np.ndarray], np.ndarray] | None = None,
                 lap: Callable[[str], None] | None = None) -> Ran:
-    """Select features of ``planned`` over ``backend`` (which holds its codes).
+    """Select features of ``planned`` over ``backend`` (which holds its codes): a
+    column plan, or a wide sparse vector's elements
+    (:class:`~vmi_spark.core.sparse.ElementPlanned`, over their sparse tables or a
+    screened selection's dense codes).
 
     Every note the run gives (K capped, the suspects and copies, an early stop) is
     warned of as it is found and appended to ``notes``, the list the front end reports.
@@ -113,7 +118,7 @@ def run_planned(backend: Backend, planned: Planned, settings: Settings, notes: l
     from saved steps and saves every step; ``conditional_fn`` is the ``kde``
     estimator's smoothing; ``lap(phase)`` closes the phases ``steps`` and ``stability``.
     With ``stability`` runs the backend must give masked views
-    (:class:`~vmi_spark.core.stability.Masked`, as every dense backend does).
+    (:class:`~vmi_spark.core.stability.Masked`, as every backend does).
     """
     plan = planned.plan
     policy = Policy.of(settings, len(plan.features))
@@ -155,8 +160,7 @@ def run_planned(backend: Backend, planned: Planned, settings: Settings, notes: l
 
 def stop_notes(sel: Selection) -> list[str]:
     """The report's note that ``sel`` stopped before its K (none for a selection that
-    took its K, or ended at the least gain it was asked for): every front end's, also
-    the wide sparse vectors' (:func:`vmi_spark.spark.sources.sparse_vectors.sparse_selection`)."""
+    took its K, or ended at the least gain it was asked for)."""
     if sel.stopped_early and sel.stop_reason != "threshold":
         return [f"stopped early: {sel.stopped_early}"]
     return []

@@ -26,18 +26,21 @@ Spark execution aggregates the same per-chunk functions over partitions.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .bound import StepOps
+from .stability import HalfSample
 
 __all__ = ["ElementPlan", "SparseChunk", "value_cells", "element_plan", "encode_chunk",
            "chunk_label_counts", "chunk_feature_cells", "chunk_pair_cells", "merge_cells",
            "feature_table", "pair_table", "SparseBackend", "SparseEstimate", "estimate",
-           "check_estimate"]
+           "check_estimate", "ElementColumn", "ElementPlanned", "chunk_kept",
+           "mask_chunk"]
 
 
 #: a sparse count: (cell ids ascending, int64 counts), one entry per non-empty cell
@@ -73,6 +76,62 @@ class ElementPlan:
     def arity(self) -> int:
         """The most states of any element (A of the (D, A, L) tables)."""
         return int(self.states.max()) if self.width else 1
+
+
+@dataclass(frozen=True)
+class ElementColumn:
+    """What the suspects read of an element (:func:`vmi_spark.core.suspects.screen`):
+    its name and kind (``category``: its sorted values; ``bins``); no missing state (null
+    vectors and NaN elements are refused) and no ``other`` state."""
+
+    name: str
+    kind: str
+    missing: bool = False
+    other: bool = False
+
+
+@dataclass(frozen=True)
+class ElementPlanned:
+    """An element plan as the one run (:func:`vmi_spark.run.run_planned`) reads a
+    :class:`~vmi_spark.core.planning.Planned`: ``plan`` is itself, with the elements'
+    names as ``features``, their :class:`ElementColumn` s and the (categorical) label's
+    type. ``identifiers`` is always empty: a vector element is a number, never a string or
+    a column of whole numbers the identifier rule is for (the dense path finds none among a
+    vector's elements either)."""
+
+    elements: ElementPlan
+    features: list[str]
+    classes: list[Any]
+    num_rows: int
+    label_type: str = "categorical"
+    identifiers: dict[str, tuple[float, str]] = field(default_factory=dict)
+
+    @property
+    def plan(self) -> ElementPlanned:
+        return self
+
+    @property
+    def columns(self) -> list[ElementColumn]:
+        return [ElementColumn(n, "category" if c is not None else "bins")
+                for n, c in zip(self.features, self.elements.categories)]
+
+    def subset(self, keep: np.ndarray) -> ElementPlanned:
+        """The plan of the elements ``keep`` (ascending) alone (a screened selection)."""
+        e = self.elements
+        sub = ElementPlan(len(keep), e.states[keep], e.zero[keep],
+                          [e.categories[i] for i in keep], [e.edges[i] for i in keep])
+        return ElementPlanned(sub, [self.features[i] for i in keep], self.classes,
+                              self.num_rows, self.label_type)
+
+    def to_json(self) -> str:
+        """The plan as JSON (a checkpoint's fingerprint: every element's states)."""
+        e = self.elements
+        return json.dumps({"features": self.features, "classes": [str(c) for c in self.classes],
+                           "num_rows": self.num_rows, "states": e.states.tolist(),
+                           "zero": e.zero.tolist(),
+                           "categories": [None if c is None else c.tolist()
+                                          for c in e.categories],
+                           "edges": [None if x is None else x.tolist() for x in e.edges]})
 
 
 def value_cells(indices: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray,
@@ -164,6 +223,23 @@ class SparseChunk:
     @property
     def num_rows(self) -> int:
         return len(self.y)
+
+
+def chunk_kept(plan: ElementPlan, chunk: SparseChunk, keep: HalfSample) -> np.ndarray:
+    """(n,) bool: the chunk's rows a stability run keeps (:class:`~.stability.HalfSample`:
+    from the hash of each row's codes of every element, as the dense path hashes the
+    same rows)."""
+    return keep.kept(keep.sparse_row_hashes(plan.zero, chunk.y, chunk.row, chunk.element,
+                                            chunk.code))
+
+
+def mask_chunk(plan: ElementPlan, chunk: SparseChunk, keep: HalfSample) -> SparseChunk:
+    """The chunk's rows a stability run keeps (:func:`chunk_kept`), renumbered."""
+    kept = chunk_kept(plan, chunk, keep)
+    new_row = np.cumsum(kept) - 1
+    on = kept[chunk.row]
+    return SparseChunk(chunk.y[kept], new_row[chunk.row[on]].astype(np.int32),
+                       chunk.element[on], chunk.code[on])
 
 
 def _flat(plan: ElementPlan) -> tuple[np.ndarray, ...]:
@@ -345,6 +421,11 @@ class SparseBackend:
     def run(self, ops: StepOps) -> np.ndarray:
         raise NotImplementedError("the sparse path counts tables only; the bound's passes "
                                   "run on dense codes (a screened selection)")
+
+    def masked(self, keep: HalfSample) -> SparseBackend:
+        """The rows a stability run keeps (:func:`mask_chunk`)."""
+        return SparseBackend(self.plan, [mask_chunk(self.plan, c, keep) for c in self.chunks],
+                             self.classes)
 
     def close(self) -> None:
         self.chunks = []

@@ -81,27 +81,54 @@ class HalfSample:
     run: int
     fraction: float = 0.5
 
+    def multipliers(self, d: int) -> tuple[np.uint64, np.ndarray]:
+        """The hash's start and its (d + 1,) odd multipliers under the seed: one per
+        feature, the last for the class."""
+        base = _mix(self.seed * _GOLDEN + 1)
+        return np.uint64(base), \
+            _splitmix(np.arange(d + 1, dtype=np.uint64) + np.uint64(base)) | np.uint64(1)
+
     def row_hashes(self, codes: np.ndarray, y: np.ndarray) -> np.ndarray:
         """(n,) uint64: the hash of every row's codes and class under the seed (not the
         run). Feature j's code is multiplied by an odd constant of its own (from the seed)
         and the products summed modulo 2**64, then mixed."""
         d, n = codes.shape
-        base = _mix(self.seed * _GOLDEN + 1)
-        mult = _splitmix(np.arange(d + 1, dtype=np.uint64) + np.uint64(base)) | np.uint64(1)
-        h = np.full(n, np.uint64(base), dtype=np.uint64)
+        base, mult = self.multipliers(d)
+        h = np.full(n, base, dtype=np.uint64)
         with np.errstate(over="ignore"):
             for j in range(d):
                 h += codes[j].astype(np.uint64) * mult[j]
             h += (np.asarray(y).astype(np.uint64) + np.uint64(1)) * mult[d]
         return _splitmix(h)
 
-    def keep(self, codes: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """(n,) bool: the rows of this run."""
-        h = self.row_hashes(codes, y)
+    def sparse_row_hashes(self, zero: np.ndarray, y: np.ndarray, row: np.ndarray,
+                          element: np.ndarray, code: np.ndarray) -> np.ndarray:
+        """:meth:`row_hashes` of rows given by their non-zeros: ``zero`` (D,) each
+        feature's code where a row stores nothing (-1: every row stores one), ``y`` (n,)
+        the classes, and per stored entry its ``row``, ``element`` and ``code``. The
+        same hashes as of the rows' full codes (a sum modulo 2**64: the zeros' products
+        once for all rows, each stored entry's difference from its zero added)."""
+        zero = np.maximum(np.asarray(zero, dtype=np.int64), 0).astype(np.uint64)
+        base, mult = self.multipliers(len(zero))
+        with np.errstate(over="ignore"):
+            start = base + np.sum(zero * mult[:-1], dtype=np.uint64)
+            h = np.full(len(y), start, dtype=np.uint64)
+            h += (np.asarray(y).astype(np.uint64) + np.uint64(1)) * mult[-1]
+            el = np.asarray(element, dtype=np.int64)
+            step = (np.asarray(code).astype(np.uint64) - zero[el]) * mult[el]
+            np.add.at(h, np.asarray(row, dtype=np.int64), step)
+        return _splitmix(h)
+
+    def kept(self, hashes: np.ndarray) -> np.ndarray:
+        """(n,) bool: the rows of this run, from their :meth:`row_hashes`."""
         salt = np.uint64(_mix(self.seed ^ (_mix(self.run + 0x5851F42D4C957F2D))))
         with np.errstate(over="ignore"):
-            u = _splitmix(h ^ salt)
+            u = _splitmix(hashes ^ salt)
         return u < np.uint64(min(int(self.fraction * 2.0**64), _M64))
+
+    def keep(self, codes: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """(n,) bool: the rows of this run."""
+        return self.kept(self.row_hashes(codes, y))
 
     def __call__(self, codes: np.ndarray, y: np.ndarray) -> np.ndarray:
         return self.keep(codes, y)

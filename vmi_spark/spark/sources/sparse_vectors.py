@@ -4,9 +4,9 @@
 counts the labels and the exact (element, value) counts of the non-zeros
 (:func:`vmi_spark.core.sparse.value_cells`), the elements' states are planned from them
 (:func:`~vmi_spark.core.sparse.element_plan`), a second pass codes every partition's
-non-zeros into one :class:`~vmi_spark.core.sparse.SparseChunk` (cached), and the one
-greedy loop (:func:`vmi_spark.core.greedy.select`) runs a comparison criterion over
-:class:`SparkSparseBackend`: each count table is a Spark job whose partitions give their
+non-zeros into one :class:`~vmi_spark.core.sparse.SparseChunk` (cached), and the one run
+of every front end (:func:`vmi_spark.run.run_planned`: suspects, checkpoint, steps,
+stability runs) runs a comparison criterion over :class:`SparkSparseBackend`: each count table is a Spark job whose partitions give their
 sparse cells and ``treeReduce`` adds them in exact integers (any partitioning, the same
 tables). Memory and work grow with the non-zeros; the tables the driver folds are
 (D, A, L) and (D, A, A, L).
@@ -23,14 +23,17 @@ coded, and both go into the report's ``sparse.estimate``. The comparison
 criteria chosen step by step run on the sparse tables; the bound (``vmi_naive``,
 ``vmi_pairwise``), whose steps cost rows x candidates whatever the sparsity, runs on the
 :data:`~vmi_spark.core.sparse.SCREEN_BYTES` // rows elements of most mutual information
-with the label, as dense codes in the driver (:func:`_screened_bound`); ``spec_cmi`` is
-refused in one line naming ``method``.
+with the label, as dense codes in the driver (:func:`_screened`, :class:`ScreenedBackend`);
+``spec_cmi`` is refused in one line naming ``method``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -38,19 +41,21 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ...checkpoint import held
 from ...core import criteria
 from ...core import sparse as sp
-from ...core.greedy import Selection, report_fields
+from ...core.greedy import report_fields
 from ...core.inmemory import InMemoryBackend
 from ...core.planning import decide_label, label_classes
 from ...core.report_schema import SelectionReport
 from ...core.resources import available_memory
+from ...core.stability import HalfSample
 from ...core.summary import json_parameters
 from ...core.units import show_state
 from ...errors import InputError, ParameterError, literal
 from ...params import Settings
-from ...progress import begin
-from ...run import Policy, stop_notes, warn_and_keep
+from ...run import Policy, Ran, run_planned
+from ..blocks.storage import check_checkpoint_dir
 from ..plan import quote, value_type
 from ..session import parallelism
 from .vector_source import vector_attribute_names
@@ -61,35 +66,60 @@ log = logging.getLogger("vmi_spark")
 #: dense codes, whose results are those of the expanded columns)
 SPARSE_MIN_WIDTH = 10_000
 
+#: rows a worker reads before it counts or codes them: its memory is then the partition's
+#: counts or codes (growing with the non-zeros) and one batch of rows
+BATCH_ROWS = sp.BATCH_ROWS
 
-def is_sparse_input(df: DataFrame, features_col: str | None) -> bool:
-    """Whether ``features_col`` holds sparse vectors of at least :data:`SPARSE_MIN_WIDTH`
-    elements (its first non-null vector: one small job)."""
+#: the driver's limits: (bytes available to its Python, spark.driver.maxResultSize, its
+#: JVM's heap), each None where it cannot be known
+DriverLimits = tuple[int | None, int | None, int | None]
+
+
+@dataclass(frozen=True)
+class SparseLimits:
+    """What the route and the selection of a wide sparse vector take as given, each the
+    module's default unless a caller (a test) gives another: ``min_width`` the least width
+    read sparsely (:data:`SPARSE_MIN_WIDTH`), ``batch_rows`` the rows a worker reads
+    before it counts or codes them (:data:`BATCH_ROWS`), ``driver`` the driver's limits
+    (None: read from the session, :func:`driver_limits`)."""
+
+    min_width: int = SPARSE_MIN_WIDTH
+    batch_rows: int = BATCH_ROWS
+    driver: DriverLimits | None = None
+
+
+#: the limits the front ends (the estimator, the job) run with: read when a route is
+#: decided or a selection starts, so that a test may set smaller ones for them all
+LIMITS = SparseLimits()
+
+
+def is_sparse_input(df: DataFrame, features_col: str | None, min_width: int = SPARSE_MIN_WIDTH
+                    ) -> bool:
+    """Whether ``features_col`` holds sparse vectors of at least ``min_width`` elements
+    (its first non-null vector: one small job)."""
     if features_col is None or features_col not in df.columns:
         return False
     field = next(f for f in df.schema.fields if f.name == features_col)
     declared = (field.metadata or {}).get("ml_attr", {}).get("num_attrs")
-    if declared is not None and int(declared) < SPARSE_MIN_WIDTH:
+    if declared is not None and int(declared) < min_width:
         return False  # known narrow: no job
     row = df.select(features_col).where(F.col(quote(features_col)).isNotNull()).first()
     vec = None if row is None else row[0]
-    return vec is not None and type(vec).__name__ == "SparseVector" \
-        and vec.size >= SPARSE_MIN_WIDTH
+    return vec is not None and type(vec).__name__ == "SparseVector" and vec.size >= min_width
 
 
 def sparse_route(df: DataFrame, features_col: str | None, settings: Settings, *,
-                 weight_col: str | None = None, exclude: list[str] | None = None) -> bool:
+                 weight_col: str | None = None, exclude: list[str] | None = None,
+                 limits: SparseLimits | None = None) -> bool:
     """Whether ``features_col`` is selected from its non-zeros (:func:`sparse_selection`):
     the one route decision of the estimator and the job. True for a wide sparse vector
-    column (:func:`is_sparse_input`); what that path does not do (row weights, stability
-    runs, the KDE estimator, excluded elements, checkpoints) is then refused in one line
-    naming the parameter, never ignored."""
-    if not is_sparse_input(df, features_col):
+    column (:func:`is_sparse_input`); what that path does not do (row weights, the KDE
+    estimator, excluded elements) is then refused in one line naming the parameter,
+    never ignored. ``limits``: :data:`LIMITS` unless given."""
+    if not is_sparse_input(df, features_col, (limits or LIMITS).min_width):
         return False
-    unsupported = [(weight_col is not None, "weight_col"), (settings.stability > 0, "stability"),
-                   (settings.estimator != "histogram", "estimator"),
-                   (bool(exclude), "exclude"), (settings.checkpoint_dir is not None,
-                                                "checkpoint_dir")]
+    unsupported = [(weight_col is not None, "weight_col"),
+                   (settings.estimator != "histogram", "estimator"), (bool(exclude), "exclude")]
     for bad, key in unsupported:
         if bad:
             raise ParameterError(key, f"{{{key}}} is not supported for a wide sparse vector "
@@ -98,15 +128,10 @@ def sparse_route(df: DataFrame, features_col: str | None, settings: Settings, *,
     return True
 
 
-#: rows a worker reads before it counts or codes them: its memory is then the partition's
-#: counts or codes (growing with the non-zeros) and one batch of rows
-BATCH_ROWS = sp.BATCH_ROWS
-
-
-def _stats(rows) -> list[Any]:
+def partition_stats(rows, batch_rows: int = BATCH_ROWS) -> list[Any]:
     """One partition's label counts, rows, vector sizes, null vectors, NaNs and value
-    cells (:func:`~vmi_spark.core.sparse.value_cells`), counted :data:`BATCH_ROWS` rows
-    at a time."""
+    cells (:func:`~vmi_spark.core.sparse.value_cells`), counted ``batch_rows`` rows at a
+    time (the same counts for any ``batch_rows``)."""
     labels: dict[Any, int] = {}
     sizes: set[int] = set()
     nulls = nans = unlabelled = 0
@@ -126,7 +151,7 @@ def _stats(rows) -> list[Any]:
         nans += int(np.isnan(v).sum())
         idx.append(i)
         val.append(v)
-        if len(idx) >= BATCH_ROWS:
+        if len(idx) >= batch_rows:
             cells = sp.merge_value_cells([cells, sp.value_cells(_cat(idx, np.int64),
                                                                 _cat(val, np.float64))])
             idx, val = [], []
@@ -189,15 +214,44 @@ class SparkSparseBackend:
     def run(self, ops):
         raise NotImplementedError("the sparse path counts tables only")
 
+    def masked(self, keep: HalfSample) -> SparkSparseBackend:
+        """A stability run's rows (:func:`~vmi_spark.core.sparse.mask_chunk`), cached
+        until the view is closed."""
+        bc = self._plan
+        chunks = self.chunks.map(lambda c: sp.mask_chunk(bc.value, c, keep))
+        return SparkSparseBackend(chunks.persist(StorageLevel.MEMORY_AND_DISK), self.plan,
+                                  self.classes)
+
+    def kept(self, keep: HalfSample) -> np.ndarray:
+        """(rows,) bool: the rows ``keep`` keeps, in the order of the chunks' rows."""
+        bc = self._plan
+        return np.concatenate(self.chunks.map(lambda c: sp.chunk_kept(bc.value, c, keep))
+                              .collect())
+
     def close(self) -> None:
         self.chunks.unpersist()
         self._plan.unpersist()
 
 
-def _encoder(plan_bc, classes: list[Any]):
-    """A partition's rows as one SparseChunk (labelled rows only), coded
-    :data:`BATCH_ROWS` rows at a time (the codes are the same: each non-zero's code
-    depends on its element and value alone)."""
+class ScreenedBackend(InMemoryBackend):
+    """The bound's dense codes of the screened elements (:func:`_screened`); a stability
+    run keeps the rows the hash of their every element's codes keeps (``kept``), as the
+    dense path's half-samples of the same rows."""
+
+    def __init__(self, codes: np.ndarray, y: np.ndarray, arity: int, classes: int, kept):
+        super().__init__(codes, y, arity=arity, num_classes=classes)
+        self.kept = kept
+
+    def masked(self, keep) -> InMemoryBackend:
+        codes, y, _ = self.rows()
+        on = self.kept(keep)
+        return InMemoryBackend(codes[:, on], y[on], self.arity, self.num_classes)
+
+
+def encoder(plan_bc, classes: list[Any], batch_rows: int = BATCH_ROWS):
+    """A partition's rows as one SparseChunk (labelled rows only), coded ``batch_rows``
+    rows at a time (the codes are the same for any ``batch_rows``: each non-zero's code
+    depends on its element and value alone); ``plan_bc.value`` is the element plan."""
     code = {c: k for k, c in enumerate(classes)}
 
     def encode(rows):
@@ -220,7 +274,7 @@ def _encoder(plan_bc, classes: list[Any]):
             y.append(code[lab])
             idx.append(i)
             val.append(v)
-            if len(y) >= BATCH_ROWS:
+            if len(y) >= batch_rows:
                 flush()
                 done += len(y)
                 y, row, idx, val = [], [], [], []
@@ -276,14 +330,14 @@ def _label_type(df: DataFrame, label: str):
     return vt if vt is not None else STRING
 
 
-def _screened_bound(backend: SparkSparseBackend, policy: Policy, rows: int,
-                    settings: Settings, on_step) -> tuple[Selection, dict[str, Any]]:
-    """The bound on the :data:`~vmi_spark.core.sparse.SCREEN_BYTES` // rows elements of
-    most mutual information with the label (MIM from the sparse tables), as dense codes
-    in the driver; the selection in the vector's indices and what the screening kept."""
+def _screened(backend: SparkSparseBackend, planned: sp.ElementPlanned, k: int,
+              settings: Settings) -> tuple[ScreenedBackend, np.ndarray]:
+    """The bound's backend: the :data:`~vmi_spark.core.sparse.SCREEN_BYTES` // rows
+    elements of most mutual information with the label (MIM from the sparse tables), as
+    dense codes in the driver; and those elements (ascending)."""
+    rows = planned.num_rows
     relevance = criteria.label_mutual_information(backend.feature_counts())
     keep = sp.screened(relevance, rows)
-    k = policy.k
     if len(keep) < k:
         raise ParameterError("num_features", f"{{num_features}} {k} is more than the "
                              f"{len(keep)} elements a screened {settings.method} selection "
@@ -293,14 +347,19 @@ def _screened_bound(backend: SparkSparseBackend, policy: Policy, rows: int,
     parts = backend.chunks.map(lambda c: (c.y, sp.chunk_dense_codes(plan, c, keep))).collect()
     codes = np.concatenate([p[1] for p in parts], axis=1)
     y = np.concatenate([p[0] for p in parts])
-    dense = InMemoryBackend(codes, y, arity=plan.arity, num_classes=backend.classes)
-    sel = policy.select(dense, report_candidates=settings.report_candidates)
+    return ScreenedBackend(codes, y, plan.arity, backend.classes, backend.kept), keep
+
+
+def _in_elements(ran: Ran, keep: np.ndarray) -> None:
+    """A screened run's indices (among the ``keep`` elements) as the vector's: the
+    selection, its candidates and suspects, the stability runs' features."""
+    sel = ran.selection
     sel.selected = [int(keep[i]) for i in sel.selected]
     sel.candidates = [[(int(keep[i]), v) for i, v in step] for step in sel.candidates]
-    if on_step is not None:
-        on_step(sel)
-    return sel, {"screened_by": "mim", "screened_elements": int(len(keep)),
-                 "screened_bytes": int(codes.nbytes)}
+    sel.suspects = [{**s, "index": int(keep[s["index"]])} for s in sel.suspects]
+    if ran.stability is not None:
+        ran.stability["features"] = [{**f, "index": int(keep[f["index"]])}
+                                     for f in ran.stability["features"]]
 
 
 #: rows of the sample the estimate before reading takes when the Parquet footers do not
@@ -355,7 +414,7 @@ def _sample(df: DataFrame, label: str, features_col: str) -> tuple[float, int, i
     return float(len(idx)) / len(vecs), most + 1, max(len(labels), 2)
 
 
-def _limits(spark) -> tuple[int | None, int | None, int | None]:
+def driver_limits(spark) -> DriverLimits:
     """(bytes available to the driver's Python, :func:`~vmi_spark.core.resources.
     available_memory`; spark.driver.maxResultSize; the driver JVM's heap), each None where
     it cannot be known (Spark Connect: no JVM here)."""
@@ -397,34 +456,37 @@ def plan_estimate(df: DataFrame, label: str, features_col: str, settings: Settin
 
 
 def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Settings,
-                     on_step=None) -> SelectionReport:
+                     on_step=None, limits: SparseLimits | None = None) -> SelectionReport:
     """Select elements of the sparse vector column ``features_col`` by a comparison
     criterion (the bound: screened); returns the report (the fields a fitted model
     reads). Before reading, and again after the first pass, the run's memory and time are
-    estimated, logged and checked (one line naming the parameter to change)."""
+    estimated, logged and checked (one line naming the parameter to change). From the
+    coded rows on it is the one run of every front end (:func:`vmi_spark.run.run_planned`:
+    K, suspects, the checkpoint, the steps, the stability runs, the notes).
+    ``limits``: :data:`LIMITS` unless given."""
     t0 = time.perf_counter()
+    limits = limits or LIMITS
     crit = criteria.criterion(settings.method)
     if crit.all_pair_tables:
         raise ParameterError("method", f"{{method}} '{settings.method}' needs every pair "
                              "of elements' tables (elements squared) on a sparse vector this "
                              "wide; choose mim, mrmr, jmi, cmim or cife")
+    if settings.checkpoint_dir is not None:  # before anything is read, as the dense path
+        check_checkpoint_dir(df, settings.checkpoint_dir)
     field = next(f for f in df.schema.fields if f.name == features_col)
     width = _declared_width(df, features_col)
-    policy = Policy.of(settings, width)  # K, least gain, stopping: as every front end
-    k = policy.k
-    notes: list[str] = []  # warned, and the report's warnings (as run_planned's)
-    if policy.capped is not None:
-        warn_and_keep(notes, policy.capped)
-    limits = _limits(df.sparkSession)
+    k = Policy.of(settings, width).k  # the estimate's K (run_planned warns if capped)
+    driver = limits.driver if limits.driver is not None else driver_limits(df.sparkSession)
     before, source = plan_estimate(df, label, features_col, settings, width, k)
     t_estimate = time.perf_counter()
     log.info("sparse plan (from %s): %s", source, before.line())
-    sp.check_estimate(before, *limits)
+    sp.check_estimate(before, *driver)
     source_df = df.select(F.col(quote(label)), F.col(quote(features_col)))
     if _partitions(df) < before.cores:  # few files: every core reads (the tables are
         source_df = source_df.repartition(before.cores)  # exact sums in any partitioning)
     rdd = source_df.rdd.map(tuple)
-    stats = rdd.mapPartitions(_stats).treeReduce(_merge_stats)
+    stats = rdd.mapPartitions(partial(partition_stats, batch_rows=limits.batch_rows)
+                              ).treeReduce(_merge_stats)
     classes, width, cells = _checked(stats, df, features_col, label, settings)
     rows = sum(stats[0].values())
     t_first = time.perf_counter()
@@ -432,45 +494,68 @@ def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Set
     after = sp.estimate(width, rows, int(cells[2].sum()), plan.arity, len(classes), k,
                         settings.method, before.partitions, before.cores, cells=stats[6])
     log.info("sparse plan (from the first pass): %s", after.line())
-    sp.check_estimate(after, *limits)
+    sp.check_estimate(after, *driver)
     names = vector_attribute_names(field.metadata) or [f"{features_col}[{i}]"
                                                        for i in range(width)]
-    begin(on_step, names, k, open_end=policy.open_end)
+    planned = sp.ElementPlanned(plan, names, classes, rows)
     bc = df.sparkSession.sparkContext.broadcast(plan)
-    chunks = rdd.mapPartitions(_encoder(bc, classes)).persist(StorageLevel.MEMORY_AND_DISK)
+    chunks = rdd.mapPartitions(encoder(bc, classes, limits.batch_rows)
+                               ).persist(StorageLevel.MEMORY_AND_DISK)
     t_plan = time.perf_counter()
     backend = SparkSparseBackend(chunks, plan, len(classes))  # the coding pass (cached)
     t_coded = time.perf_counter()
-    t_prep = t_coded - t0
+    notes: list[str] = []
     screen: dict[str, Any] = {}
     try:
-        if crit.vmi:
-            sel, screen = _screened_bound(backend, policy, rows, settings, on_step)
-        else:
-            sel = policy.select(backend, on_step=on_step,
-                                report_candidates=settings.report_candidates)
+        ran, keep = _run(backend, planned, settings, notes, on_step, k)
     finally:
         backend.close()
         bc.unpersist()
-    return {**report_fields(sel, names), "label": label, "num_rows": rows,
-            "rows_dropped": int(stats[5]), "rows_skipped": 0,
-            "num_classes": len(classes), "classes": [show_state(c) for c in classes],
-            "label_type": "categorical", "parameters": json_parameters(settings.result()),
-            "columns": [], "execution": "sparse", "reader": "spark", "storage": "cache",
-            "features_col": features_col,
-            "sparse": {"elements": width, "non_zero_values": int(cells[2].sum()),
-                       "states": plan.arity, **screen,
-                       "seconds": {"estimate": t_estimate - t0, "first_pass": t_first - t_estimate,
-                                   "plan": t_plan - t_first, "coding_pass": t_coded - t_plan,
-                                   "steps": time.perf_counter() - t_coded},
-                       "estimate": {"before_reading": {**before.fields(), "from": source},
-                                    "after_first_pass": after.fields(),
-                                    "partition_cells": [list(c) for c in stats[6]],
-                                    "limits": {"driver_available_bytes": limits[0],
-                                               "max_result_bytes": limits[1],
-                                               "driver_heap_bytes": limits[2]}}},
-            "prepare_seconds": t_prep,
-            "total_seconds": time.perf_counter() - t0, "warnings": [*notes, *stop_notes(sel)]}
+    if keep is not None:
+        _in_elements(ran, keep)
+        screen = {"screened_by": "mim", "screened_elements": int(len(keep)),
+                  "screened_bytes": int(len(keep)) * rows}
+    out: SelectionReport = {
+        **report_fields(ran.selection, names), "label": label, "num_rows": rows,
+        "rows_dropped": int(stats[5]), "rows_skipped": 0,
+        "num_classes": len(classes), "classes": [show_state(c) for c in classes],
+        "label_type": "categorical", "parameters": json_parameters(settings.result()),
+        "columns": [], "execution": "sparse", "reader": "spark", "storage": "cache",
+        "features_col": features_col,
+        "sparse": {"elements": width, "non_zero_values": int(cells[2].sum()),
+                   "states": plan.arity, **screen,
+                   "seconds": {"estimate": t_estimate - t0, "first_pass": t_first - t_estimate,
+                               "plan": t_plan - t_first, "coding_pass": t_coded - t_plan,
+                               "steps": time.perf_counter() - t_coded},
+                   "estimate": {"before_reading": {**before.fields(), "from": source},
+                                "after_first_pass": after.fields(),
+                                "partition_cells": [list(c) for c in stats[6]],
+                                "limits": {"driver_available_bytes": driver[0],
+                                           "max_result_bytes": driver[1],
+                                           "driver_heap_bytes": driver[2]}}},
+        "prepare_seconds": t_coded - t0,
+        "total_seconds": time.perf_counter() - t0, "warnings": notes}
+    if ran.stability is not None:
+        out["stability"] = ran.stability
+    return out
+
+
+def _run(backend: SparkSparseBackend, planned: sp.ElementPlanned, settings: Settings,
+         notes: list[str], on_step, k: int) -> tuple[Ran, np.ndarray | None]:
+    """The one run (:func:`vmi_spark.run.run_planned`) over the sparse tables, or for the
+    bound over the screened elements' dense codes (and those elements), held in the
+    checkpoint directory when there is one."""
+    keep = None
+    run_backend: Any = backend
+    if criteria.criterion(settings.method).vmi:
+        run_backend, keep = _screened(backend, planned, k, settings)
+        planned = planned.subset(keep)
+    with ExitStack() as steps:
+        keeper = (steps.enter_context(held(settings, planned.to_json(), len(planned.features),
+                                           run_backend.feature_counts, notes))
+                  if settings.checkpoint_dir is not None else None)
+        return run_planned(run_backend, planned, settings, notes, on_step=on_step,
+                           keeper=keeper), keep
 
 
 def _declared_width(df: DataFrame, features_col: str) -> int:
