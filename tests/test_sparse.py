@@ -337,6 +337,11 @@ def test_spark_sparse_suspects_and_stability_equal_the_dense_path(spark, method)
     assert got["duplicates"] == want["duplicates"]
     assert got["warnings"] == want["warnings"]
     assert any(w.startswith("possible leak: 'features[7]'") for w in got["warnings"])
+    checked = got["sparse"]["suspects"]  # what this path checks, said in the report
+    assert checked["kinds"] == ["leak"]
+    assert set(checked["not_applied"]) == {"identifier", "missing_leak"}
+    assert checked["over"].startswith("every element" if method == "mrmr" else
+                                      "the screened elements")
 
     def timeless(s):
         return {k: v for k, v in s.items() if k != "run_seconds"}

@@ -291,6 +291,8 @@ def test_job_sparse_stability_and_checkpoint_as_the_dense_job(spark, tmp_path):
         del s["stability"]["run_seconds"]
     assert got["stability"] == dense["stability"] and got["stability"]["runs"] == 2
     assert (tmp_path / "s" / "stability.png").is_file()
+    assert "| suspects checked | leak over every element |" in \
+        (tmp_path / "s" / "report.md").read_text()
     assert (Path(ckpt) / "vmi_checkpoint.json").is_file()
     assert main(["--input", spath, *common, "--checkpoint-dir", ckpt,
                  "--output", str(tmp_path / "s2")], spark=spark) == 0

@@ -425,6 +425,10 @@ def _sparse_section(report: SelectionReport) -> list[str]:
     if info.get("screened_elements") is not None:
         rows.append((f"screened elements (by {info.get('screened_by')})",
                      _num(info["screened_elements"])))
+    checked = info.get("suspects")
+    if isinstance(checked, dict):
+        rows.append(("suspects checked", f"{', '.join(checked.get('kinds', []))} over "
+                     f"{str(checked.get('over', '')).split(' (')[0]}"))
     est = info.get("estimate") or {}
     for key, when in (("before_reading", "before reading"),
                       ("after_first_pass", "after the first pass")):

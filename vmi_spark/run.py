@@ -4,10 +4,11 @@ The job, the Spark estimator (:func:`vmi_spark.spark.select.run_selection`) and 
 scikit-learn selector (:meth:`vmi_spark.sklearn.VMIFeatureSelector.fit`) differ in how
 they read and encode the rows and in the backend that holds the codes; from a plan
 (:class:`~vmi_spark.core.planning.Planned`) and that backend on, a selection is this
-module's :func:`run_planned`, once (a wide sparse vector's elements too): the policy (K, the least gain, the corrections and
-the stopping rule, :class:`Policy`), the progress lines' candidates and K, the suspects
-and copies warned of before the steps, the greedy steps (continued from a checkpoint
-where the front end keeps one, :class:`Keeper`), and the stability runs.
+module's :func:`run_planned`, once (a wide sparse vector's elements too): the policy
+(K, the least gain, the corrections and the stopping rule, :class:`Policy`), the
+progress lines' candidates and K, the suspects and copies warned of before the steps,
+the greedy steps (continued from a checkpoint where the front end keeps one,
+:class:`Keeper`), and the stability runs.
 
 Spark-free: it imports the core, the parameter spec and the progress lines only.
 """

@@ -108,10 +108,12 @@ class ElementPlanned:
 
     @property
     def plan(self) -> ElementPlanned:
+        """Itself: the plan a :class:`~vmi_spark.core.planning.Planned` holds."""
         return self
 
     @property
     def columns(self) -> list[ElementColumn]:
+        """Every element's :class:`ElementColumn`."""
         return [ElementColumn(n, "category" if c is not None else "bins")
                 for n, c in zip(self.features, self.elements.categories)]
 

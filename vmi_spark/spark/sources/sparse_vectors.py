@@ -88,6 +88,14 @@ class SparseLimits:
     driver: DriverLimits | None = None
 
 
+#: the report's ``sparse.suspects``: which suspect rules this path applies, and why not
+#: the others (the same rules and code as the dense path's, :func:`vmi_spark.run.run_planned`)
+SUSPECT_RULES = {"kinds": ["leak"],
+                 "not_applied": {"identifier": "a vector's elements are numbers; the rule is "
+                                 "for strings and whole-number columns (the dense path finds "
+                                 "none among a vector's elements either)",
+                                 "missing_leak": "null vectors and NaN elements are refused"}}
+
 #: the limits the front ends (the estimator, the job) run with: read when a route is
 #: decided or a selection starts, so that a test may set smaller ones for them all
 LIMITS = SparseLimits()
@@ -524,6 +532,9 @@ def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Set
         "features_col": features_col,
         "sparse": {"elements": width, "non_zero_values": int(cells[2].sum()),
                    "states": plan.arity, **screen,
+                   "suspects": {**SUSPECT_RULES, "over": "every element" if keep is None
+                                else "the screened elements (also the copies, the checkpoint "
+                                "and the stability runs)"},
                    "seconds": {"estimate": t_estimate - t0, "first_pass": t_first - t_estimate,
                                "plan": t_plan - t_first, "coding_pass": t_coded - t_plan,
                                "steps": time.perf_counter() - t_coded},
