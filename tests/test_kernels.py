@@ -604,6 +604,41 @@ def test_the_loops_cache_is_never_put_in_the_working_directory(tmp_path, monkeyp
     assert UserWideCacheLocator not in kn._CacheImpl._locator_classes
 
 
+@pytest.mark.system  # fresh processes that compile a loop
+@numba_only
+def test_an_edit_of_what_the_loops_inline_is_compiled_again(tmp_path):
+    """numba keys a cached loop by its own file and bytecode; the loops also take explog's
+    exp and log, logtable's table and kernels_numpy's constants. An edit of one of those
+    (a checkout that keeps its cache) compiles the loops again; an edit elsewhere in the
+    package loads them from the cache."""
+    import shutil
+    from pathlib import Path
+
+    pkg = tmp_path / "pkg"
+    shutil.copytree(Path(kernels.__file__).parents[1], pkg / "vmi_spark",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = dict(os.environ, PYTHONPATH=str(pkg), PYTHONDONTWRITEBYTECODE="1",
+               NUMBA_CACHE_DIR=str(tmp_path / "cache"), NUMBA_DEBUG_CACHE="1")
+    env.pop("VMI_SPARK_KERNELS", None)
+
+    def saved_after(edit: str | None) -> list[str]:
+        if edit:
+            with open(pkg / "vmi_spark" / edit, "a") as f:
+                f.write("\n# an edit\n")
+        out = subprocess.run([sys.executable, "-c", _ONE_LOOP], env=env, capture_output=True,
+                             text=True, check=True, timeout=600, cwd=tmp_path)
+        backend, cached, path, same = json.loads(out.stdout.splitlines()[-1])
+        assert path.startswith(str(pkg)) and (backend, cached, same) == ("numba", True, True)
+        return [line for line in out.stdout.splitlines() if line.startswith("[cache] data saved")]
+
+    assert saved_after(None)  # compiled and cached
+    assert saved_after(None) == []  # loaded
+    assert saved_after("report.py") == []  # not inlined: loaded
+    for inlined in ("core/explog.py", "core/logtable.py", "core/kernels_numpy.py"):
+        assert saved_after(inlined), inlined  # compiled again
+        assert saved_after(None) == [], inlined  # and loaded after that
+
+
 _HASH_LOOP = """
 import json
 import numpy as np
