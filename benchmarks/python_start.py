@@ -21,8 +21,17 @@ start and imports), the fork to the function's first call (the worker's imports,
 the function, the first Arrow batch), and the last call to the stage's end. Also each
 import's time in a fresh interpreter. The 1-minute load before and after each run.
 
+With ``--job FILE``: instead, cold ``spark-submit --master local[2]
+jobs/select_features.py --input FILE --label label --num-features K`` runs on the
+defaults, ``default`` and ``preload`` in turn (the daemon also imports this package's
+worker-side modules), each run's wall time, ``phase_seconds`` and selection (the two
+variants' selections and scores must be equal).
+
     PYSPARK_PYTHON=$PWD/.venv/bin/python .venv/bin/python benchmarks/python_start.py \\
         --rounds 3 --out benchmarks/results/s28_python_start.json
+    PYSPARK_PYTHON=$PWD/.venv/bin/python .venv/bin/python benchmarks/python_start.py \
+        --job /tmp/vmi_tables/coded_200k_200.parquet --k 20 --rounds 3 \
+        --out benchmarks/results/s28_python_start_job_200k.json
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,6 +47,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 from run import save  # noqa: E402
@@ -46,6 +57,9 @@ from time_to_answer import spark_submit  # noqa: E402
 PRELOAD = """
 import os
 import pyarrow, pyspark.worker  # noqa: F401 - imported before the fork
+if os.environ.get("PRELOAD_JOB") == "1":
+    import vmi_spark.core.kernels, vmi_spark.spark.executions.passes  # noqa: F401
+    import vmi_spark.spark.sources.arrow_source, vmi_spark.spark.sources.sparkhash  # noqa
 os.environ["PRELOADED"] = "1"
 from pyspark.daemon import manager
 if __name__ == "__main__":
@@ -151,26 +165,48 @@ def import_times(python: str, rounds: int) -> dict:
     return out
 
 
-def run(variant: str, script: str, work: str) -> dict:
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+def submit(variant: str, args: list[str], work: str) -> tuple[dict, str]:
+    """One cold spark-submit of ``args`` as ``variant``: its wall time and load; its output."""
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PRELOAD_JOB="1")
     cmd = [spark_submit(), "--master", "local[2]", "--conf", "spark.ui.enabled=false"]
     if variant == "preload":
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [work, env.get("PYTHONPATH")]))
         cmd += ["--conf", "spark.python.daemon.module=preload_daemon"]
     before = os.getloadavg()[0]
     t = time.perf_counter()
-    done = subprocess.run(cmd + [script, variant], env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(cmd + args, env=env, capture_output=True, text=True, timeout=900)
     wall = time.perf_counter() - t
     if done.returncode:
         raise SystemExit(f"{variant}: exit {done.returncode}\n{done.stderr[-3000:]}")
-    line = [s for s in done.stdout.splitlines() if s.startswith("TIMES ")][-1]
-    return {"variant": variant, "wall": round(wall, 2), "load_before": before,
-            "load_after": os.getloadavg()[0], **phases(json.loads(line[6:]))}
+    return ({"variant": variant, "wall": round(wall, 2), "load_before": before,
+             "load_after": os.getloadavg()[0]}, done.stdout)
+
+
+def run(variant: str, script: str, work: str) -> dict:
+    res, out = submit(variant, [script, variant], work)
+    line = [s for s in out.splitlines() if s.startswith("TIMES ")][-1]
+    return {**res, **phases(json.loads(line[6:]))}
+
+
+def run_job(variant: str, table: str, k: int, work: str) -> dict:
+    dest = os.path.join(work, "out-" + variant)
+    shutil.rmtree(dest, ignore_errors=True)
+    res, _ = submit(variant, [os.path.join(ROOT, "jobs", "select_features.py"), "--input",
+                              table, "--label", "label", "--num-features", str(k),
+                              "--output", dest, "--quiet"], work)
+    with open(os.path.join(dest, "selection.json")) as fh:
+        report = json.load(fh)
+    return {**res, "phases": {a: round(b, 2) for a, b in report["phase_seconds"].items()},
+            "selected": report["selected"], "scores": report.get("scores"),
+            "gains": report.get("gains")}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--job", help="a Parquet table: time the job on it instead")
+    ap.add_argument("--k", type=int, default=20)
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     res: dict = {"what": __doc__.splitlines()[0],
@@ -183,9 +219,15 @@ def main(argv=None) -> int:
         with open(os.path.join(work, "preload_daemon.py"), "w") as fh:
             fh.write(PRELOAD)
         for _ in range(args.rounds):
-            for variant in ("default", "preload", "arrow_first"):
-                res["runs"].append(run(variant, script, work))
-                print(json.dumps(res["runs"][-1]), flush=True)
+            for variant in ("default", "preload") if args.job else (
+                    "default", "preload", "arrow_first"):
+                res["runs"].append(run_job(variant, args.job, args.k, work) if args.job
+                                   else run(variant, script, work))
+                print(json.dumps(res["runs"][-1])[:600], flush=True)
+    if args.job:
+        res["job"], res["k"] = os.path.basename(args.job), args.k
+        res["same_selection"] = len({json.dumps([r["selected"], r["scores"], r["gains"]])
+                                     for r in res["runs"]}) == 1
     save(res, args.out)
     return 0
 
