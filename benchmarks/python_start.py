@@ -165,10 +165,11 @@ def import_times(python: str, rounds: int) -> dict:
     return out
 
 
-def submit(variant: str, args: list[str], work: str) -> tuple[dict, str]:
-    """One cold spark-submit of ``args`` as ``variant``: its wall time and load; its output."""
+def submit(variant: str, args: list[str], work: str, **extra: str) -> tuple[dict, str]:
+    """One cold spark-submit of ``args`` as ``variant`` (``extra``: more environment): its
+    wall time and load; its output."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               PRELOAD_JOB="1")
+               **extra)
     cmd = [spark_submit(), "--master", "local[2]", "--conf", "spark.ui.enabled=false"]
     if variant == "preload":
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [work, env.get("PYTHONPATH")]))
@@ -194,7 +195,7 @@ def run_job(variant: str, table: str, k: int, work: str) -> dict:
     shutil.rmtree(dest, ignore_errors=True)
     res, _ = submit(variant, [os.path.join(ROOT, "jobs", "select_features.py"), "--input",
                               table, "--label", "label", "--num-features", str(k),
-                              "--output", dest, "--quiet"], work)
+                              "--output", dest, "--quiet"], work, PRELOAD_JOB="1")
     with open(os.path.join(dest, "selection.json")) as fh:
         report = json.load(fh)
     return {**res, "phases": {a: round(b, 2) for a, b in report["phase_seconds"].items()},
