@@ -19,6 +19,7 @@ import itertools
 import math
 import warnings
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -661,7 +662,7 @@ def _naive_ops(codes, y, block, candidates=None):
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 5])
-def test_pattern_kernel_gives_the_same_integers_as_the_per_row_kernel(monkeypatch, m):
+def test_pattern_kernel_gives_the_same_integers_as_the_per_row_kernel(m):
     """Counting rows per pattern of x_S is an exact rewrite of the per-row sum."""
     from vmi_spark.core import bound
 
@@ -671,10 +672,12 @@ def test_pattern_kernel_gives_the_same_integers_as_the_per_row_kernel(monkeypatc
     codes = ((rng.integers(0, 4, (d, n)) + (rng.random((d, n)) < 0.4) * y) % 4).astype(np.uint8)
     ops = _naive_ops(codes, y, list(range(m)))
     # per-row kernel forced: no pattern compression at all
-    monkeypatch.setattr(bound, "PATTERN_RATIO", 10**12)
-    rows = bound.naive_partials(codes, ops)
-    monkeypatch.setattr(bound, "PATTERN_RATIO", 2)
-    patterns = bound.naive_partials(codes, ops)
+    per_row = replace(ops, routes=bound.Routes(pattern_ratio=10**12))
+    grouped = replace(ops, routes=bound.Routes(pattern_ratio=2))
+    assert bound.naive_rows(codes, per_row, None)[0] is None  # the rows' posteriors
+    assert (bound.naive_rows(codes, grouped, None)[0] is not None) == (m < 5)  # the patterns'
+    rows = bound.naive_partials(codes, per_row)
+    patterns = bound.naive_partials(codes, grouped)
     assert (rows == patterns).all()
     # and both, with the count term, agree with a float64 sum of the per-row log ratios
     cond = ops.cond
@@ -711,10 +714,11 @@ def test_pairwise_pattern_scores_give_the_per_row_integers(monkeypatch, num_clas
     tables = {f: safe_log(pair_conditional(be.pair_counts(f))) for f in range(d)}
     path = [(0,), (0, 3), (0, 3), (0, 3, 5, 7), (0, 3, 5, 7, 1), (2,), (2, 8), (2, 8, 9)]
 
-    def ops_of(block, used):
+    def ops_of(block, used, ratio=bound.PAIR_CELL_RATIO):
         cands = np.ones(d, bool)
         cands[list(used)] = False
-        return StepOps(PAIRWISE, prior, conditional(counts), cands, block, tables)
+        return StepOps(PAIRWISE, prior, conditional(counts), cands, block, tables,
+                       routes=bound.Routes(pair_cell_ratio=ratio))
 
     expected, used = [], set()
     for block in path:  # the plain route, from a fresh state every step
@@ -730,7 +734,6 @@ def test_pairwise_pattern_scores_give_the_per_row_integers(monkeypatch, num_clas
     routes = {}
     originals = {name: getattr(kernels, name) for name in ("pair_cell_scores", "pair_fold_scores")}
     for ratio, label in ((10**12, "rows"), (1, "patterns")):
-        monkeypatch.setattr(bound, "PAIR_CELL_RATIO", ratio)
         calls = dict.fromkeys(originals, 0)
         for name, fn in originals.items():
             def spy(*a, _fn=fn, _name=name, _calls=calls):
@@ -741,7 +744,8 @@ def test_pairwise_pattern_scores_give_the_per_row_integers(monkeypatch, num_clas
         used = set()
         for block, want in zip(path, expected):
             used.update(block)
-            assert np.array_equal(pairwise_partials(codes, y, state, ops_of(block, used)), want)
+            ops = ops_of(block, used, ratio)
+            assert np.array_equal(pairwise_partials(codes, y, state, ops), want)
         routes[label] = calls
     # both routes were taken: the short blocks' cells are few, (3 states)^m patterns x 3 x L
     rows, patterns = routes["rows"], routes["patterns"]
@@ -771,30 +775,30 @@ def test_a_block_past_the_cells_limit_is_not_grouped_again_when_extended(monkeyp
     monkeypatch.setattr(bound, "block_patterns",
                         lambda c, b, *a: grouped.append(tuple(b)) or original(c, b, *a))
 
-    def run(state):
+    def run(state, ratio):
         out = []
         for block in path:
             cands = np.ones(d, bool)
             cands[[f for b in path[:path.index(block) + 1] for f in b]] = False
-            ops = StepOps(PAIRWISE, prior, conditional(counts), cands, block, tables)
+            ops = StepOps(PAIRWISE, prior, conditional(counts), cands, block, tables,
+                          routes=bound.Routes(pair_cell_ratio=ratio))
             out.append(pairwise_partials(codes, y, state, ops))
         return out
 
     # 2000 // 50 = 40 cells at most: (0, 1, 2) has 2^3 patterns x 2 x 2 = 32, one more 64
-    monkeypatch.setattr(bound, "PAIR_CELL_RATIO", 50)
-    kept = run(BlockState.initial(prior, n, d))
+    kept = run(BlockState.initial(prior, n, d), 50)
     assert grouped == [(0,), (0, 1), (0, 1, 2), (0, 1, 2, 3), (5,), (5, 6)]
-    monkeypatch.setattr(bound, "PAIR_CELL_RATIO", 10**12)  # never grouped: every row scored
-    assert all(np.array_equal(a, b) for a, b in zip(kept, run(BlockState.initial(prior, n, d))))
+    never = run(BlockState.initial(prior, n, d), 10**12)  # never grouped: every row scored
+    assert all(np.array_equal(a, b) for a, b in zip(kept, never))
     # a state that noted a block under another limit groups the rows again
     state = BlockState.initial(prior, n, d)
     state.many_cells = (7, (0,))
     grouped.clear()
-    monkeypatch.setattr(bound, "PAIR_CELL_RATIO", 50)
     cands = np.ones(d, bool)
     cands[[0, 1]] = False
     pairwise_partials(codes, y, state, StepOps(PAIRWISE, prior, conditional(counts), cands,
-                                               (0, 1), tables))
+                                               (0, 1), tables,
+                                               routes=bound.Routes(pair_cell_ratio=50)))
     assert grouped == [(0, 1)] and state.many_cells == (7, (0,))
 
 
@@ -987,7 +991,7 @@ def test_naive_state_is_rebuilt_under_other_tables():
 
 
 @pytest.mark.parametrize("chunk_cells", [1, 37, 1 << 20])
-def test_pattern_kernel_in_candidate_chunks_gives_the_per_row_integers(monkeypatch, chunk_cells):
+def test_pattern_kernel_in_candidate_chunks_gives_the_per_row_integers(chunk_cells):
     """The pattern kernel scores candidates a chunk of table cells at a time (one candidate
     per chunk at the smallest): the integers of the per-row kernel, for a wide block of a
     few hundred rows as a 30,000-column table's blocks are."""
@@ -998,9 +1002,10 @@ def test_pattern_kernel_in_candidate_chunks_gives_the_per_row_integers(monkeypat
     y = rng.integers(0, 2, n)
     codes = ((rng.integers(0, 8, (d, n)) + (rng.random((d, n)) < 0.4) * y) % 8).astype(np.uint8)
     ops = _naive_ops(codes, y, [5])
-    monkeypatch.setattr(bound, "PATTERN_CHUNK_CELLS", chunk_cells)
-    patterns = bound.naive_partials(codes, ops)
-    monkeypatch.setattr(bound, "PATTERN_RATIO", 10**12)  # per-row kernel forced
-    rows = bound.naive_partials(codes, ops)
+    chunked = replace(ops, routes=bound.Routes(pattern_ratio=1, pattern_chunk_cells=chunk_cells))
+    assert bound.naive_rows(codes, chunked, None)[0] is not None  # the pattern kernel's route
+    patterns = bound.naive_partials(codes, chunked)
+    # per-row kernel forced
+    rows = bound.naive_partials(codes, replace(ops, routes=bound.Routes(pattern_ratio=10**12)))
     assert np.array_equal(rows, patterns)
     assert (patterns[ops.candidates] != 0).all() and (patterns[~ops.candidates] == 0).all()

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -88,7 +89,7 @@ def test_naive_partials_same_with_numpy_loops(monkeypatch, m, peaked):
     cands[:m] = False
     ops = StepOps(NAIVE, prior, cond, cands, tuple(range(m)))
     first = bound.naive_partials(codes, ops)
-    monkeypatch.setattr(bound, "PATTERN_RATIO", 10**12)  # force the per-row loops
+    ops = replace(ops, routes=bound.Routes(pattern_ratio=10**12))  # force the per-row loops
     rows = bound.naive_partials(codes, ops)
     _numpy_loops(monkeypatch)
     rows_np = bound.naive_partials(codes, ops)

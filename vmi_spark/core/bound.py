@@ -57,35 +57,6 @@ def whole_strides(rows: int, *, up: bool = False) -> int:
     return max(BLOCK_ROW_STEP, rows - rows % BLOCK_ROW_STEP)
 
 
-@dataclass
-class StepOps:
-    """What one pass over the rows computes: the candidates' bound increments.
-
-    ``block`` is the current selection block (feature indices in selection order);
-    ``cond`` the (D, A, L) table p(x_i = a | y); ``candidates`` masks the features to
-    score. For the pairwise Q, ``pair_log_tables[f]`` is the (D, A, A, L) table
-    log p(x_i = a | x_f = b, y) of every block feature f. ``label`` names the pass
-    (shown as the Spark job description).
-    """
-
-    method: str
-    prior: np.ndarray
-    cond: np.ndarray
-    candidates: np.ndarray
-    block: tuple[int, ...] = ()
-    pair_log_tables: dict[int, np.ndarray] = field(default_factory=dict)
-    label: str = ""
-
-    def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"unknown method {self.method!r}")
-
-    @property
-    def pairwise(self) -> bool:
-        """The pairwise Q (per-row running sums, the block's pair tables); else naive Bayes."""
-        return self.method == PAIRWISE
-
-
 #: the pattern kernel is used while (patterns x states) <= rows / PATTERN_RATIO: a table
 #: cell costs a numpy log (about 25 ns), a row of the compiled per-row kernel about 1 ns
 #: (the numpy per-row loops about 25 ns); the choice never changes an integer
@@ -99,6 +70,53 @@ PATTERN_CHUNK_CELLS = 1 << 20
 #: row at 8-64 cells, -0.18 to +0.14 at 128-162, behind from 256 on: 2.5-8.3 against
 #: 2.0-2.2 ns; benchmarks/pair_cells.py, s19_pair_cells.json)
 PAIR_CELL_RATIO = 64 if kernels.BACKEND == "numba" else 2
+
+
+@dataclass(frozen=True)
+class Routes:
+    """Where a step takes the pattern and cell routes instead of the rows: the defaults
+    above, chosen by speed; a route never changes an integer (the tests force each).
+
+    ``pattern_ratio`` (:data:`PATTERN_RATIO`), ``pattern_chunk_cells``
+    (:data:`PATTERN_CHUNK_CELLS`), ``pair_cell_ratio`` (:data:`PAIR_CELL_RATIO`).
+    """
+
+    pattern_ratio: int = PATTERN_RATIO
+    pattern_chunk_cells: int = PATTERN_CHUNK_CELLS
+    pair_cell_ratio: int = PAIR_CELL_RATIO
+
+
+@dataclass
+class StepOps:
+    """What one pass over the rows computes: the candidates' bound increments.
+
+    ``block`` is the current selection block (feature indices in selection order);
+    ``cond`` the (D, A, L) table p(x_i = a | y); ``candidates`` masks the features to
+    score. For the pairwise Q, ``pair_log_tables[f]`` is the (D, A, A, L) table
+    log p(x_i = a | x_f = b, y) of every block feature f. ``label`` names the pass
+    (shown as the Spark job description). ``routes`` says when the rows are grouped
+    (:class:`Routes`; the defaults everywhere but in tests and benchmarks).
+    """
+
+    method: str
+    prior: np.ndarray
+    cond: np.ndarray
+    candidates: np.ndarray
+    block: tuple[int, ...] = ()
+    pair_log_tables: dict[int, np.ndarray] = field(default_factory=dict)
+    label: str = ""
+    routes: Routes = Routes()
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}")
+
+    @property
+    def pairwise(self) -> bool:
+        """The pairwise Q (per-row running sums, the block's pair tables); else naive Bayes."""
+        return self.method == PAIRWISE
+
+
 
 
 def block_patterns(codes: np.ndarray, block, arity: int, max_patterns: int):
@@ -210,7 +228,7 @@ def naive_rows(codes: np.ndarray, ops: StepOps, state: NaiveState | None):
             n = codes.shape[1]
             rows = kernels.row_posterior(rows.T, np.arange(n, dtype=np.intp), codes, rest, cond)
     else:
-        limit = max(1, codes.shape[1] // (PATTERN_RATIO * cond.shape[1]))
+        limit = max(1, codes.shape[1] // (ops.routes.pattern_ratio * cond.shape[1]))
         ids, post, rest = naive_posterior(codes, ops.block, cond, ops.prior, limit)
         if not rest:
             return ids, post
@@ -242,7 +260,8 @@ def naive_partials(codes: np.ndarray, ops: StepOps,
         return out
     ids, post = naive_rows(codes, ops, state)
     if ids is not None:
-        out[..., cands] = -pattern_log_sums(codes, cands, ids, post, cond, w)
+        out[..., cands] = -pattern_log_sums(codes, cands, ids, post, cond, w,
+                                           ops.routes.pattern_chunk_cells)
         return out
     if w is None:
         out[cands] = -kernels.mix_log_sums(codes, cands, post, cond)
@@ -252,11 +271,12 @@ def naive_partials(codes: np.ndarray, ops: StepOps,
 
 
 def pattern_log_sums(codes: np.ndarray, cands: np.ndarray, ids: np.ndarray, post: np.ndarray,
-                     cond: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
+                     cond: np.ndarray, w: np.ndarray | None = None,
+                     chunk_cells: int = PATTERN_CHUNK_CELLS) -> np.ndarray:
     """Per candidate i: sum over (x_i = a, pattern p) of n(a, p) rint(2**32 log max(
     sum_y post[p, y] p(a | y), TINY)), the pattern kernel's mixture term.
 
-    Candidates are taken :data:`PATTERN_CHUNK_CELLS` table cells at a time, so that a
+    Candidates are taken ``chunk_cells`` table cells at a time, so that a
     block of a few hundred rows of a wide table costs a few array operations, not a few
     per candidate. The same products, sums and logs as one candidate at a time. With row
     weights ``w``, n(a, p) is the cell's weight and the sums are wide ((2, C)).
@@ -264,7 +284,7 @@ def pattern_log_sums(codes: np.ndarray, cands: np.ndarray, ids: np.ndarray, post
     num, num_classes = post.shape
     arity = cond.shape[1]
     out = np.zeros(len(cands), dtype=np.int64) if w is None else wide.zeros(len(cands))
-    step = max(1, PATTERN_CHUNK_CELLS // (arity * num))
+    step = max(1, chunk_cells // (arity * num))
     for s in range(0, len(cands), step):
         part = cands[s:s + step]
         c = cond[part]  # (C, A, L)
@@ -414,10 +434,10 @@ def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: BlockState,
 def _cells(codes: np.ndarray, state: BlockState,
            ops: StepOps) -> tuple[np.ndarray, int] | None:
     """``(ids, num)``, the rows' patterns of ``ops.block``, when its (pattern, x_i, y) cells
-    are few enough to be scored instead of the rows (:data:`PAIR_CELL_RATIO`); else None,
+    are few enough to be scored instead of the rows (:attr:`Routes.pair_cell_ratio`); else None,
     noted in ``state.many_cells`` so that the blocks extending it are not grouped again."""
     n, arity = codes.shape[1], ops.cond.shape[1]
-    limit = max(1, n // PAIR_CELL_RATIO)
+    limit = max(1, n // ops.routes.pair_cell_ratio)
     if state.many_cells is not None:
         had_limit, had = state.many_cells
         if had_limit == limit and ops.block[:len(had)] == had:
