@@ -264,14 +264,17 @@ def test_greedy_criteria_match_reference(method, seed):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_spec_cmi_matches_reference(seed, monkeypatch):
+def test_spec_cmi_matches_reference(seed):
     X, y = make_data(seed)
     k = 8
     want_sel, want_scores = ref_spec_cmi(X, y, k)
     results = [run(X, y, "spec_cmi", k, rows) for rows in BLOCK_ROWS]
-    # a tiny byte budget: one feature per bulk request; same answer
-    monkeypatch.setattr(criteria, "PAIR_BLOCK_BYTES", 1)
-    results.append(run(X, y, "spec_cmi", k, 64))
+    # a tiny byte budget: one feature per bulk request; the same matrix
+    backend = CountingBackend(InMemoryBackend(X, y, block_rows=64))
+    one = criteria.spec_cmi_matrix(backend, budget=1)
+    assert np.array_equal(one, criteria.spec_cmi_matrix(InMemoryBackend(X, y, block_rows=64)))
+    assert [arg for name, arg in backend.calls if name == "pair_counts_many"] == [
+        [f] for f in range(X.shape[0])]
     for res in results:
         assert res.selected == want_sel
         np.testing.assert_allclose(res.scores, want_scores, rtol=0, atol=1e-9)
@@ -323,15 +326,18 @@ def test_greedy_uses_one_pair_pass_per_step(method):
         assert pairs == res.selected[:-1]
 
 
-def test_spec_cmi_uses_bulk_pair_counts(monkeypatch):
+def test_spec_cmi_uses_bulk_pair_counts():
     X, y = make_data(3)
     d, arity, classes = X.shape[0], int(X.max()) + 1, int(y.max()) + 1
-    monkeypatch.setattr(criteria, "PAIR_BLOCK_BYTES", 4 * d * arity * arity * classes * 8)
     backend = CountingBackend(InMemoryBackend(X, y))
-    select_classic(backend, "spec_cmi", 5)
+    select_classic(backend, "spec_cmi", 5)  # the default budget: one request here
+    assert [arg for name, arg in backend.calls if name.startswith("pair_counts")] == [
+        list(range(d))]
+    backend = CountingBackend(InMemoryBackend(X, y))
+    criteria.spec_cmi_matrix(backend, budget=4 * d * arity * arity * classes * 8)
     bulk = [arg for name, arg in backend.calls if name == "pair_counts_many"]
     assert not any(name == "pair_counts" for name, _ in backend.calls)
-    assert all(len(fs) <= 4 for fs in bulk)
+    assert [len(fs) for fs in bulk] == [4] * (d // 4) + ([d % 4] if d % 4 else [])
     assert sorted(f for fs in bulk for f in fs) == list(range(d))
 
 
