@@ -174,7 +174,7 @@ def bulk_pair_counts(backend: Backend, fs: Sequence[int], shape: tuple[int, ...]
     (len(part), D, A, A, L) counts of the features ``part`` (``shape`` is the (D, A, L)
     shape of the feature counts). Nothing here holds a request's array once it is yielded.
     """
-    step = _pair_block_size(*shape, budget)
+    step = _pair_block_size(shape[0], shape[1], shape[2], budget)
     for start in range(0, len(fs), step):
         part = list(fs[start:start + step])
         yield part, np.asarray(backend.pair_counts_many(part))
