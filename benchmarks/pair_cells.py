@@ -2,7 +2,7 @@
 
 One process, one thread: ``InMemoryBackend`` (the kernels the resident tasks run, block by
 block) on ``--rows`` x ``--features`` of 2-, 3- and 8-state features, 2 classes
-(``data.make_table``), blocks as ``memory.block_rows_for`` cuts them. For m = 1..K the
+(``data.make_table``), blocks as ``memory.chunk_rows_for`` cuts them. For m = 1..K the
 ``vmi_pairwise`` step (the state pass: fold and score; the count pass is the same either
 way) is timed three ways, fastest of ``--reps`` whole paths:
 
@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 from run import (  # noqa: E402
     CLASSES,
     PAIRWISE,
-    block_rows_for,
+    chunk_rows_for,
     load,
     make_table,
     pair_conditional,
@@ -54,7 +54,7 @@ def path_times(codes, y, states: int, k: int, ratio: int, block: int):
     cnt = feature_counts(codes, y.astype(np.intp), states, CLASSES)
     prior, cond, mi = cnt[0].sum(axis=0) / n, conditional(cnt), mutual_information(cnt)
     order = [int(i) for i in np.argsort(-mi, kind="stable")]
-    be = InMemoryBackend(codes, y, states, CLASSES, block_rows=block)
+    be = InMemoryBackend(codes, y, states, CLASSES, chunk_rows=block)
     tabs, secs, sums = {}, [], []
     for m in range(1, k + 1):
         f = order[m - 1]
@@ -71,7 +71,7 @@ def path_times(codes, y, states: int, k: int, ratio: int, block: int):
 
 def measure(n: int, d: int, states: int, k: int, reps: int) -> dict:
     codes, y = make_table(n, d, states)
-    block = block_rows_for(n, d, PAIRWISE)
+    block = chunk_rows_for(n, d, PAIRWISE)
     best: dict[str, list[float]] = {}
     sums: dict[str, list[np.ndarray]] = {}
     for _ in range(reps):

@@ -32,7 +32,7 @@ from test_column_chunks import _slow_stats, _stats_of
 from vmi_spark.core import rows as R
 from vmi_spark.core.encoding import ColumnPlan, EncodingPlan, byte_table, encode_bytes
 from vmi_spark.core.rows import ByteColumns
-from vmi_spark.spark.blocks.codes import encode_batch, encode_chunks
+from vmi_spark.spark.chunks.codes import encode_batch, encode_chunks
 
 
 def _slow_code(v: int, col: ColumnPlan) -> int:
@@ -344,7 +344,7 @@ def test_columns_coded_alike_share_one_table(monkeypatch):
     """Columns whose plans code every value alike (names, 3 and 3.0, -0.0 and 0.0 aside)
     make one byte table between them; a missing state, another kind (a constant and a
     category without values) or other values make another. Every column's codes of all 256 bytes are the slow coding's."""
-    from vmi_spark.spark.blocks import codes as blocks
+    from vmi_spark.spark.chunks import codes as blocks
 
     four = [0.0, 1.0, 2.0, 3.0]
     cols = [ColumnPlan("a", "category", values=four),

@@ -160,8 +160,8 @@ def random_data(seed, d, n, classes, arity):
     return x.astype(np.uint8), y
 
 
-def run(codes, y, method, k, tol=0.0, block_rows=65536, **kw):
-    backend = InMemoryBackend(codes, y, block_rows=block_rows)
+def run(codes, y, method, k, tol=0.0, chunk_rows=65536, **kw):
+    backend = InMemoryBackend(codes, y, chunk_rows=chunk_rows)
     return select_vmi(backend, method, k, restart_tolerance=tol, **kw)
 
 
@@ -472,7 +472,7 @@ def test_pairwise_two_feature_block_is_exact():
 @pytest.mark.parametrize("method", METHODS)
 def test_partition_independence(method, tol):
     codes, y = random_data(56, 10, 301, 3, 3)
-    results = [run(codes, y, method, 10, tol, block_rows=b) for b in (7, 64, 65536)]
+    results = [run(codes, y, method, 10, tol, chunk_rows=b) for b in (7, 64, 65536)]
     base = results[0]
     assert base.restarts >= 1
     for other in results[1:]:
@@ -485,7 +485,7 @@ def test_partition_independence(method, tol):
 
 def test_backend_can_be_reused():
     codes, y = random_data(52, 7, 90, 2, 3)
-    backend = InMemoryBackend(codes, y, block_rows=16)
+    backend = InMemoryBackend(codes, y, chunk_rows=16)
     first = select_vmi(backend, PAIRWISE, 7, restart_tolerance=0.01)
     second = select_vmi(backend, PAIRWISE, 7, restart_tolerance=0.01)
     assert first.selected == second.selected
@@ -640,7 +640,7 @@ def test_lung_naive_first_block():
 
 def test_lung_naive_first_block_partition_independent():
     _, codes, y = load_lung()
-    a = run(codes, y, NAIVE, 8, tol=0.01, block_rows=7)
+    a = run(codes, y, NAIVE, 8, tol=0.01, chunk_rows=7)
     b = run(codes, y, NAIVE, 8, tol=0.01)
     assert a.selected == b.selected
     assert a.scores == b.scores
@@ -701,7 +701,7 @@ def test_pairwise_pattern_scores_give_the_per_row_integers(monkeypatch, num_clas
     restart (a new block starts from the empty pattern), a step run twice, and a state two
     features behind."""
     from vmi_spark.core import bound, kernels
-    from vmi_spark.core.bound import PAIRWISE, BlockState, StepOps, pairwise_partials
+    from vmi_spark.core.bound import PAIRWISE, ChunkState, StepOps, pairwise_partials
     from vmi_spark.core.tables import conditional, pair_conditional, safe_log
 
     rng = np.random.default_rng(num_classes)
@@ -724,7 +724,7 @@ def test_pairwise_pattern_scores_give_the_per_row_integers(monkeypatch, num_clas
     for block in path:  # the plain route, from a fresh state every step
         used.update(block)
         ops = ops_of(block, used)
-        state = BlockState.initial(prior, n, d)
+        state = ChunkState.initial(prior, n, d)
         for f in block:
             bound.pairwise_add(codes, y, state, f, ops)
         out = np.zeros(d, dtype=np.int64)
@@ -740,7 +740,7 @@ def test_pairwise_pattern_scores_give_the_per_row_integers(monkeypatch, num_clas
                 _calls[_name] += 1
                 return _fn(*a)
             monkeypatch.setattr(kernels, name, spy)
-        state = BlockState.initial(prior, n, d)
+        state = ChunkState.initial(prior, n, d)
         used = set()
         for block, want in zip(path, expected):
             used.update(block)
@@ -758,7 +758,7 @@ def test_a_block_past_the_cells_limit_is_not_grouped_again_when_extended(monkeyp
     block_patterns (their patterns only split further); another block, or another limit,
     is grouped again. The scores are the same integers either way."""
     from vmi_spark.core import bound
-    from vmi_spark.core.bound import PAIRWISE, BlockState, StepOps, pairwise_partials
+    from vmi_spark.core.bound import PAIRWISE, ChunkState, StepOps, pairwise_partials
     from vmi_spark.core.tables import conditional, pair_conditional, safe_log
 
     rng = np.random.default_rng(7)
@@ -786,12 +786,12 @@ def test_a_block_past_the_cells_limit_is_not_grouped_again_when_extended(monkeyp
         return out
 
     # 2000 // 50 = 40 cells at most: (0, 1, 2) has 2^3 patterns x 2 x 2 = 32, one more 64
-    kept = run(BlockState.initial(prior, n, d), 50)
+    kept = run(ChunkState.initial(prior, n, d), 50)
     assert grouped == [(0,), (0, 1), (0, 1, 2), (0, 1, 2, 3), (5,), (5, 6)]
-    never = run(BlockState.initial(prior, n, d), 10**12)  # never grouped: every row scored
+    never = run(ChunkState.initial(prior, n, d), 10**12)  # never grouped: every row scored
     assert all(np.array_equal(a, b) for a, b in zip(kept, never))
     # a state that noted a block under another limit groups the rows again
-    state = BlockState.initial(prior, n, d)
+    state = ChunkState.initial(prior, n, d)
     state.many_cells = (7, (0,))
     grouped.clear()
     cands = np.ones(d, bool)
@@ -870,9 +870,9 @@ def test_blocks_mapped_on_threads_give_the_same_integers(method):
     codes, y = random_data(5, 9, 300, 3, 4)
     ref = reference_of(codes, y)
     sel, scores, *_ = ref.greedy(method, 9, 0.0)
-    plain = select_vmi(InMemoryBackend(codes, y, block_rows=37), method, 9)
+    plain = select_vmi(InMemoryBackend(codes, y, chunk_rows=37), method, 9)
     with ThreadPoolExecutor(3) as pool:
-        threaded = select_vmi(InMemoryBackend(codes, y, block_rows=37, map=pool.map),
+        threaded = select_vmi(InMemoryBackend(codes, y, chunk_rows=37, map=pool.map),
                               method, 9)
     assert threaded.selected == plain.selected == sel
     assert threaded.scores == plain.scores
@@ -893,7 +893,7 @@ def test_count_passes_are_mapped_over_the_blocks_and_sum_every_row():
             calls.append(len(items))
             return pool.map(fn, items)
 
-        be = InMemoryBackend(codes, y, 3, 2, block_rows=64, map=spy)
+        be = InMemoryBackend(codes, y, 3, 2, chunk_rows=64, map=spy)
         single = be.feature_counts()
         pair = be.pair_counts(4)
         many = be.pair_counts_many([4, 1])
@@ -955,7 +955,7 @@ def test_in_memory_backend_keeps_the_naive_posterior_between_steps():
     from vmi_spark.core import bound
 
     codes, y = random_data(7, 12, 3000, 3, 5)
-    be = InMemoryBackend(codes, y, block_rows=700)
+    be = InMemoryBackend(codes, y, chunk_rows=700)
     kept = select_vmi(be, NAIVE, 10, 0.0)
     assert any(s.block for s in be.kept_states("naive"))
     be.close()
@@ -966,7 +966,7 @@ def test_in_memory_backend_keeps_the_naive_posterior_between_steps():
             self.close()
             return super().run(ops)
 
-    rebuilt = select_vmi(Stateless(codes, y, block_rows=700), NAIVE, 10, 0.0)
+    rebuilt = select_vmi(Stateless(codes, y, chunk_rows=700), NAIVE, 10, 0.0)
     assert kept.selected == rebuilt.selected and kept.scores == rebuilt.scores
     assert bound.NaiveState().nbytes == 0
 

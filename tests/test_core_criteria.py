@@ -29,7 +29,7 @@ from vmi_spark.core.criteria import (
 from vmi_spark.core.greedy import StopSelection, select_classic
 from vmi_spark.core.inmemory import InMemoryBackend
 
-BLOCK_ROWS = (5, 64, 65536)
+CHUNK_ROWS = (5, 64, 65536)
 SEEDS = (0, 1, 2, 3)
 TIE = 1e-12  # the references treat values this close as a tie (-> lowest index)
 
@@ -150,8 +150,8 @@ def make_data(seed: int):
     return X.astype(np.uint8), y.astype(np.int64)
 
 
-def run(X, y, method, k, block_rows, **kw):
-    return select_classic(InMemoryBackend(X, y, block_rows=block_rows), method, k, **kw)
+def run(X, y, method, k, chunk_rows, **kw):
+    return select_classic(InMemoryBackend(X, y, chunk_rows=chunk_rows), method, k, **kw)
 
 
 # ---------------------------------------------------------------------------
@@ -235,8 +235,8 @@ def test_pair_counts_many_matches_pair_counts():
     for k, f in enumerate(fs):
         np.testing.assert_array_equal(many[k], pair_counts(X, y, f, arity, classes))
     assert pair_counts_many(X, y, [], arity, classes).shape[0] == 0
-    for rows in BLOCK_ROWS:
-        backend = InMemoryBackend(X, y, block_rows=rows)
+    for rows in CHUNK_ROWS:
+        backend = InMemoryBackend(X, y, chunk_rows=rows)
         np.testing.assert_array_equal(backend.pair_counts_many(fs), many)
 
 
@@ -250,7 +250,7 @@ def test_greedy_criteria_match_reference(method, seed):
     X, y = make_data(seed)
     k = 8
     want_sel, want_scores = ref_greedy(method, X, y, k)
-    results = [run(X, y, method, k, rows) for rows in BLOCK_ROWS]
+    results = [run(X, y, method, k, rows) for rows in CHUNK_ROWS]
     for res in results:
         assert res.method == method
         assert res.selected == want_sel
@@ -268,11 +268,11 @@ def test_spec_cmi_matches_reference(seed):
     X, y = make_data(seed)
     k = 8
     want_sel, want_scores = ref_spec_cmi(X, y, k)
-    results = [run(X, y, "spec_cmi", k, rows) for rows in BLOCK_ROWS]
+    results = [run(X, y, "spec_cmi", k, rows) for rows in CHUNK_ROWS]
     # a tiny byte budget: one feature per bulk request; the same matrix
-    backend = CountingBackend(InMemoryBackend(X, y, block_rows=64))
+    backend = CountingBackend(InMemoryBackend(X, y, chunk_rows=64))
     one = criteria.spec_cmi_matrix(backend, budget=1)
-    assert np.array_equal(one, criteria.spec_cmi_matrix(InMemoryBackend(X, y, block_rows=64)))
+    assert np.array_equal(one, criteria.spec_cmi_matrix(InMemoryBackend(X, y, chunk_rows=64)))
     assert [arg for name, arg in backend.calls if name == "pair_counts_many"] == [
         [f] for f in range(X.shape[0])]
     for res in results:
@@ -315,7 +315,7 @@ class CountingBackend:
 @pytest.mark.parametrize("method", GREEDY_METHODS)
 def test_greedy_uses_one_pair_pass_per_step(method):
     X, y = make_data(0)
-    backend = CountingBackend(InMemoryBackend(X, y, block_rows=16))
+    backend = CountingBackend(InMemoryBackend(X, y, chunk_rows=16))
     res = select_classic(backend, method, 6)
     pairs = [arg for name, arg in backend.calls if name == "pair_counts"]
     assert [name for name, _ in backend.calls].count("feature_counts") == 1

@@ -132,7 +132,7 @@ def test_driver_threads_do_not_change_the_sums():
     for method in ("vmi_naive", "vmi_pairwise"):
         one = select_vmi(InMemoryBackend(codes, y, arity=5, num_classes=2), method, 6)
         threaded = DriverBackend(codes, y, 5, 2, threads=4)
-        assert len(threaded.blocks) > 1
+        assert len(threaded.chunks) > 1
         many = select_vmi(threaded, method, 6)
         threaded.close()
         assert many.selected == one.selected and many.scores == one.scores

@@ -384,7 +384,7 @@ def test_cell_scores_equal_the_per_row_scores(num_classes, n, num):
 
 @pytest.mark.parametrize("m", [2, 4])
 def test_pairwise_partials_same_with_numpy_loops(monkeypatch, m):
-    from vmi_spark.core.bound import PAIRWISE, BlockState, pair_counts, pairwise_partials
+    from vmi_spark.core.bound import PAIRWISE, ChunkState, pair_counts, pairwise_partials
     from vmi_spark.core.tables import pair_conditional, safe_log
 
     codes, y, counts = _case(m + 20, 5000, 10, 4, 2, peaked=True)
@@ -394,9 +394,9 @@ def test_pairwise_partials_same_with_numpy_loops(monkeypatch, m):
     cands = np.ones(10, bool)
     cands[:m] = False
     ops = StepOps(PAIRWISE, prior, cond, cands, tuple(range(m)), tables)
-    fast = pairwise_partials(codes, y, BlockState.initial(prior, 5000, 10), ops)
+    fast = pairwise_partials(codes, y, ChunkState.initial(prior, 5000, 10), ops)
     _numpy_loops(monkeypatch)
-    slow = pairwise_partials(codes, y, BlockState.initial(prior, 5000, 10), ops)
+    slow = pairwise_partials(codes, y, ChunkState.initial(prior, 5000, 10), ops)
     assert np.array_equal(fast, slow) and (fast[:m] == 0).all()
 
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from vmi_spark import hints
-from vmi_spark.spark.blocks import memory
-from vmi_spark.spark.blocks.storage import CACHE_BATCH_BYTES, cache_batch_rows
+from vmi_spark.spark.chunks import memory
+from vmi_spark.spark.chunks.storage import CACHE_BATCH_BYTES, cache_batch_rows
 
 
 @pytest.mark.parametrize("d", [5, 100, 1000, 30_000])
@@ -20,8 +20,8 @@ from vmi_spark.spark.blocks.storage import CACHE_BATCH_BYTES, cache_batch_rows
 def test_blocks_stay_within_the_object_bound(d, most):
     """With ``most_bytes`` a block holds no more than that (unless 256 rows already do),
     and never more than without it."""
-    plain = memory.block_rows_for(1_000_000, 2, d, "vmi_naive", 2)
-    rows = memory.block_rows_for(1_000_000, 2, d, "vmi_naive", 2, most)
+    plain = memory.chunk_rows_for(1_000_000, 2, d, "vmi_naive", 2)
+    rows = memory.chunk_rows_for(1_000_000, 2, d, "vmi_naive", 2, most)
     assert 256 <= rows <= plain
     if most is not None and rows > 256:
         assert rows * (d + 2) <= most
@@ -62,10 +62,10 @@ def test_the_steps_run_with_small_arrow_batches_and_the_setting_is_restored(spar
     key = memory.ARROW_BATCH_CONF
     before = spark.conf.get(key)
     block = 8 << 20
-    n = memory.arrow_batch_blocks(spark, block)
+    n = memory.arrow_batch_chunks(spark, block)
     assert 1 <= n <= memory.ARROW_BATCH_BYTES // block
-    assert memory.arrow_batch_blocks(spark, 1 << 40) == 1
-    with memory.block_batches(spark, block):
+    assert memory.arrow_batch_chunks(spark, 1 << 40) == 1
+    with memory.chunk_batches(spark, block):
         assert spark.conf.get(key) == str(n)
     assert spark.conf.get(key) == before
 

@@ -101,7 +101,7 @@ def test_spec_bounds_agree_with_the_encoding_limits():
 
 
 def test_spec_choices_are_the_spark_layers():
-    from vmi_spark.spark.blocks.storage import STORAGES
+    from vmi_spark.spark.chunks.storage import STORAGES
 
     assert P.parameter("block_storage").choices == STORAGES
 

@@ -149,7 +149,7 @@ def test_resident_and_passes_reports_are_identical(spark):
             assert reports[0].get(key) == reports[1].get(key), (kwargs, key)
 
 
-def _encoded(spark, pdf, block_rows=64):
+def _encoded(spark, pdf, chunk_rows=64):
     from vmi_spark.spark.plan import plan_from_schema
     from vmi_spark.spark.sources.spark_source import SparkSource
 
@@ -158,8 +158,8 @@ def _encoded(spark, pdf, block_rows=64):
     source = SparkSource(df)
     planned = plan_from_schema(df, "y", features, Settings.of(), source)
     plan, skip_cols = planned.plan, planned.skip_cols
-    blocks = (source.encode_blocks(plan, block_rows, skip_cols)
-              .repartitionByRange(task_slots(spark), "block_id").persist())
+    blocks = (source.encode_chunks(plan, chunk_rows, skip_cols)
+              .repartitionByRange(task_slots(spark), "chunk_id").persist())
     blocks.count()
     return blocks, plan, features
 

@@ -15,7 +15,7 @@ import pytest
 from helpers import random_discrete
 from vmi_spark import VMISelector
 from vmi_spark.errors import InputError
-from vmi_spark.spark.blocks import storage
+from vmi_spark.spark.chunks import storage
 from vmi_spark.spark.select import run_selection
 
 
@@ -62,14 +62,14 @@ def test_a_staging_copy_holds_its_marker_and_lock_and_goes_away(table, tmp_path)
 
     def on_step(sel):
         (copy,) = list(staging.iterdir())
-        marker = json.loads((copy / storage.BLOCKS_MARKER).read_text())
+        marker = json.loads((copy / storage.CHUNKS_MARKER).read_text())
         seen.append((sorted(os.listdir(copy)), marker, storage.sweep(str(staging)) == []))
 
     run = run_selection(df, "y", num_features=2, block_storage="staging",
                         staging_dir=str(staging), on_step=on_step, execution="passes")
     assert run.storage == "staging"
     names, marker, kept = seen[0]
-    assert names == [storage.BLOCKS_MARKER, storage.BLOCKS_DATA] and kept
+    assert names == [storage.CHUNKS_MARKER, storage.CHUNKS_DATA] and kept
     assert marker["writer"] == "vmi_spark" and marker["kind"] == "blocks"
     assert not (tmp_path / "vol").exists()
     cached = run_selection(df, "y", num_features=2).selection
@@ -90,7 +90,7 @@ def test_a_copy_a_killed_run_left_is_removed_by_the_next_run(table, tmp_path):
     staging.mkdir()
     live = storage.keep(df.select("y"), None, "staging", str(staging))  # a run still going
     left = _killed_copy(df, staging)
-    assert sorted(os.listdir(left)) == [storage.BLOCKS_MARKER, storage.BLOCKS_DATA]
+    assert sorted(os.listdir(left)) == [storage.CHUNKS_MARKER, storage.CHUNKS_DATA]
     # what the next run must leave alone: the user's, a copy without the marker, a copy
     # with a marker naming another copy, a link with a copy's name, a copy a live run holds
     (staging / "notes.txt").write_text("mine")
@@ -98,7 +98,7 @@ def test_a_copy_a_killed_run_left_is_removed_by_the_next_run(table, tmp_path):
     (plain / "data").mkdir(parents=True)
     forged = staging / "vmi-blocks-fedcba9876543210"
     forged.mkdir()
-    (forged / storage.BLOCKS_MARKER).write_text(json.dumps(
+    (forged / storage.CHUNKS_MARKER).write_text(json.dumps(
         {"writer": "vmi_spark", "kind": "blocks", "name": "vmi-blocks-0000000000000000"}))
     target = tmp_path / "target"
     target.mkdir()

@@ -38,23 +38,23 @@ from .kernels import fixed_log
 SCALE = kernels.SCALE
 
 #: rows per block; keeps an int64 block sum far from overflow (|log| < 700)
-MAX_BLOCK_ROWS = 1 << 16
+MAX_CHUNK_ROWS = 1 << 16
 #: blocks are cut in multiples of this many rows where the choice is free: the compiled
 #: loops run over a candidate's rows in SIMD strides, and a row count off the stride leaves
 #: every candidate of every block a scalar tail (15% of a naive step at 30,000 candidates
 #: in blocks of 279 rows)
-BLOCK_ROW_STEP = 64
+CHUNK_ROW_STEP = 64
 NAIVE = "vmi_naive"
 PAIRWISE = "vmi_pairwise"
 METHODS = (NAIVE, PAIRWISE)
 
 
 def whole_strides(rows: int, *, up: bool = False) -> int:
-    """``rows`` rounded to a multiple of :data:`BLOCK_ROW_STEP`: down (at least one
+    """``rows`` rounded to a multiple of :data:`CHUNK_ROW_STEP`: down (at least one
     stride), or ``up``."""
     if up:
-        return -(-rows // BLOCK_ROW_STEP) * BLOCK_ROW_STEP
-    return max(BLOCK_ROW_STEP, rows - rows % BLOCK_ROW_STEP)
+        return -(-rows // CHUNK_ROW_STEP) * CHUNK_ROW_STEP
+    return max(CHUNK_ROW_STEP, rows - rows % CHUNK_ROW_STEP)
 
 
 #: the pattern kernel is used while (patterns x states) <= rows / PATTERN_RATIO: a table
@@ -302,7 +302,7 @@ def pattern_log_sums(codes: np.ndarray, cands: np.ndarray, ids: np.ndarray, post
 
 
 @dataclass
-class BlockState:
+class ChunkState:
     """Per-row state of the pairwise Q over one block of rows.
 
     ``posterior`` (n, L) is q(y | x_S) normalised per row. ``log_ratio`` (D, n, L-1) holds,
@@ -323,7 +323,7 @@ class BlockState:
     many_cells: tuple[int, tuple[int, ...]] | None = None
 
     @classmethod
-    def initial(cls, prior: np.ndarray, n: int, num_features: int) -> BlockState:
+    def initial(cls, prior: np.ndarray, n: int, num_features: int) -> ChunkState:
         prior = np.asarray(prior, dtype=np.float64)
         post = np.tile(prior, (n, 1))
         return cls(post, np.zeros((num_features, n, max(len(prior) - 1, 0))), ())
@@ -338,7 +338,7 @@ class BlockState:
         self.block = ()
 
 
-def pairwise_add(codes: np.ndarray, y: np.ndarray, state: BlockState, f: int,
+def pairwise_add(codes: np.ndarray, y: np.ndarray, state: ChunkState, f: int,
                  ops: StepOps) -> None:
     """Fold feature ``f`` into the pairwise state (posterior, then the pair sums)."""
     _add_to_posterior(codes, y, state, f, ops)
@@ -350,7 +350,7 @@ def pairwise_add(codes: np.ndarray, y: np.ndarray, state: BlockState, f: int,
     state.block = (*state.block, f)
 
 
-def _add_to_posterior(codes: np.ndarray, y: np.ndarray, state: BlockState, f: int,
+def _add_to_posterior(codes: np.ndarray, y: np.ndarray, state: ChunkState, f: int,
                       ops: StepOps) -> None:
     """Multiply feature ``f``'s factor into ``state.posterior`` and normalise it (the pair
     sums and ``state.block`` are left to the caller)."""
@@ -363,7 +363,7 @@ def _add_to_posterior(codes: np.ndarray, y: np.ndarray, state: BlockState, f: in
         kernels.normalise(state.posterior)
 
 
-def pairwise_sync(codes: np.ndarray, y: np.ndarray, state: BlockState, ops: StepOps,
+def pairwise_sync(codes: np.ndarray, y: np.ndarray, state: ChunkState, ops: StepOps,
                   upto: int | None = None) -> None:
     """Bring ``state`` to ``ops.block`` (its first ``upto`` features): fold in the missing
     features, or rebuild."""
@@ -376,7 +376,7 @@ def pairwise_sync(codes: np.ndarray, y: np.ndarray, state: BlockState, ops: Step
         pairwise_add(codes, y, state, f, ops)
 
 
-def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: BlockState,
+def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: ChunkState,
                       ops: StepOps, w: np.ndarray | None = None) -> np.ndarray:
     """Fixed-point per-feature sums of the pairwise bound increments over one block.
 
@@ -431,7 +431,7 @@ def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: BlockState,
     return out
 
 
-def _cells(codes: np.ndarray, state: BlockState,
+def _cells(codes: np.ndarray, state: ChunkState,
            ops: StepOps) -> tuple[np.ndarray, int] | None:
     """``(ids, num)``, the rows' patterns of ``ops.block``, when its (pattern, x_i, y) cells
     are few enough to be scored instead of the rows (:attr:`Routes.pair_cell_ratio`); else None,
@@ -449,15 +449,15 @@ def _cells(codes: np.ndarray, state: BlockState,
     return None
 
 
-def run_block(codes: np.ndarray, y: np.ndarray, state: BlockState | NaiveState | None,
+def run_chunk(codes: np.ndarray, y: np.ndarray, state: ChunkState | NaiveState | None,
               ops: StepOps, w: np.ndarray | None = None) -> np.ndarray:
     """One pass over a block of rows: the (D,) fixed-point partial sums of ``ops`` (wide,
     (2, D), with row weights ``w``).
 
-    ``state`` is the block's :class:`BlockState` (pairwise; required) or
+    ``state`` is the block's :class:`ChunkState` (pairwise; required) or
     :class:`NaiveState` (naive; optional, None rebuilds the posterior)."""
     if ops.pairwise:
-        assert isinstance(state, BlockState) and ops.block
+        assert isinstance(state, ChunkState) and ops.block
         return pairwise_partials(codes, y, state, ops, w)
     assert state is None or isinstance(state, NaiveState)
     return naive_partials(codes, ops, state, w)

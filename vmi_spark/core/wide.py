@@ -2,7 +2,7 @@
 
 An unweighted step sums one fixed-point term per row (2**-32 nats, at most 2**41.5 in
 magnitude: ``|log| <= -log(TINY) < 691``) over at most
-:data:`~vmi_spark.core.bound.MAX_BLOCK_ROWS` (2**16) rows of a block, which int64 holds
+:data:`~vmi_spark.core.bound.MAX_CHUNK_ROWS` (2**16) rows of a block, which int64 holds
 with room to spare. With row weights (:mod:`vmi_spark.core.weights`) a row's term counts
 ``w`` times: a block's sum ``sum_k w_k t_k`` may need 84 bits (a table's total weight is
 below :data:`~vmi_spark.core.weights.MAX_TOTAL_WEIGHT` = 2**42 units). So a weighted block

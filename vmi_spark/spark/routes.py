@@ -39,13 +39,13 @@ from ..core.greedy import Backend
 from ..core.stability import HalfSample
 from ..errors import InputError
 from ..params import Settings
-from .blocks.memory import (
-    block_batches,
-    block_rows_for,
+from .chunks.memory import (
     cache_level,
+    chunk_batches,
+    chunk_rows_for,
     disk_object_bytes,
 )
-from .blocks.storage import Kept, batch_rows, cache_batch_rows, keep
+from .chunks.storage import Kept, batch_rows, cache_batch_rows, keep
 from .compat import arrow_reader_note
 from .executions.driver import (
     DRIVER_CELLS,
@@ -219,7 +219,7 @@ class ExecutionRoute:
     ``kind`` is ``"driver"``, ``"resident"`` (where the session allows it; it may still
     fall back to passes when its tasks cannot start) or ``"passes"``; ``why_not`` why
     resident tasks cannot run (None if they can); ``parts`` the partitions the encoded
-    blocks are spread over and ``block_rows`` the rows of a block (executors only);
+    blocks are spread over and ``chunk_rows`` the rows of a block (executors only);
     ``disk_cap`` the most bytes of a block and of a cached batch when the cache goes to
     disk (:func:`disk_object_bytes`; None: no bound).
     """
@@ -227,7 +227,7 @@ class ExecutionRoute:
     kind: str
     why_not: str | None
     parts: int
-    block_rows: int
+    chunk_rows: int
     disk_cap: int | None = None
 
 
@@ -259,9 +259,9 @@ def choose_execution(plan: EncodingPlan, rows: RowRoute, settings: Settings) -> 
                else unavailable_reason(spark))
     parts = parallelism(spark) if why_not is not None else task_slots(spark)
     cap = disk_object_bytes(spark, plan.num_rows * (d + 2), parts)
-    block_rows = block_rows_for(plan.num_rows, parts, d, settings.method, num_classes, cap)
+    chunk_rows = chunk_rows_for(plan.num_rows, parts, d, settings.method, num_classes, cap)
     return ExecutionRoute("passes" if why_not is not None else "resident", why_not, parts,
-                          block_rows, cap)
+                          chunk_rows, cap)
 
 
 def start_execution(route: ExecutionRoute, rows: RowRoute, plan: EncodingPlan,
@@ -272,7 +272,7 @@ def start_execution(route: ExecutionRoute, rows: RowRoute, plan: EncodingPlan,
     blocks kept on the executors (``Kept``) and resident tasks or one Spark job a pass
     over them. ``laps(name)`` closes a phase of the run's timings. ``steps`` holds what
     the steps run under until the caller closes it (the Arrow batches of blocks sized
-    for the heap, :func:`block_batches`); without it that setting is left as it was
+    for the heap, :func:`chunk_batches`); without it that setting is left as it was
     when this returns."""
     d, num_classes = len(rows.features), len(plan.classes)
     if route.kind == "driver":
@@ -287,8 +287,8 @@ def start_execution(route: ExecutionRoute, rows: RowRoute, plan: EncodingPlan,
         if kept.how != "recompute" or rows.read_by == "pyarrow":
             # the steps' tasks read blocks: a few per Arrow batch, not the partition's
             # 10,000 (recomputed from Spark's reader, the stage reads rows: left alone)
-            stack.enter_context(block_batches(rows.df.sparkSession,
-                                              route.block_rows * (d + 2)))
+            stack.enter_context(chunk_batches(rows.df.sparkSession,
+                                              route.chunk_rows * (d + 2)))
         return _backend(kept.df, d, plan.arity, num_classes, settings, route.why_not,
                         notes), kept
     except BaseException:
@@ -303,7 +303,7 @@ def _encoded(rows: RowRoute, plan: EncodingPlan, skip_cols: list[str], route: Ex
              settings: Settings, storage_level: StorageLevel, notes: list[str], laps) -> Kept:
     """The encoded blocks, kept for the passes (cached, staged or recomputed)."""
     spark, d = rows.df.sparkSession, len(rows.features)
-    source, parts, block_rows = rows.source, route.parts, route.block_rows
+    source, parts, chunk_rows = rows.source, route.parts, route.chunk_rows
     level = cache_level(spark, storage_level, plan.num_rows * (d + 2), parts, notes)
     # one shuffle of the one-byte blocks spreads them evenly over the slots (by range of
     # block id, so a partition's blocks stay together), whatever the input's partitioning.
@@ -311,21 +311,21 @@ def _encoded(rows: RowRoute, plan: EncodingPlan, skip_cols: list[str], route: Ex
     # kept for the shuffle to read, so that every row is read and encoded once, not twice.
     # A cached batch holds a few blocks, not a whole partition (see cache_batch_rows).
     cap = route.disk_cap if level.useDisk else None
-    with batch_rows(spark, cache_batch_rows(block_rows * (d + 2), cap)), source.reading():
+    with batch_rows(spark, cache_batch_rows(chunk_rows * (d + 2), cap)), source.reading():
         even = source.evened(parts)
         if even is not None:
             # row groups (and pieces of them) split evenly over the task slots: encoded
             # straight into the cache, no range shuffle (one job instead of three)
-            encoded = even.encode_blocks(plan, block_rows, skip_cols, partitions=parts)
+            encoded = even.encode_chunks(plan, chunk_rows, skip_cols, partitions=parts)
             laps("plan")
             return keep(encoded, level, settings.block_storage, settings.staging_dir)
-        encoded = source.encode_blocks(plan, block_rows, skip_cols)
+        encoded = source.encode_chunks(plan, chunk_rows, skip_cols)
         laps("plan")
-        return keep_blocks(encoded, parts, level, settings.block_storage,
+        return keep_chunks(encoded, parts, level, settings.block_storage,
                            settings.staging_dir)
 
 
-def keep_blocks(encoded: DataFrame, parts: int, storage_level: StorageLevel, mode: str,
+def keep_chunks(encoded: DataFrame, parts: int, storage_level: StorageLevel, mode: str,
                 staging_dir: str | None) -> Kept:
     """The encoded blocks, spread over ``parts`` partitions and kept for the passes.
 
@@ -337,7 +337,7 @@ def keep_blocks(encoded: DataFrame, parts: int, storage_level: StorageLevel, mod
     if first.how != "cache":
         return first
     try:
-        return keep(first.df.repartitionByRange(parts, "block_id"), storage_level, "cache")
+        return keep(first.df.repartitionByRange(parts, "chunk_id"), storage_level, "cache")
     finally:
         first.release()
 

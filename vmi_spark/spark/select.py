@@ -25,7 +25,7 @@ from ..core.units import count_text
 from ..errors import InputError, literal, phrase, phrased
 from ..params import Settings
 from ..run import run_planned
-from .blocks.storage import check_checkpoint_dir, check_staging
+from .chunks.storage import check_checkpoint_dir, check_staging
 from .grid import grid_plan
 from .plan import RowSource, plan_from_schema
 from .routes import (
@@ -164,7 +164,7 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
     the candidates, default 0.1). ``report()["stop_reason"]`` says why it ended.
 
     ``block_storage`` says where the encoded rows live between passes
-    (:mod:`vmi_spark.spark.blocks.storage`): ``"auto"`` caches them, or, where the session
+    (:mod:`vmi_spark.spark.chunks.storage`): ``"auto"`` caches them, or, where the session
     refuses caching (Databricks serverless), writes them once under ``staging_dir``
     (a directory Spark can write and read, e.g. a Unity Catalog volume) and removes
     that copy afterwards, or without ``staging_dir`` recomputes them in every pass.

@@ -38,9 +38,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ...core import wide
-from ...core.blockstore import BlockStore
 from ...core.bound import (
-    BlockState,
+    ChunkState,
     StepOps,
     feature_counts,
     naive_partials,
@@ -48,13 +47,14 @@ from ...core.bound import (
     pair_counts_many,
     pairwise_partials,
 )
+from ...core.chunkstore import ChunkStore
 from .. import session
-from ..blocks.codes import WORKER_STATE_BYTES, decode_blocks, pair_count_chunks
+from ..chunks.codes import WORKER_STATE_BYTES, decode_chunks, pair_count_chunks
 
 # output schemas as StructTypes: a DDL string costs a JVM round trip to parse in every pass
-PARTIALS_SCHEMA = T.StructType([T.StructField("block_id", T.LongType()),
+PARTIALS_SCHEMA = T.StructType([T.StructField("chunk_id", T.LongType()),
                                 T.StructField("partial", T.BinaryType())])
-COUNTS_SCHEMA = T.StructType([T.StructField("block_ids", T.ArrayType(T.LongType())),
+COUNTS_SCHEMA = T.StructType([T.StructField("chunk_ids", T.ArrayType(T.LongType())),
                               T.StructField("counts", T.BinaryType())])
 #: bytes of decoded blocks one Python worker process keeps between passes
 WORKER_CACHE_BYTES = 1 << 30
@@ -75,41 +75,41 @@ class WorkerCache:
     """
 
     def __init__(self, budget: int = WORKER_CACHE_BYTES):
-        self.blocks = BlockStore(budget)
-        self.states = BlockStore(0)  # its budget is the pass's (:meth:`budget_states`)
+        self.chunks = ChunkStore(budget)
+        self.states = ChunkStore(0)  # its budget is the pass's (:meth:`budget_states`)
         self.owned: dict = {}
         self.scored: dict = {}  # (run token, pass serial) -> the block ids scored in it
 
     def reset(self) -> None:
         """Forget everything (tests; a worker never needs to)."""
-        self.blocks.reset()
+        self.chunks.reset()
         self.states.reset()
         self.owned.clear()
         self.scored.clear()
 
     def put(self, key, codes: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> None:
         """Keep copies of a block's arrays (a block already kept stays as it is)."""
-        if key in self.blocks:
+        if key in self.chunks:
             return
         item = (np.array(codes, copy=True), np.array(y, copy=True),
                 None if w is None else np.array(w, copy=True))
-        for gone in self.blocks.put(key, item, _nbytes(item)):
+        for gone in self.chunks.put(key, item, _nbytes(item)):
             self.owned.pop(gone, None)  # evicted: no longer owned
 
     def get(self, key):
         """The block's ``(codes, y, w)``, or None."""
-        return self.blocks.get(key)
+        return self.chunks.get(key)
 
     def drop(self, key) -> None:
         """Forget a block: its codes, its state and its ownership."""
-        self.blocks.take(key)
+        self.chunks.take(key)
         self.owned.pop(key, None)
         self.states.take(key)
 
     def own(self, key, serial: int, first_read: bool = False) -> None:
         """Record that this worker scored the block in pass ``serial`` (or, ``first_read``,
         read it in a count pass: serial 0 unless it already owns it)."""
-        if key not in self.blocks:
+        if key not in self.chunks:
             return
         if first_read:
             self.owned.setdefault(key, 0)
@@ -131,7 +131,7 @@ class WorkerCache:
         budget is its backend's, :attr:`SparkBackend.state_budget`)."""
         self.states.budget = budget
 
-    def put_state(self, key, state: BlockState) -> None:
+    def put_state(self, key, state: ChunkState) -> None:
         """Keep a block's state within the states' budget (oldest out first)."""
         self.states.put(key, state, state.nbytes)
 
@@ -156,11 +156,11 @@ def _nbytes(item) -> int:
     return sum(0 if a is None else a.nbytes for a in item)
 
 
-def _blocks(rb: pa.RecordBatch, num_features: int, token: str, keep=None):
-    """:func:`.blocks.decode_blocks`, each block also kept in this worker's cache
+def _chunks(rb: pa.RecordBatch, num_features: int, token: str, keep=None):
+    """:func:`.blocks.decode_chunks`, each block also kept in this worker's cache
     (:meth:`WorkerCache.put`); with ``keep`` (a masked backend's row mask) only the rows
     ``keep(codes, y)`` keeps."""
-    for bid, n, c, y, w in decode_blocks(rb, num_features):
+    for bid, n, c, y, w in decode_chunks(rb, num_features):
         if keep is not None:
             m = keep(c, y)
             c, y, w = np.ascontiguousarray(c[:, m]), y[m], None if w is None else w[m]
@@ -190,7 +190,7 @@ def _count_fn(num_features: int, arity: int, num_classes: int, pair_with, token:
     def fn(batches):
         total, ids = None, []
         for rb in batches:
-            for bid, _, codes, y, w in _blocks(rb, num_features, token, keep):
+            for bid, _, codes, y, w in _chunks(rb, num_features, token, keep):
                 if grant:
                     worker_cache().own((token, bid), 0, first_read=True)
                 if pair_with is None:
@@ -203,7 +203,7 @@ def _count_fn(num_features: int, arity: int, num_classes: int, pair_with, token:
                 total = c.copy() if total is None else np.add(total, c, out=total)
                 ids.append(bid)
         if total is not None:
-            yield pa.RecordBatch.from_pydict({"block_ids": pa.array([ids], pa.list_(pa.int64())),
+            yield pa.RecordBatch.from_pydict({"chunk_ids": pa.array([ids], pa.list_(pa.int64())),
                                               "counts": pa.array([total.tobytes()], pa.binary())})
     return fn
 
@@ -239,13 +239,13 @@ def _pairwise_scorers(ops: StepOps, shipped: StepOps, num_features: int):
             return None
         state = worker_cache().states.take(key)
         if state is None:
-            state = BlockState.initial(ops.prior, item[0].shape[1], num_features)
+            state = ChunkState.initial(ops.prior, item[0].shape[1], num_features)
         out = pairwise_partials(item[0], item[1], state, shipped, item[2])
         worker_cache().put_state(key, state)
         return out
 
     def read(key, n, codes, y, w):
-        state = BlockState.initial(ops.prior, n, num_features)
+        state = ChunkState.initial(ops.prior, n, num_features)
         out = pairwise_partials(codes, y, state, ops, w)
         worker_cache().put_state(key, state)
         return out
@@ -284,7 +284,7 @@ def _first_pass_fn(held, token: str, ids: list[int], serial: int, state_budget: 
             done.add(bid)
             outs.append(out.tobytes())
             out_ids.append(bid)
-        yield pa.RecordBatch.from_pydict({"block_id": pa.array(out_ids, pa.int64()),
+        yield pa.RecordBatch.from_pydict({"chunk_id": pa.array(out_ids, pa.int64()),
                                           "partial": pa.array(outs, pa.binary())})
     return fn
 
@@ -298,12 +298,12 @@ def _second_pass_fn(read, num_features: int, token: str, serial: int, state_budg
         worker_cache().budget_states(state_budget)
         for rb in batches:
             ids, outs = [], []
-            for bid, n, codes, y, w in _blocks(rb, num_features, token, keep):
+            for bid, n, codes, y, w in _chunks(rb, num_features, token, keep):
                 key = (token, bid)
                 outs.append(read(key, n, codes, y, w).tobytes())
                 ids.append(bid)
                 worker_cache().own(key, serial)
-            yield pa.RecordBatch.from_pydict({"block_id": pa.array(ids, pa.int64()),
+            yield pa.RecordBatch.from_pydict({"chunk_id": pa.array(ids, pa.int64()),
                                               "partial": pa.array(outs, pa.binary())})
     return fn
 
@@ -320,7 +320,7 @@ class SparkBackend:
 
     def __init__(self, blocks: DataFrame, num_features: int, arity: int, num_classes: int,
                  describe=None, keep=None, state_budget: int = WORKER_STATE_BYTES):
-        self.blocks = blocks
+        self.chunks = blocks
         #: the row mask of a masked backend (:meth:`masked`), or None: every row
         self.keep = keep
         self.num_features = num_features
@@ -334,7 +334,7 @@ class SparkBackend:
         #: bytes of pairwise state each Python worker keeps between passes
         self.state_budget = state_budget
         self._serial = 0  # step passes run: the version of the ownership they leave
-        self._block_ids: list[int] = []
+        self._chunk_ids: list[int] = []
         self._slots: int | None = None
         self.describe = describe or (
             lambda text: session.describe_jobs(blocks.sparkSession, text or None))
@@ -345,15 +345,15 @@ class SparkBackend:
             shape = (self.num_features, self.arity, self.arity, self.num_classes)
             if isinstance(pair_with, list):
                 shape = (len(pair_with), *shape)
-        first = not self._block_ids
+        first = not self._chunk_ids
         fn = _count_fn(self.num_features, self.arity, self.num_classes, pair_with, self.token,
                        grant=first, keep=self.keep)
-        rows = self.blocks.mapInArrow(fn, COUNTS_SCHEMA).collect()
+        rows = self.chunks.mapInArrow(fn, COUNTS_SCHEMA).collect()
         total = np.zeros(int(np.prod(shape)), dtype=np.int64)
         for r in rows:
             total += np.frombuffer(r[1], dtype=np.int64)
         if first:
-            self._block_ids = sorted(int(b) for r in rows for b in r[0])
+            self._chunk_ids = sorted(int(b) for r in rows for b in r[0])
         return total.reshape(shape)
 
     def feature_counts(self) -> np.ndarray:
@@ -366,7 +366,7 @@ class SparkBackend:
 
     def pair_counts_many(self, fs: list[int]) -> np.ndarray:
         """Counts against every f in ``fs``: (len(fs), D, A, A, L), in as few passes as
-        :data:`~.blocks.COUNT_PASS_BYTES` allows (each task sends one such array through
+        :data:`~.chunks.COUNT_PASS_BYTES` allows (each task sends one such array through
         the JVM)."""
         chunks = pair_count_chunks([int(f) for f in fs], self.num_features, self.arity,
                                    self.num_classes)
@@ -389,27 +389,27 @@ class SparkBackend:
         them before the block ids are known) and scores them with ``read``."""
         self._serial += 1
         partials: dict[int, bytes] = {}
-        if self._block_ids:
+        if self._chunk_ids:
             if self._slots is None:
-                self._slots = session.parallelism(self.blocks.sparkSession)
-            first = _first_pass_fn(held, self.token, self._block_ids, self._serial,
+                self._slots = session.parallelism(self.chunks.sparkSession)
+            first = _first_pass_fn(held, self.token, self._chunk_ids, self._serial,
                                    self.state_budget)
-            rows = (self.blocks.sparkSession.range(0, self._slots, 1, self._slots)
+            rows = (self.chunks.sparkSession.range(0, self._slots, 1, self._slots)
                     .mapInArrow(first, PARTIALS_SCHEMA).collect())
             for r in rows:
                 partials.setdefault(int(r[0]), r[1])  # equal integers if scored twice
             self.cache_hits.append(len(partials))
-        missed = [b for b in self._block_ids if b not in partials]
-        if missed or not self._block_ids:
-            source = self.blocks
+        missed = [b for b in self._chunk_ids if b not in partials]
+        if missed or not self._chunk_ids:
+            source = self.chunks
             if partials:
-                source = self.blocks.where(F.col("block_id").isin(missed))
+                source = self.chunks.where(F.col("chunk_id").isin(missed))
             second = _second_pass_fn(read, self.num_features, self.token, self._serial,
                                      self.state_budget, self.keep)
             for r in source.mapInArrow(second, PARTIALS_SCHEMA).collect():
                 partials[int(r[0])] = r[1]
-            if not self._block_ids:
-                self._block_ids = sorted(partials)
+            if not self._chunk_ids:
+                self._chunk_ids = sorted(partials)
         return _exact_sum(list(partials.values()), self.num_features)
 
     def _run_naive(self, ops: StepOps) -> np.ndarray:
@@ -433,7 +433,7 @@ class SparkBackend:
         """A backend over the same cached blocks with only the rows ``keep(codes, y)``
         keeps (a picklable mask: :class:`vmi_spark.core.stability.HalfSample`), its own
         token, so its tasks keep the masked blocks apart from these."""
-        return SparkBackend(self.blocks, self.num_features, self.arity, self.num_classes,
+        return SparkBackend(self.chunks, self.num_features, self.arity, self.num_classes,
                             self.describe, keep, self.state_budget)
 
     def notes(self) -> list[str]:

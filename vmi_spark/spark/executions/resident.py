@@ -45,7 +45,7 @@ from pyspark.sql import DataFrame
 
 from ...core.bound import StepOps
 from ...core.stability import HalfSample
-from ..blocks.codes import WORKER_STATE_BYTES, pair_count_chunks
+from ..chunks.codes import WORKER_STATE_BYTES, pair_count_chunks
 from .resident_client import task_fn
 from .resident_protocol import joined, step_request
 from .resident_server import (
@@ -141,7 +141,7 @@ class ResidentBackend:
 
     def pair_counts_many(self, fs: list[int]) -> np.ndarray:
         """(len(fs), D, A, A, L) counts, asked for in chunks of
-        :data:`~.blocks.COUNT_PASS_BYTES` per task reply."""
+        :data:`~.chunks.COUNT_PASS_BYTES` per task reply."""
         fs = [int(f) for f in fs]
         return self._either(lambda: self._pairs(fs), lambda b: b.pair_counts_many(fs))
 

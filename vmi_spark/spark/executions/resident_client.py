@@ -17,9 +17,8 @@ import numpy as np
 import pyarrow as pa
 
 from ...core import wide
-from ...core.blockstore import BlockStore
 from ...core.bound import (
-    BlockState,
+    ChunkState,
     NaiveState,
     StepOps,
     feature_counts,
@@ -27,8 +26,9 @@ from ...core.bound import (
     pair_counts_many,
     pairwise_partials,
 )
+from ...core.chunkstore import ChunkStore
 from ...core.stability import HalfSample
-from ..blocks.codes import decode_blocks
+from ..chunks.codes import decode_chunks
 from . import wire
 from .resident_protocol import (
     MAX_REQUEST_BYTES,
@@ -55,8 +55,8 @@ class Task:
 
     def __init__(self, blocks: list, num_features: int, arity: int, num_classes: int,
                  state_budget: int):
-        self.all_blocks = blocks
-        self.blocks = blocks
+        self.all_chunks = blocks
+        self.chunks = blocks
         self.mask: dict | None = None
         self.num_features = num_features
         self.arity = arity
@@ -67,7 +67,7 @@ class Task:
         self.tables: dict[int, np.ndarray] = {}
         # per-row states by (kind, block id): the first that fit the budget stay; a block
         # beyond it rebuilds its state every step (from its codes: the same integers)
-        self.states = BlockStore(state_budget, evict=False)
+        self.states = ChunkStore(state_budget, evict=False)
 
     def _view(self, mask: dict | None) -> None:
         """Hold the rows of ``mask`` (None: all of them); a new mask drops the states."""
@@ -77,14 +77,14 @@ class Task:
         self.states.reset()
         self.prior = self.cond = None  # tables of other rows: the driver sends them again
         self.tables = {}
-        self.blocks = []  # the old view goes before the new one is made
+        self.chunks = []  # the old view goes before the new one is made
         self.mask = mask
         if keep is None:
-            self.blocks = self.all_blocks
+            self.chunks = self.all_chunks
             return
-        for bid, codes, y, w in self.all_blocks:
+        for bid, codes, y, w in self.all_chunks:
             m = keep(codes, y)
-            self.blocks.append((bid, np.ascontiguousarray(codes[:, m]), y[m],
+            self.chunks.append((bid, np.ascontiguousarray(codes[:, m]), y[m],
                                 None if w is None else w[m]))
 
     def handle(self, header: dict, arrays: list[np.ndarray]) -> tuple[dict, list[np.ndarray]]:
@@ -94,14 +94,14 @@ class Task:
             self._view(header.get("mask"))
         if op == "counts":
             total = np.zeros((self.num_features, self.arity, self.num_classes), dtype=np.int64)
-            for _, codes, y, w in self.blocks:
+            for _, codes, y, w in self.chunks:
                 total += feature_counts(codes, y, self.arity, self.num_classes, w)
             return {}, [total]
         if op == "pairs":
             fs = [int(f) for f in header["fs"]]
             total = np.zeros((len(fs), self.num_features, self.arity, self.arity,
                               self.num_classes), dtype=np.int64)
-            for _, codes, y, w in self.blocks:
+            for _, codes, y, w in self.chunks:
                 total += pair_counts_many(codes, y, fs, self.arity, self.num_classes, w)
             return {}, [total]
         if op == "step":
@@ -121,7 +121,7 @@ class Task:
         hi = np.zeros(self.num_features, dtype=np.int64)
         lo = np.zeros(self.num_features, dtype=np.int64)
         try:
-            for bid, codes, y, w in self.blocks:
+            for bid, codes, y, w in self.chunks:
                 if ops.pairwise:
                     p = pairwise_partials(codes, y, self._state(bid, codes.shape[1]), ops, w)
                 else:
@@ -136,11 +136,11 @@ class Task:
             raise
         return hi, lo
 
-    def _state(self, bid: int, n: int) -> BlockState:
+    def _state(self, bid: int, n: int) -> ChunkState:
         state = self.states.get(("pairwise", bid))
         if state is None:
             assert self.prior is not None
-            state = BlockState.initial(self.prior, n, self.num_features)
+            state = ChunkState.initial(self.prior, n, self.num_features)
             self.states.put(("pairwise", bid), state, state.nbytes)  # or used once
         return state
 
@@ -216,7 +216,7 @@ def task_fn(address: tuple[str, int], secret: str, num_features: int, arity: int
         ctx = BarrierTaskContext.get()
         held = []
         for rb in batches:
-            for bid, _, codes, y, w in decode_blocks(rb, num_features):
+            for bid, _, codes, y, w in decode_chunks(rb, num_features):
                 held.append((int(bid), np.array(codes, copy=True), y, w))
         held.sort(key=lambda b: b[0])
         task = Task(held, num_features, arity, num_classes, state_budget)

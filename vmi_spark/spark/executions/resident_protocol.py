@@ -44,7 +44,7 @@ MAX_REQUEST_HEADER = 1 << 20
 #: largest hello header (fixed small fields; the block ids follow as an array)
 MAX_HELLO_HEADER = 1024
 #: largest block id array in a hello (8 bytes a block), read only after the secret matched
-MAX_HELLO_BLOCK_BYTES = 8 << 20
+MAX_HELLO_CHUNK_BYTES = 8 << 20
 
 #: what each task returns when the job ends: its partition, blocks, rows, requests served
 TASK_SCHEMA = T.StructType([T.StructField("partition", T.IntegerType()),

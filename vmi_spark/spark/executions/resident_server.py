@@ -34,7 +34,7 @@ from ...errors import raised_line
 from ..session import task_slots
 from . import wire
 from .resident_protocol import (
-    MAX_HELLO_BLOCK_BYTES,
+    MAX_HELLO_CHUNK_BYTES,
     MAX_HELLO_HEADER,
     TASK_SCHEMA,
     Held,
@@ -77,7 +77,7 @@ class Peer:
     sock: socket.socket
     partition: int
     attempt: int
-    blocks: list[int]
+    chunks: list[int]
     rows: int
     held: Held = field(default_factory=Held)
 
@@ -197,7 +197,7 @@ class Acceptor:
             p.part, p.need, p.buf = 1, size, bytearray()
             return None
         if p.part == 1:  # the header: only the right secret goes on
-            header, shapes, total = wire.parse_header(p.buf, MAX_HELLO_BLOCK_BYTES)
+            header, shapes, total = wire.parse_header(p.buf, MAX_HELLO_CHUNK_BYTES)
             secret = header.get("secret")
             if not (header.get("op") == "hello" and type(secret) is str
                     and hmac.compare_digest(secret.encode(), self.secret)):
@@ -259,7 +259,7 @@ class ResidentTasks:
         self._group = f"vmi_spark-resident-{uuid.uuid4().hex[:12]}"
         self._done = threading.Event()
         self._error: BaseException | None = None
-        self._block_ids: list[int] | None = None
+        self._chunk_ids: list[int] | None = None
         self._num_rows: int | None = None
         self._closed = False
         self._arrived: queue.SimpleQueue[tuple[Peer, int]] = queue.SimpleQueue()
@@ -382,17 +382,17 @@ class ResidentTasks:
                 self._take(0.5)
             except _Restart:
                 pass
-        self._check_blocks()
+        self._check_chunks()
 
-    def _check_blocks(self) -> None:
+    def _check_chunks(self) -> None:
         """Every block is held by exactly one task, and it is the same set as before."""
-        ids = sorted(b for p in self.peers.values() for b in p.blocks)
+        ids = sorted(b for p in self.peers.values() for b in p.chunks)
         rows = sum(p.rows for p in self.peers.values())
         if len(set(ids)) != len(ids):
             raise RuntimeError("resident tasks hold overlapping blocks")
-        if self._block_ids is None:
-            self._block_ids, self._num_rows = ids, rows
-        elif ids != self._block_ids or rows != self._num_rows:
+        if self._chunk_ids is None:
+            self._chunk_ids, self._num_rows = ids, rows
+        elif ids != self._chunk_ids or rows != self._num_rows:
             raise RuntimeError("the resident tasks came back with different blocks")
 
     def _drop(self, peer: Peer) -> None:

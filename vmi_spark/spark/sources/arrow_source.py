@@ -58,7 +58,7 @@ from ...core.rows import (
 )
 from ...core.weights import units
 from .. import plan
-from ..blocks.codes import BLOCK_SCHEMA, block_encoder
+from ..chunks.codes import CHUNK_SCHEMA, chunk_encoder
 from ..compat import arrow_reader_note
 from .sparkhash import SEED, hash_column, in_sample
 
@@ -532,19 +532,19 @@ class BatchReader:
                 return dict(splits)
         return _quantile_splits(self, req)
 
-    def encode_blocks(self, plan: EncodingPlan, block_rows: int,
+    def encode_chunks(self, plan: EncodingPlan, chunk_rows: int,
                       skip_cols: list[str], partitions: int | None = None) -> DataFrame:
         """The kept rows as block rows (same codes, in blocks); with ``partitions``, in that
         many partitions of the frame."""
         skip = bool(skip_cols)  # no other feature has a missing value in a labelled row
         weighted = self.weight_col is not None
         read = self.read_chunks(self._cols([plan.label, *plan.features]), whole=skip or weighted)
-        encode = block_encoder(plan, block_rows, chunks=True)
+        encode = chunk_encoder(plan, chunk_rows, chunks=True)
 
         def fn(batches):
             yield from encode((at, kept_rows(rb, skip, weighted)) for at, rb in read(batches))
 
-        return self.frame(partitions).mapInArrow(fn, BLOCK_SCHEMA)
+        return self.frame(partitions).mapInArrow(fn, CHUNK_SCHEMA)
 
     def evened(self, parts: int) -> BatchReader | None:
         """This reader with ``parts`` partitions of the same rows (``frame(parts)``), so

@@ -13,7 +13,7 @@ The choice is made by trying ``persist`` once (``mode="auto"``) or asked for
 explicitly, and the report says which was used.
 
 A staging copy is a directory ``vmi-blocks-<16 hex digits>`` holding the job's marker
-(:data:`BLOCKS_MARKER`, written first) and Spark's Parquet files (``data``). On the
+(:data:`CHUNKS_MARKER`, written first) and Spark's Parquet files (``data``). On the
 driver's file system (a local path, or ``/Volumes/...`` on Databricks) the run holds an
 exclusive lock on that directory until it removes it; the lock dies with the process, so a
 copy a killed run left is recognised by the next run that uses the same staging directory
@@ -47,12 +47,12 @@ __all__ = ["STORAGES", "Kept", "caching_refused", "keep"]
 STORAGES = ("auto", "cache", "staging", "recompute")
 
 #: name prefix of a staging copy under the staging directory
-BLOCKS_PREFIX = "vmi-blocks-"
+CHUNKS_PREFIX = "vmi-blocks-"
 #: the marker file a run writes first into its staging copy
-BLOCKS_MARKER = "_VMI_SPARK_BLOCKS"
+CHUNKS_MARKER = "_VMI_SPARK_BLOCKS"
 #: the Parquet files of a staging copy, inside its directory
-BLOCKS_DATA = "data"
-_BLOCKS_NAME = re.compile(r"^vmi-blocks-[0-9a-f]{16}$")
+CHUNKS_DATA = "data"
+_CHUNKS_NAME = re.compile(r"^vmi-blocks-[0-9a-f]{16}$")
 
 #: text of the errors with which a session refuses to cache (Databricks serverless)
 _REFUSALS = ("NOT_SUPPORTED_WITH_SERVERLESS", "PERSIST TABLE is not supported")
@@ -64,7 +64,7 @@ BATCH_SIZE_CONF = "spark.sql.inMemoryColumnarStorage.batchSize"
 CACHE_BATCH_BYTES = 16 << 20
 
 
-def cache_batch_rows(block_bytes: int, most_bytes: int | None = None) -> int:
+def cache_batch_rows(chunk_bytes: int, most_bytes: int | None = None) -> int:
     """Block rows per cached batch so that a batch holds about :data:`CACHE_BATCH_BYTES`
     (or ``most_bytes``, if less; at least one block).
 
@@ -73,7 +73,7 @@ def cache_batch_rows(block_bytes: int, most_bytes: int | None = None) -> int:
     must build in the heap before it can spill it (the "Java heap space" of a 5M-row
     table under the default 1g driver).
     """
-    return max(1, min(CACHE_BATCH_BYTES, most_bytes or CACHE_BATCH_BYTES) // max(1, block_bytes))
+    return max(1, min(CACHE_BATCH_BYTES, most_bytes or CACHE_BATCH_BYTES) // max(1, chunk_bytes))
 
 
 @contextmanager
@@ -209,7 +209,7 @@ def keep(df, storage_level, mode: str = "auto", staging_dir: str | None = None,
         return Kept(df, "recompute")
     kept = _staging_copy(df, staging_dir)
     try:
-        data = kept.path + "/" + BLOCKS_DATA  # type: ignore[operator]
+        data = kept.path + "/" + CHUNKS_DATA  # type: ignore[operator]
         df.write.mode("error").parquet(data)
         kept.df = df.sparkSession.read.parquet(data)
     except BaseException:
@@ -241,7 +241,7 @@ def _staging_copy(df, staging_dir: str) -> Kept:
     written first and, on the driver's file system, the run's lock held on it (copies
     killed runs left there are removed first)."""
     spark = df.sparkSession
-    name = BLOCKS_PREFIX + uuid.uuid4().hex[:16]
+    name = CHUNKS_PREFIX + uuid.uuid4().hex[:16]
     path = staging_dir.rstrip("/") + "/" + name
     marker = json.dumps({"writer": "vmi_spark", "kind": "blocks", "name": name,
                          "pid": os.getpid()}) + "\n"
@@ -249,7 +249,7 @@ def _staging_copy(df, staging_dir: str) -> Kept:
     if local is None:  # another file system (HDFS, S3, ...): the marker, no lock
         fs = files.hadoop_fs(spark)
         if fs is not None:
-            fs.write_text(fs.join(path, BLOCKS_MARKER), marker)
+            fs.write_text(fs.join(path, CHUNKS_MARKER), marker)
         return Kept(df, "staging", path)
     made = files.LocalFS().makedirs(local)
     for gone in sweep(local):
@@ -267,7 +267,7 @@ def _staging_copy(df, staging_dir: str) -> Kept:
             if isinstance(exc, BlockingIOError) or exc.errno not in (
                     errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL):
                 raise
-        files.create_at(fd, BLOCKS_MARKER, marker)
+        files.create_at(fd, CHUNKS_MARKER, marker)
     except BaseException:
         kept.release()
         raise
@@ -289,7 +289,7 @@ def sweep(directory: str) -> list[str]:
         return removed
     try:
         for name in sorted(os.listdir(root)):
-            if not _BLOCKS_NAME.match(name):
+            if not _CHUNKS_NAME.match(name):
                 continue
             try:
                 fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=root)
@@ -300,9 +300,9 @@ def sweep(directory: str) -> list[str]:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError:  # a live run holds it (or no locks here: unprovable)
                     continue
-                mark = files.marker_of(fd, BLOCKS_MARKER, "blocks")
+                mark = files.marker_of(fd, CHUNKS_MARKER, "blocks")
                 if mark is None or mark.get("name") != name or \
-                        set(os.listdir(fd)) - {BLOCKS_MARKER, BLOCKS_DATA}:
+                        set(os.listdir(fd)) - {CHUNKS_MARKER, CHUNKS_DATA}:
                     continue
                 if files.same_file(os.lstat(name, dir_fd=root), os.fstat(fd)):
                     files.empty_at(fd)
@@ -353,7 +353,7 @@ def check_staging(df, staging_dir: str) -> None:
     try:
         qualified = files.check_staging_dir(files.hadoop_fs(spark), staging_dir, _FLAG)
         copy = files.resolve(qualified, _FLAG)
-        copy = files.Location(_FLAG, staging_dir, copy.root, copy.parts + (BLOCKS_PREFIX + "*",))
+        copy = files.Location(_FLAG, staging_dir, copy.root, copy.parts + (CHUNKS_PREFIX + "*",))
         files.check_overlaps([copy], [files.Location("input", root, loc.root, loc.parts)
                                         for root in input_roots(df)
                                         for loc in [files.resolve(root, "the input")]])

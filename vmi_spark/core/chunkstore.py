@@ -17,7 +17,7 @@ from collections.abc import Hashable
 from typing import Any
 
 
-class BlockStore:
+class ChunkStore:
     """Items by key, each with a size in bytes, at most ``budget`` bytes in all.
 
     Parameters
@@ -30,7 +30,7 @@ class BlockStore:
 
     Examples
     --------
-    >>> s = BlockStore(10)
+    >>> s = ChunkStore(10)
     >>> s.put("a", "x", 6), s.put("b", "y", 6), "a" in s, "b" in s, s.nbytes
     ([], ['a'], False, True, 6)
     """

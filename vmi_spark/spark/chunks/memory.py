@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from pyspark import StorageLevel
 
-from ...core.bound import MAX_BLOCK_ROWS, whole_strides
+from ...core.bound import MAX_CHUNK_ROWS, whole_strides
 from ...core.criteria import criterion
 from ..session import is_local, jvm_slots, storage_memory
 from .storage import session_confs
 
 #: smallest block (rows) when the rows are spread over the task slots
-MIN_BLOCK_ROWS = 4096
+MIN_CHUNK_ROWS = 4096
 #: most of a block manager's cache memory the encoded rows may take before they go to disk
 CACHE_SHARE = 0.5
 #: most bytes of one encoded block (its codes and classes)
-BLOCK_BYTES = 8 << 20
+CHUNK_BYTES = 8 << 20
 #: bytes of per-row state (a pairwise selection's) a block may hold
 PAIR_BLOCK_BYTES = 32 << 20
 #: the conf that bounds the rows of one Arrow batch a task sends its Python worker
@@ -30,42 +30,42 @@ ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
 ARROW_BATCH_BYTES = 64 << 20
 
 
-def block_rows_for(num_rows: int, parts: int, num_features: int, method: str,
+def chunk_rows_for(num_rows: int, parts: int, num_features: int, method: str,
                    num_classes: int, most_bytes: int | None = None) -> int:
     """Rows of an encoded block on the executors.
 
     About four blocks per task slot (``parts``), so that every core has work in every
-    pass; at most :data:`BLOCK_BYTES` a block, because the JVM copies each block whole
+    pass; at most :data:`CHUNK_BYTES` a block, because the JVM copies each block whole
     (Arrow, cache) and large byte arrays crowd a small heap (a 5M x 100 table under the
     default 1g driver); with per-row state (``vmi_pairwise``) at most
     :data:`PAIR_BLOCK_BYTES` of it; at most ``most_bytes`` (:func:`disk_object_bytes`)
-    when given; a multiple of :data:`~vmi_spark.core.bound.BLOCK_ROW_STEP` (at least 256).
+    when given; a multiple of :data:`~vmi_spark.core.bound.CHUNK_ROW_STEP` (at least 256).
     """
-    rows = min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, whole_strides(-(-num_rows // (4 * parts)),
+    rows = min(MAX_CHUNK_ROWS, max(MIN_CHUNK_ROWS, whole_strides(-(-num_rows // (4 * parts)),
                                                                  up=True)))
-    most = min(BLOCK_BYTES, most_bytes or BLOCK_BYTES) // (num_features + 2)
+    most = min(CHUNK_BYTES, most_bytes or CHUNK_BYTES) // (num_features + 2)
     state = criterion(method).row_state_bytes(num_features, num_classes)
     if state:
         most = min(most, PAIR_BLOCK_BYTES // state)
     return max(256, min(rows, whole_strides(most)))
 
 
-def block_batches(spark, block_bytes: int):
+def chunk_batches(spark, chunk_bytes: int):
     """Run the block with Spark's Arrow batches to the Python workers holding
-    :func:`arrow_batch_blocks` block rows each, restored after.
+    :func:`arrow_batch_chunks` block rows each, restored after.
 
     Spark's default is 10,000 rows a batch: for block rows (a block is up to
-    :data:`BLOCK_BYTES`) that is a whole partition, which the task builds in the JVM's
+    :data:`CHUNK_BYTES`) that is a whole partition, which the task builds in the JVM's
     heap before the worker sees any of it -- 500 MB a task for a 1M x 1,000 table, the
     "Java heap space" of spark-submit's default 1g driver.
     """
-    return session_confs(spark, {ARROW_BATCH_CONF: str(arrow_batch_blocks(spark, block_bytes))})
+    return session_confs(spark, {ARROW_BATCH_CONF: str(arrow_batch_chunks(spark, chunk_bytes))})
 
 
-def arrow_batch_blocks(spark, block_bytes: int) -> int:
+def arrow_batch_chunks(spark, chunk_bytes: int) -> int:
     """Block rows of one Arrow batch: at most :func:`arrow_batch_budget` bytes (from the
     heap the session actually has), at least one."""
-    return max(1, arrow_batch_budget(spark) // max(1, block_bytes))
+    return max(1, arrow_batch_budget(spark) // max(1, chunk_bytes))
 
 
 def arrow_batch_budget(spark) -> int:
