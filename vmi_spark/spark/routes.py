@@ -318,10 +318,10 @@ def _encoded(rows: RowRoute, plan: EncodingPlan, skip_cols: list[str], route: Ex
             # straight into the cache, no range shuffle (one job instead of three)
             encoded = even.encode_chunks(plan, chunk_rows, skip_cols, partitions=parts)
             laps("plan")
-            return keep(encoded, level, settings.block_storage, settings.staging_dir)
+            return keep(encoded, level, settings.chunk_storage, settings.staging_dir)
         encoded = source.encode_chunks(plan, chunk_rows, skip_cols)
         laps("plan")
-        return keep_chunks(encoded, parts, level, settings.block_storage,
+        return keep_chunks(encoded, parts, level, settings.chunk_storage,
                            settings.staging_dir)
 
 

@@ -23,7 +23,7 @@ from ..core.report_schema import SelectionReport
 from ..core.summary import selection_report
 from ..core.units import count_text
 from ..errors import InputError, literal, phrase, phrased
-from ..params import Settings
+from ..params import Settings, unalias
 from ..run import run_planned
 from .chunks.storage import check_checkpoint_dir, check_staging
 from .grid import grid_plan
@@ -163,7 +163,8 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
     0.01, and no restart would help) or ``"fraction"`` (``selection_threshold`` of
     the candidates, default 0.1). ``report()["stop_reason"]`` says why it ended.
 
-    ``block_storage`` says where the encoded rows live between passes
+    ``chunk_storage`` (earlier name ``block_storage``, still accepted) says where the
+    encoded rows live between passes
     (:mod:`vmi_spark.spark.chunks.storage`): ``"auto"`` caches them, or, where the session
     refuses caching (Databricks serverless), writes them once under ``staging_dir``
     (a directory Spark can write and read, e.g. a Unity Catalog volume) and removes
@@ -220,7 +221,9 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
 
 
 def _settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
-    """``settings`` with the keyword ``values`` applied (spec keys), checked once."""
+    """``settings`` with the keyword ``values`` applied (spec keys or their earlier names),
+    checked once."""
+    values = unalias(values, "python")
     if settings is None:
         return Settings.of(values, "python")
     return settings.replace(**values) if values else settings
