@@ -3,11 +3,12 @@
 ``chunkStorage`` / ``--chunk-storage``. Every front end takes either name (one place:
 :func:`vmi_spark.params.unalias`), both is a one-line error naming both, and what an
 earlier version wrote (a saved estimator or model, a staging copy a killed run left) is
-still read: written here in the old spelling by hand."""
+still read or recognised: written here in the old spelling by hand."""
 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -124,3 +125,34 @@ def test_an_estimator_and_a_model_saved_under_the_earlier_name_load(spark, tmp_p
     with pytest.raises(InputError, match="cannot load a VMISelectorModel from .*chunkStorage "
                                          r"and blockStorage \(its earlier name\) are both given"):
         VMISelectorModel.load(str(tmp_path / "both"))
+
+
+def _copy(root, name: str, marker: str, kind: str, named: str | None = None):
+    """A staging copy as a killed run leaves it: ``data`` and its marker file."""
+    d = root / name
+    (d / "data").mkdir(parents=True)
+    (d / "data" / "part-0.parquet").write_bytes(b"PAR1")
+    (d / marker).write_text(json.dumps({"writer": "vmi_spark", "kind": kind,
+                                        "name": named or name, "pid": 1}) + "\n")
+    return d
+
+
+def test_sweep_removes_an_earlier_versions_copy_and_no_mixed_spelling(tmp_path):
+    """A copy an earlier version's killed run left (vmi-blocks-<hex> holding
+    _VMI_SPARK_BLOCKS of kind "blocks") is removed as today's (vmi-chunks-<hex>,
+    _VMI_SPARK_CHUNKS, "chunks") is; a name of one spelling with the marker or kind of the
+    other, or an old marker naming another copy, is not proved to be a copy: left."""
+    from vmi_spark.spark.chunks import storage
+
+    old = _copy(tmp_path, "vmi-blocks-0123456789abcdef", "_VMI_SPARK_BLOCKS", "blocks")
+    new = _copy(tmp_path, "vmi-chunks-0123456789abcdef", "_VMI_SPARK_CHUNKS", "chunks")
+    left = [_copy(tmp_path, "vmi-blocks-1111111111111111", "_VMI_SPARK_CHUNKS", "chunks"),
+            _copy(tmp_path, "vmi-chunks-2222222222222222", "_VMI_SPARK_BLOCKS", "blocks"),
+            _copy(tmp_path, "vmi-blocks-3333333333333333", "_VMI_SPARK_BLOCKS", "chunks"),
+            _copy(tmp_path, "vmi-blocks-4444444444444444", "_VMI_SPARK_BLOCKS", "blocks",
+                  named="vmi-blocks-0000000000000000")]
+    assert storage.sweep(str(tmp_path)) == [old.name, new.name]
+    assert sorted(os.listdir(tmp_path)) == sorted(d.name for d in left)
+    assert all(sorted(os.listdir(d)) == sorted(["data", m]) for d, m in
+               zip(left, ["_VMI_SPARK_CHUNKS", "_VMI_SPARK_BLOCKS", "_VMI_SPARK_BLOCKS",
+                          "_VMI_SPARK_BLOCKS"]))
