@@ -257,7 +257,7 @@ def test_job_reads_parquet_with_pyarrow_and_matches_spark_reader(spark, files, t
 def test_row_groups_are_cut_into_even_runs_without_a_shuffle(spark, files, monkeypatch):
     """Row groups are split evenly over the task slots, a straddling group cut in pieces,
     and encoded straight into the cache (no range shuffle), also when the groups are
-    skewed; the Spark reader's blocks are spread by the shuffle. Same result either way."""
+    skewed; the Spark reader's chunks are spread by the shuffle. Same result either way."""
     import dataclasses
 
     from vmi_spark.spark import routes, select
@@ -285,10 +285,10 @@ def test_row_groups_are_cut_into_even_runs_without_a_shuffle(spark, files, monke
     assert fast.selection.scores == ref.selection.scores
 
 
-def test_blocks_larger_than_the_cache_share_go_to_disk(spark, files, monkeypatch):
+def test_chunks_larger_than_the_cache_share_go_to_disk(spark, files, monkeypatch):
     """Encoded rows above CACHE_SHARE of a block manager's cache memory are cached on disk
     (the default 1g driver ran out of heap on 5M x 100 otherwise); the result is the same.
-    Blocks hold at most CHUNK_BYTES."""
+    Chunks hold at most CHUNK_BYTES."""
     from pyspark import StorageLevel
 
     from vmi_spark.spark import routes, select

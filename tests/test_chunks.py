@@ -1,8 +1,8 @@
-"""The block encoder: typed batches in, blocks of one-byte codes out (Spark-free).
+"""The chunk encoder: typed batches in, chunks of one-byte codes out (Spark-free).
 
-Expected blocks come from encoding every column of the whole input at once and cutting the
+Expected chunks come from encoding every column of the whole input at once and cutting the
 result into consecutive ``chunk_rows`` slices; the encoder must give exactly those, with
-serial block ids, whatever the input batches' sizes and however it slices them.
+serial chunk ids, whatever the input batches' sizes and however it slices them.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _plan_and_batches(sizes, seed=0):
 @pytest.mark.parametrize("sizes", [[1000], [7, 0, 300, 1, 692], [250] * 4, [999, 1], [3]])
 # 50 cells: slices of max(chunk_rows, 50 // 3) rows
 @pytest.mark.parametrize("encode_cells", [B.ENCODE_CELLS, 50])
-def test_blocks_are_the_whole_input_encoded_and_cut(sizes, encode_cells):
+def test_chunks_are_the_whole_input_encoded_and_cut(sizes, encode_cells):
     plan, whole, batches = _plan_and_batches(sizes)
     chunk_rows = 128
     expected = np.stack([encode_column(whole.column(j + 1), c)
@@ -64,16 +64,16 @@ def test_blocks_are_the_whole_input_encoded_and_cut(sizes, encode_cells):
     assert expected[2, :50].tolist() == [3 if v is None else "uvw".index(v) for v in x3[:50]]
 
 
-def test_no_rows_no_blocks():
+def test_no_rows_no_chunks():
     plan, whole, _ = _plan_and_batches([0])
     assert list(B.chunk_encoder(plan, 16)(iter([whole]))) == []
 
 
 @pytest.mark.parametrize("sizes", [[1000], [7, 0, 300, 1, 692], [3]])
 @pytest.mark.parametrize("width", [1, 2, 3])
-def test_column_chunks_give_the_blocks_of_the_whole_batches(sizes, width):
+def test_column_chunks_give_the_chunks_of_the_whole_batches(sizes, width):
     """Each batch given as ``(at, batch)`` chunks of ``width`` features (the label in
-    each; width 3 is every feature, encoded as a whole batch): the same blocks."""
+    each; width 3 is every feature, encoded as a whole batch): the same chunks."""
     plan, whole, batches = _plan_and_batches(sizes)
 
     def chunks():

@@ -1,4 +1,4 @@
-"""The store every execution keeps blocks and states in (:mod:`vmi_spark.core.chunkstore`),
+"""The store every execution keeps chunks and states in (:mod:`vmi_spark.core.chunkstore`),
 against a plain list model written in the test, and the Python worker's cache built on it."""
 
 from __future__ import annotations
@@ -57,9 +57,9 @@ def test_store_follows_the_list_model(ops, budget, evict):
 
 
 def test_worker_cache_forgets_ownership_of_what_it_evicts_and_resets():
-    """A block pushed out of a worker's byte budget is no longer owned (the next pass must
+    """A chunk pushed out of a worker's byte budget is no longer owned (the next pass must
     not count on it); states are kept within the budget a pass set, the oldest out first;
-    ``reset`` forgets blocks, states, owners and passes."""
+    ``reset`` forgets chunks, states, owners and passes."""
     from vmi_spark.core.bound import ChunkState
     from vmi_spark.spark.executions.passes import WorkerCache
 
@@ -71,7 +71,7 @@ def test_worker_cache_forgets_ownership_of_what_it_evicts_and_resets():
     cache.own(("t", 1), 0)
     cache.own(("t", 2), 0)
     assert cache.get(("t", 1)) is not None  # 1 is now the most recently used
-    cache.put(("t", 3), codes, y)  # 300 bytes > 250: the oldest, block 2, goes
+    cache.put(("t", 3), codes, y)  # 300 bytes > 250: the oldest, chunk 2, goes
     assert ("t", 2) not in cache.chunks and ("t", 2) not in cache.owned
     assert cache.owned == {("t", 1): 0} and ("t", 3) in cache.chunks
     cache.own(("t", 9), 4)  # never held: not owned

@@ -862,9 +862,9 @@ def test_pairwise_state_rebuilt_mid_block_matches(monkeypatch):
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_blocks_mapped_on_threads_give_the_same_integers(method):
+def test_chunks_mapped_on_threads_give_the_same_integers(method):
     """``InMemoryBackend(map=pool.map)`` (the driver execution's threads) sums the same
-    per-block integers as the blocks taken in turn, and the slow reference agrees."""
+    per-chunk integers as the chunks taken in turn, and the slow reference agrees."""
     from concurrent.futures import ThreadPoolExecutor
 
     codes, y = random_data(5, 9, 300, 3, 4)
@@ -879,9 +879,9 @@ def test_blocks_mapped_on_threads_give_the_same_integers(method):
     np.testing.assert_allclose(threaded.scores, scores, rtol=0, atol=1e-9)
 
 
-def test_count_passes_are_mapped_over_the_blocks_and_sum_every_row():
+def test_count_passes_are_mapped_over_the_chunks_and_sum_every_row():
     """feature_counts, pair_counts and pair_counts_many go through the backend's ``map`` (the
-    driver execution's threads), one call per block, and count every row once: against a
+    driver execution's threads), one call per chunk, and count every row once: against a
     plain count over the whole table."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -897,7 +897,7 @@ def test_count_passes_are_mapped_over_the_blocks_and_sum_every_row():
         single = be.feature_counts()
         pair = be.pair_counts(4)
         many = be.pair_counts_many([4, 1])
-    assert calls == [8, 8, 8]  # 500 rows in blocks of 64
+    assert calls == [8, 8, 8]  # 500 rows in chunks of 64
     for i in range(6):
         for a in range(3):
             for c in range(2):
@@ -950,7 +950,7 @@ def test_naive_state_folds_on_to_the_stateless_integers(monkeypatch, num_classes
 
 
 def test_in_memory_backend_keeps_the_naive_posterior_between_steps():
-    """The in-memory (and driver) backend keeps each block's naive posterior and gives the
+    """The in-memory (and driver) backend keeps each chunk's naive posterior and gives the
     selection of a backend that rebuilds it every step; close() forgets it."""
     from vmi_spark.core import bound
 
@@ -993,8 +993,8 @@ def test_naive_state_is_rebuilt_under_other_tables():
 @pytest.mark.parametrize("chunk_cells", [1, 37, 1 << 20])
 def test_pattern_kernel_in_candidate_chunks_gives_the_per_row_integers(chunk_cells):
     """The pattern kernel scores candidates a chunk of table cells at a time (one candidate
-    per chunk at the smallest): the integers of the per-row kernel, for a wide block of a
-    few hundred rows as a 30,000-column table's blocks are."""
+    per chunk at the smallest): the integers of the per-row kernel, for a wide chunk of a
+    few hundred rows as a 30,000-column table's chunks are."""
     from vmi_spark.core import bound
 
     rng = np.random.default_rng(chunk_cells)

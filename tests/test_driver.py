@@ -120,7 +120,7 @@ def test_a_pairwise_state_too_large_for_the_driver_goes_to_the_executors(spark, 
 
 
 def test_driver_threads_do_not_change_the_sums():
-    """The driver's blocks on threads: the same integer partials as one block at a time."""
+    """The driver's chunks on threads: the same integer partials as one chunk at a time."""
     from vmi_spark.core.greedy import select_vmi
     from vmi_spark.core.inmemory import InMemoryBackend
     from vmi_spark.spark.executions.driver import DriverBackend

@@ -338,7 +338,7 @@ def test_a_loop_failing_after_the_fold_does_not_fold_twice(monkeypatch):
 
 
 @pytest.mark.parametrize("n", [0, 5])
-def test_pairwise_posterior_of_a_strided_or_empty_block(n):
+def test_pairwise_posterior_of_a_strided_or_empty_chunk(n):
     """pair_posterior on a posterior that is a strided view, and on no rows."""
     rng = np.random.default_rng(n)
     y = rng.integers(0, 2, n)

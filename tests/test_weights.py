@@ -113,8 +113,8 @@ def test_weighted_loops_equal_repeated_rows_and_numpy(num_classes):
         kernels.pair_scores_w(cell_ratio, cell_post, y, cands, 2, w)))
 
 
-def test_block_sums_past_int64_are_exact():
-    """Weights near the limit: a block's sum needs about 80 bits; Python ints agree."""
+def test_chunk_sums_past_int64_are_exact():
+    """Weights near the limit: a chunk's sum needs about 80 bits; Python ints agree."""
     codes, y, _ = _table(9, n=300, d=5, classes=2)
     w = np.full(300, 2**33, dtype=np.int64)  # 300 x 2**33 < 2**42 in all
     counts = InMemoryBackend(codes, y, 4, 2, w=w).feature_counts()

@@ -1,10 +1,11 @@
-"""Per-block kernels of the variational bound (Gao, Ver Steeg & Galstyan, NIPS 2016).
+"""Per-chunk kernels of the variational bound (Gao, Ver Steeg & Galstyan, NIPS 2016).
 
-A *block* is a set of rows held together: ``codes`` (D, n) uint8 feature codes,
+A *chunk* is a run of rows held together: ``codes`` (D, n) uint8 feature codes,
 ``y`` (n,) class codes, and the running per-row state of the current selection
-block (the normalised posterior q(y | x_S) and, for the pairwise Q-distribution,
-the running sums over the selected j of log p(x_i | x_j, c) - log p(x_i | x_j, y_k) for
-the classes c other than the row's own).
+*block* (Algorithm 1's: the features selected since the last restart): the normalised
+posterior q(y | x_S) and, for the pairwise Q-distribution, the running sums over the
+selected j of log p(x_i | x_j, c) - log p(x_i | x_j, y_k) for the classes c other than
+the row's own.
 
 For a candidate feature i the bound increment is (Eq. fs_update, rewritten with
 the normalised posterior r_k(y) = q(y | x_S^k))::
@@ -19,7 +20,7 @@ summed, so a sum over rows is exact and the same for every partitioning of the
 rows; the rounding costs at most 2.4e-10 nats in the mean (two logs per row for
 the naive Q, whose first term comes from the counts, one for the pairwise Q).
 
-Row weights (:mod:`.weights`): every function here takes the block's int64 weights ``w``
+Row weights (:mod:`.weights`): every function here takes the chunk's int64 weights ``w``
 (None: every row weighs 1). A weighted row's terms count ``w`` times, exactly: the counts
 are sums of weights and a step's sums are wide (:mod:`.wide`, a (2, D) ``[hi, lo]``
 instead of a (D,) int64), so a row of integer weight w gives the integers of w copies.
@@ -37,12 +38,12 @@ from .kernels import fixed_log
 #: fixed-point scale of per-row log contributions (defined with the loops that round)
 SCALE = kernels.SCALE
 
-#: rows per block; keeps an int64 block sum far from overflow (|log| < 700)
+#: rows per chunk; keeps an int64 chunk sum far from overflow (|log| < 700)
 MAX_CHUNK_ROWS = 1 << 16
-#: blocks are cut in multiples of this many rows where the choice is free: the compiled
+#: chunks are cut in multiples of this many rows where the choice is free: the compiled
 #: loops run over a candidate's rows in SIMD strides, and a row count off the stride leaves
-#: every candidate of every block a scalar tail (15% of a naive step at 30,000 candidates
-#: in blocks of 279 rows)
+#: every candidate of every chunk a scalar tail (15% of a naive step at 30,000 candidates
+#: in chunks of 279 rows)
 CHUNK_ROW_STEP = 64
 NAIVE = "vmi_naive"
 PAIRWISE = "vmi_pairwise"
@@ -66,7 +67,7 @@ PATTERN_CHUNK_CELLS = 1 << 20
 #: pairwise scores per (pattern, x_i, y) cell while the cells are at most rows / PAIR_CELL_RATIO.
 #: A cell costs L-1 exps and a log, a row a count and a fill; compiled, the per-row pass
 #: (:func:`kernels.pair_fold_scores`) costs about what that filling does, so the cells win
-#: only while very few (blocks of 12,544 rows: even or ahead by up to 0.17 ns a candidate
+#: only while very few (chunks of 12,544 rows: even or ahead by up to 0.17 ns a candidate
 #: row at 8-64 cells, -0.18 to +0.14 at 128-162, behind from 256 on: 2.5-8.3 against
 #: 2.0-2.2 ns; benchmarks/pair_cells.py, s19_pair_cells.json)
 PAIR_CELL_RATIO = 64 if kernels.BACKEND == "numba" else 2
@@ -170,7 +171,7 @@ def naive_own(counts: np.ndarray, cond: np.ndarray) -> np.ndarray:
 
     ``sum_k rint(2**32 log p(x_i^k | y_k))`` over all rows, which is
     ``sum_{a,y} n(x_i = a, y) rint(2**32 log p(a | y))``. Add it to the summed
-    :func:`naive_partials` of all blocks to get the bound increments. Above 2**21 rows (or
+    :func:`naive_partials` of all chunks to get the bound increments. Above 2**21 rows (or
     that much weight) the sums may pass int64: they are then Python ints (an object array).
     """
     counts = np.asarray(counts, dtype=np.int64)
@@ -185,14 +186,14 @@ def naive_own(counts: np.ndarray, cond: np.ndarray) -> np.ndarray:
 
 @dataclass
 class NaiveState:
-    """The per-row naive-Bayes posterior of one block of rows, kept from step to step.
+    """The per-row naive-Bayes posterior of one chunk of rows, kept from step to step.
 
     ``rows`` (L, n) is q(y | x_S) of every row for the features of ``block``, folded in
     one at a time in block order as :func:`naive_posterior` does. A step whose block
     extends ``block`` folds only the features it adds (one gather and normalisation
     per row instead of m), with the same bits. ``tables`` are the prior and p(x | y)
     arrays it was computed with: a step with other tables (another selection, another
-    conditional) rebuilds it. Empty while the block's rows fit the pattern kernel,
+    conditional) rebuilds it. Empty while the chunk's rows fit the pattern kernel,
     which needs no per-row posterior.
     """
 
@@ -240,7 +241,7 @@ def naive_rows(codes: np.ndarray, ops: StepOps, state: NaiveState | None):
 
 def naive_partials(codes: np.ndarray, ops: StepOps,
                    state: NaiveState | None = None, w: np.ndarray | None = None) -> np.ndarray:
-    """Fixed-point per-feature sums of the mixture term of the naive bound over one block.
+    """Fixed-point per-feature sums of the mixture term of the naive bound over one chunk.
 
     The naive increment of candidate i sums over rows ``log p(x_i^k | y_k) - log sum_y
     r_k(y) p(x_i^k | y)`` with r_k = q(y | x_S^k). The first term depends only on the
@@ -277,7 +278,7 @@ def pattern_log_sums(codes: np.ndarray, cands: np.ndarray, ids: np.ndarray, post
     sum_y post[p, y] p(a | y), TINY)), the pattern kernel's mixture term.
 
     Candidates are taken ``chunk_cells`` table cells at a time, so that a
-    block of a few hundred rows of a wide table costs a few array operations, not a few
+    chunk of a few hundred rows of a wide table costs a few array operations, not a few
     per candidate. The same products, sums and logs as one candidate at a time. With row
     weights ``w``, n(a, p) is the cell's weight and the sums are wide ((2, C)).
     """
@@ -303,7 +304,7 @@ def pattern_log_sums(codes: np.ndarray, cands: np.ndarray, ids: np.ndarray, post
 
 @dataclass
 class ChunkState:
-    """Per-row state of the pairwise Q over one block of rows.
+    """Per-row state of the pairwise Q over one chunk of rows.
 
     ``posterior`` (n, L) is q(y | x_S) normalised per row. ``log_ratio`` (D, n, L-1) holds,
     for every row k and every class c other than the row's own y_k (in increasing order),
@@ -378,7 +379,7 @@ def pairwise_sync(codes: np.ndarray, y: np.ndarray, state: ChunkState, ops: Step
 
 def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: ChunkState,
                       ops: StepOps, w: np.ndarray | None = None) -> np.ndarray:
-    """Fixed-point per-feature sums of the pairwise bound increments over one block.
+    """Fixed-point per-feature sums of the pairwise bound increments over one chunk.
 
     Per row ``log c_i(y_k) - log sum_y r(y) c_i(y)`` with c_i the geometric mean of
     p(x_i | x_j, y) over the block's features j, computed as
@@ -451,10 +452,10 @@ def _cells(codes: np.ndarray, state: ChunkState,
 
 def run_chunk(codes: np.ndarray, y: np.ndarray, state: ChunkState | NaiveState | None,
               ops: StepOps, w: np.ndarray | None = None) -> np.ndarray:
-    """One pass over a block of rows: the (D,) fixed-point partial sums of ``ops`` (wide,
+    """One pass over a chunk of rows: the (D,) fixed-point partial sums of ``ops`` (wide,
     (2, D), with row weights ``w``).
 
-    ``state`` is the block's :class:`ChunkState` (pairwise; required) or
+    ``state`` is the chunk's :class:`ChunkState` (pairwise; required) or
     :class:`NaiveState` (naive; optional, None rebuilds the posterior)."""
     if ops.pairwise:
         assert isinstance(state, ChunkState) and ops.block

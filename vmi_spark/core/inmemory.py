@@ -1,7 +1,7 @@
 """An in-memory backend: the whole encoded table as one set of numpy arrays.
 
 Used by the scikit-learn style selector and by tests; it runs exactly the same
-block kernels as the Spark executors, block by block.
+chunk kernels as the Spark executors, chunk by chunk.
 """
 
 from __future__ import annotations
@@ -34,14 +34,14 @@ MAX_THREADS = 8
 
 
 class InMemoryBackend:
-    """Rows held as (D, N) uint8 codes and (N,) class codes, split into blocks.
+    """Rows held as (D, N) uint8 codes and (N,) class codes, split into chunks.
 
-    Implements :class:`vmi_spark.core.greedy.Backend`. Each block keeps its per-row state
+    Implements :class:`vmi_spark.core.greedy.Backend`. Each chunk keeps its per-row state
     from step to step: the pairwise running sums, or the naive posterior (8 bytes per row
-    and class, :class:`.bound.NaiveState`). ``map`` runs a step's per-block
-    function over the blocks (default: the built-in ``map``, one block after the other;
+    and class, :class:`.bound.NaiveState`). ``map`` runs a step's per-chunk
+    function over the chunks (default: the built-in ``map``, one chunk after the other;
     a thread pool's ``map`` spreads them over cores, the kernels release the GIL). The
-    blocks' sums are exact integers, so the order they are computed in does not matter.
+    chunks' sums are exact integers, so the order they are computed in does not matter.
 
     ``w`` (optional) are the rows' integer weights (:mod:`.weights`: positive int64
     units): every count is then a sum of weights and a step's sums are exact Python ints
@@ -68,19 +68,19 @@ class InMemoryBackend:
         starts = range(0, codes.shape[1], chunk_rows)
         self.chunks = [(np.ascontiguousarray(codes[:, s:s + chunk_rows]), y[s:s + chunk_rows],
                         None if w is None else w[s:s + chunk_rows]) for s in starts]
-        #: every block's per-row state by (kind, block index), made at its first step
+        #: every chunk's per-row state by (kind, chunk index), made at its first step
         self.states = ChunkStore()
         self._map = map if map is not None else _in_turn
         #: :meth:`feature_counts`, counted at its first call (the rows never change)
         self._feature_counts: np.ndarray | None = None
 
     def _summed(self, count: Callable[..., np.ndarray]) -> np.ndarray:
-        """The sum over the blocks of ``count(codes, y, w)`` (integer counts), the blocks
+        """The sum over the chunks of ``count(codes, y, w)`` (integer counts), the chunks
         mapped like the steps' (on the driver execution's threads, the count passes too)."""
-        blocks = self.chunks or [(np.zeros((self.num_features, 0), np.uint8),
+        chunks = self.chunks or [(np.zeros((self.num_features, 0), np.uint8),
                                   np.zeros(0, np.int64), None)]
         total: np.ndarray | None = None
-        for part in self._map(lambda b: count(*b), blocks):
+        for part in self._map(lambda b: count(*b), chunks):
             if total is None:
                 total = part.copy()
             else:
@@ -115,7 +115,7 @@ class InMemoryBackend:
         return total
 
     def _state(self, i: int, ops: StepOps) -> ChunkState | NaiveState:
-        """Block ``i``'s state for ``ops`` (pairwise running sums or naive posterior)."""
+        """Chunk ``i``'s state for ``ops`` (pairwise running sums or naive posterior)."""
         key = ("pairwise" if ops.pairwise else "naive", i)
         state = self.states.get(key)
         if state is None:
@@ -126,7 +126,7 @@ class InMemoryBackend:
         return state
 
     def kept_states(self, kind: str) -> list:
-        """The states of ``kind`` ("naive" or "pairwise") kept so far, in block order."""
+        """The states of ``kind`` ("naive" or "pairwise") kept so far, in chunk order."""
         return [self.states.peek((kind, i)) for i in range(len(self.chunks))
                 if (kind, i) in self.states]
 
@@ -136,7 +136,7 @@ class InMemoryBackend:
                                                               self.num_classes, w))
 
     def rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """All rows as ``(codes, y, w)`` (``w`` None when unweighted), in block order."""
+        """All rows as ``(codes, y, w)`` (``w`` None when unweighted), in chunk order."""
         if not self.chunks:
             return (np.zeros((self.num_features, 0), np.uint8), np.zeros(0, np.int64),
                     np.zeros(0, np.int64) if self.weighted else None)
@@ -146,7 +146,7 @@ class InMemoryBackend:
         return codes, y, w
 
     def masked(self, keep: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> InMemoryBackend:
-        """A backend over the rows ``keep(codes, y)`` (a (n,) bool mask of a block) keeps:
+        """A backend over the rows ``keep(codes, y)`` (a (n,) bool mask of a chunk) keeps:
         a stability run's half-sample (:mod:`.stability`), weights kept with their rows."""
         parts = [(c[:, m], y[m], None if w is None else w[m])
                  for c, y, w in self.chunks for m in [keep(c, y)]]
@@ -164,12 +164,12 @@ class InMemoryBackend:
 
 
 class ThreadedBackend(InMemoryBackend):
-    """:class:`InMemoryBackend` whose blocks run on a pool of threads (the kernels release
+    """:class:`InMemoryBackend` whose chunks run on a pool of threads (the kernels release
     the GIL). A step's sums are exact integers, so the result is the one-thread result bit
     for bit, whatever the number of threads.
 
     ``threads`` defaults to the process's cores (:func:`process_cores`, at most
-    :data:`MAX_THREADS`). The rows are cut into about two blocks per thread, so that every
+    :data:`MAX_THREADS`). The rows are cut into about two chunks per thread, so that every
     thread has work in every pass; a table of at most 4096 rows runs on the calling thread.
     """
 

@@ -326,7 +326,7 @@ def _fold_add2(src, a_i, key, d, arity):
 # _ahead() asks for the stretch _AHEAD rows after the one from row s of candidate j,
 # in the next candidate's row once past the end of this one (flat: the C-contiguous
 # state of n rows and ``others`` values a row per feature, as one row; last: its last
-# index). Blocks of fewer rows than _AHEAD (wide tables) are not prefetched: each
+# index). Chunks of fewer rows than _AHEAD (wide tables) are not prefetched: each
 # candidate's row is short, the rows of consecutive candidates follow each other, and
 # the hardware keeps up (the prefetches cost 3-9% there). The callers test that, not
 # _ahead(): inside it the test cost 2-13% at few rows (session 20, one-off timings).
@@ -383,7 +383,7 @@ def _mix2(codes, cands, post, cond, out):
     p0 = post[0]
     p1 = post[1]
     # the candidate's two columns of p(x_i | y), contiguous: filled per candidate into
-    # buffers made once (a block of a wide table has few rows a candidate)
+    # buffers made once (a chunk of a wide table has few rows a candidate)
     arity = cond.shape[1]
     c0 = np.empty(arity)
     c1 = np.empty(arity)

@@ -48,7 +48,7 @@ class RowSource(planning.PlanSource, Protocol):
 
     def encode_chunks(self, plan: EncodingPlan, chunk_rows: int,
                       skip_cols: list[str]) -> DataFrame:
-        """The kept rows as block rows of codes (:mod:`vmi_spark.spark.chunks.codes`)."""
+        """The kept rows as chunk rows of codes (:mod:`vmi_spark.spark.chunks.codes`)."""
         ...
 
     def reading(self) -> AbstractContextManager[None]:
@@ -58,7 +58,7 @@ class RowSource(planning.PlanSource, Protocol):
     def evened(self, parts: int) -> Any:
         """The same rows cut into ``parts`` even runs, encoded straight into
         ``parts`` partitions (``encode_chunks(..., partitions=parts)``), or None where
-        the source cannot (the blocks are then spread by a range shuffle)."""
+        the source cannot (the chunks are then spread by a range shuffle)."""
         ...
 
 

@@ -149,7 +149,7 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
     ``kde`` estimator. ``report()["reader"]`` says which read the rows: ``"pyarrow"``
     or ``"spark"``.
 
-    ``execution`` says how the greedy steps run: ``"resident"`` keeps the blocks in
+    ``execution`` says how the greedy steps run: ``"resident"`` keeps the chunks in
     long-running barrier tasks that the driver talks to directly (one round trip per
     step, :mod:`vmi_spark.spark.executions.resident`); ``"passes"`` runs one Spark job per pass
     (:class:`vmi_spark.spark.executions.passes.SparkBackend`); ``"auto"`` (the default) is

@@ -1,11 +1,11 @@
-"""The block format: typed rows become blocks of one-byte codes, and back.
+"""The chunk format: typed rows become chunks of one-byte codes, and back.
 
-A block row holds up to ``chunk_rows`` input rows: ``codes`` is the (D, n) uint8
+A chunk row holds up to ``chunk_rows`` input rows: ``codes`` is the (D, n) uint8
 matrix in feature-major order (one byte per cell), ``y`` the (n,) uint16 class
 codes, ``chunk_id`` a number unique in the run (the partition in the high 32 bits),
 ``w`` the (n,) int64 weight units of a weighted table's rows
 (:mod:`vmi_spark.core.weights`; null without row weights: nothing is stored).
-Both row sources write blocks with :func:`chunk_encoder`; both executions read them
+Both row sources write chunks with :func:`chunk_encoder`; both executions read them
 with :func:`decode_chunks`. This module also holds the byte budgets the executions
 share.
 """
@@ -34,7 +34,7 @@ CHUNK_SCHEMA = "chunk_id long, n int, codes binary, y binary, w binary"
 WORKER_STATE_BYTES = 2 << 30
 #: bytes of counts one task sends per count request (bulk pair counts are split to fit)
 COUNT_PASS_BYTES = 32 << 20
-#: cells a block encoder encodes at once (one byte of codes each, no more than the input
+#: cells a chunk encoder encodes at once (one byte of codes each, no more than the input
 #: batch itself holds: one to eight bytes a cell). Each slice costs about 17 us a column:
 #: at 64 Mi cells a 4,096-row row group of 30,000 columns took two slices and 10.4 ns a
 #: cell, in one 5.6 ns
@@ -122,14 +122,14 @@ def chunk_encoder(plan: EncodingPlan, chunk_rows: int, chunks: bool = False,
                   encode_cells: int = ENCODE_CELLS
                   ) -> Callable[[Iterator[Any]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function from typed batches (label first, then ``plan.features``)
-    to block rows (:data:`CHUNK_SCHEMA`) of ``chunk_rows`` rows (the last one fewer);
+    to chunk rows (:data:`CHUNK_SCHEMA`) of ``chunk_rows`` rows (the last one fewer);
     with ``chunks``, from the ``(at, batch)`` column chunks of :func:`encode_chunks`.
 
     Each input batch is encoded column by column in slices of up to ``encode_cells``
-    cells (:data:`ENCODE_CELLS`; and at least a block), then cut into blocks: the per-column cost is paid once
-    per slice, not once per block (a block of a table of 30,000 columns holds a few
-    hundred rows). Every code depends on its own value only, so the blocks are those of
-    encoding block by block.
+    cells (:data:`ENCODE_CELLS`; and at least a chunk), then cut into chunks: the per-column cost is paid once
+    per slice, not once per chunk (a chunk of a table of 30,000 columns holds a few
+    hundred rows). Every code depends on its own value only, so the chunks are those of
+    encoding chunk by chunk.
     """
     scale = plan.weight_scale
 
@@ -140,7 +140,7 @@ def chunk_encoder(plan: EncodingPlan, chunk_rows: int, chunks: bool = False,
         base = (ctx.partitionId() if ctx is not None else 0) << 32
         serial = 0
 
-        def block(codes, y, w):
+        def chunk(codes, y, w):
             nonlocal serial
             out = pa.RecordBatch.from_pydict({
                 "chunk_id": pa.array([base + serial], pa.int64()),
@@ -153,7 +153,7 @@ def chunk_encoder(plan: EncodingPlan, chunk_rows: int, chunks: bool = False,
             serial += 1
             return out
 
-        # encoded rows not yet in a block: (codes, y, weight units or None)
+        # encoded rows not yet in a chunk: (codes, y, weight units or None)
         held: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
         count = 0
         step = max(chunk_rows, encode_cells // max(1, len(plan.columns)))
@@ -169,13 +169,13 @@ def chunk_encoder(plan: EncodingPlan, chunk_rows: int, chunks: bool = False,
             codes, y, w = _joined(held)
             full = count - count % chunk_rows
             for s in range(0, full, chunk_rows):
-                yield block(codes[:, s:s + chunk_rows], y[s:s + chunk_rows],
+                yield chunk(codes[:, s:s + chunk_rows], y[s:s + chunk_rows],
                             None if w is None else w[s:s + chunk_rows])
             held = [(codes[:, full:].copy(), y[full:].copy(),
                      None if w is None else w[full:].copy())] if full < count else []
             count -= full
         if count:
-            yield block(*_joined(held))
+            yield chunk(*_joined(held))
 
     return encode
 
@@ -213,7 +213,7 @@ def binary_values(arr: pa.Array) -> list[memoryview]:
 
 def decode_chunks(rb: pa.RecordBatch, num_features: int
                   ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray | None]]:
-    """(block id, n, codes (D, n) uint8, y (n,) intp, w (n,) int64 or None) of every block
+    """(chunk id, n, codes (D, n) uint8, y (n,) intp, w (n,) int64 or None) of every chunk
     row of a record batch (the codes are read-only views of the batch; ``w`` the weight
     units of a weighted table's rows)."""
     ns = rb.column("n").to_pylist()

@@ -67,7 +67,7 @@ class DriverRows(SparkRows, TableRows):
 
     def encode_chunks(self, plan: EncodingPlan, chunk_rows: int,
                       skip_cols: list[str]) -> DataFrame:
-        """The codes as block rows (:data:`~.chunks.CHUNK_SCHEMA`) of a DataFrame, for the
+        """The codes as chunk rows (:data:`~.chunks.CHUNK_SCHEMA`) of a DataFrame, for the
         distributed executions (a pairwise selection whose state would not fit the driver)."""
         codes, y, w = self.codes(plan, skip_cols)
         starts = range(0, codes.shape[1], chunk_rows)
@@ -134,7 +134,7 @@ def probed_rows(df: DataFrame, label: str, features: list[str],
 
 
 class DriverBackend(ThreadedBackend):
-    """:class:`~vmi_spark.core.inmemory.ThreadedBackend` (the blocks on the driver's
+    """:class:`~vmi_spark.core.inmemory.ThreadedBackend` (the chunks on the driver's
     threads) with the execution interface of :class:`vmi_spark.spark.routes.Execution`."""
 
     execution = "driver"

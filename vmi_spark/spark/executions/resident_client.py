@@ -1,11 +1,11 @@
 """The resident tasks' side: what one task holds, and how it serves the driver.
 
 Each task of the resident job (:mod:`.resident`) runs :func:`task_fn`'s function over its
-partition of encoded blocks: it reads the blocks into its Python worker, connects to the
+partition of encoded chunks: it reads the chunks into its Python worker, connects to the
 driver and presents the run's secret (a hello, :mod:`.resident_protocol`), then answers
 the driver's requests from what it holds (:class:`Task`) until it is told to stop. The
 per-row state of the steps (the pairwise running sums, the naive posterior) stays in the
-task, up to a budget; a block past it has its state rebuilt from its codes every step.
+task, up to a budget; a chunk past it has its state rebuilt from its codes every step.
 """
 
 from __future__ import annotations
@@ -43,20 +43,20 @@ CONNECT_SECONDS = 120.0
 
 
 class Task:
-    """What one resident task holds and computes: its blocks, tables and per-row state.
+    """What one resident task holds and computes: its chunks, tables and per-row state.
 
-    ``blocks`` is ``[(block id, codes (D, n) uint8, y (n,) intp, w (n,) int64 or None)]``
+    ``chunks`` is ``[(chunk id, codes (D, n) uint8, y (n,) intp, w (n,) int64 or None)]``
     (``w``: a weighted table's weight units); ``state_budget`` the bytes of per-row state
     kept from step to step. A request with a ``mask`` (a stability run's
     :class:`~vmi_spark.core.stability.HalfSample`) is answered over the rows it keeps: the
-    task keeps those rows of its blocks while the mask stays the same, and starts the
+    task keeps those rows of its chunks while the mask stays the same, and starts the
     per-row state afresh when it changes.
     """
 
-    def __init__(self, blocks: list, num_features: int, arity: int, num_classes: int,
+    def __init__(self, chunks: list, num_features: int, arity: int, num_classes: int,
                  state_budget: int):
-        self.all_chunks = blocks
-        self.chunks = blocks
+        self.all_chunks = chunks
+        self.chunks = chunks
         self.mask: dict | None = None
         self.num_features = num_features
         self.arity = arity
@@ -65,7 +65,7 @@ class Task:
         self.prior: np.ndarray | None = None
         self.cond: np.ndarray | None = None
         self.tables: dict[int, np.ndarray] = {}
-        # per-row states by (kind, block id): the first that fit the budget stay; a block
+        # per-row states by (kind, chunk id): the first that fit the budget stay; a chunk
         # beyond it rebuilds its state every step (from its codes: the same integers)
         self.states = ChunkStore(state_budget, evict=False)
 
@@ -145,7 +145,7 @@ class Task:
         return state
 
     def _naive_state(self, bid: int, n: int) -> NaiveState | None:
-        """The block's naive posterior state, or None (rebuilt) when the budget is spent."""
+        """The chunk's naive posterior state, or None (rebuilt) when the budget is spent."""
         state = self.states.get(("naive", bid))
         if state is None:
             state = NaiveState()  # empty until the step fills it: counted at its full size
@@ -169,7 +169,7 @@ def connect(address: tuple[str, int], deadline: float) -> socket.socket:
             time.sleep(0.5)
 
 
-def greet(address: tuple[str, int], header: dict, blocks: np.ndarray,
+def greet(address: tuple[str, int], header: dict, chunks: np.ndarray,
           deadline: float) -> tuple[socket.socket, dict, list[np.ndarray]]:
     """Connect, present the hello ``header`` and wait for the first request:
     ``(sock, header, arrays)``.
@@ -179,7 +179,7 @@ def greet(address: tuple[str, int], header: dict, blocks: np.ndarray,
     while True:
         sock = connect(address, deadline)
         try:
-            wire.send(sock, header, [blocks])
+            wire.send(sock, header, [chunks])
             header_in, arrays = wire.recv(sock, MAX_REQUEST_BYTES, MAX_REQUEST_HEADER)
             return sock, header_in, arrays
         except OSError:  # WireError too: refused or dropped before being served
@@ -208,7 +208,7 @@ def serve(sock: socket.socket, task: Task, header: dict, arrays: list[np.ndarray
 
 def task_fn(address: tuple[str, int], secret: str, num_features: int, arity: int,
             num_classes: int, state_budget: int):
-    """The barrier task's function (``mapInArrow``): read the partition's blocks, connect,
+    """The barrier task's function (``mapInArrow``): read the partition's chunks, connect,
     serve until told to stop, then yield one row of :data:`.resident_protocol.TASK_SCHEMA`."""
     def fn(batches):
         from pyspark import BarrierTaskContext
@@ -231,7 +231,7 @@ def task_fn(address: tuple[str, int], secret: str, num_features: int, arity: int
             sock.close()
         yield pa.RecordBatch.from_pydict({
             "partition": pa.array([ctx.partitionId()], pa.int32()),
-            "blocks": pa.array([len(held)], pa.int32()),
+            "chunks": pa.array([len(held)], pa.int32()),
             "rows": pa.array([rows], pa.int64()),
             "requests": pa.array([served], pa.int64())})
     return fn

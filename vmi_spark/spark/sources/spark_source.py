@@ -3,7 +3,7 @@
 Any DataFrame with the label and feature columns (numeric, boolean or string) is a
 row source here. The values are typed in the Python workers (see :func:`packed`),
 the same way as :func:`prepare_frame` types them and as the pyarrow reader
-(:mod:`.arrow_source`) does, so both give the same plan and the same blocks.
+(:mod:`.arrow_source`) does, so both give the same plan and the same chunks.
 """
 
 from __future__ import annotations
@@ -276,7 +276,7 @@ class SparkSource(SparkRows):
 
     def encode_chunks(self, plan: EncodingPlan, chunk_rows: int,
                       skip_cols: list[str]) -> DataFrame:
-        """The kept rows as block rows of codes (:mod:`.blocks`)."""
+        """The kept rows as chunk rows of codes (:mod:`.chunks`)."""
         df = self.kept(plan.label, skip_cols)
         cols = self._cols([plan.label, *plan.features])
         return packed(df, cols).mapInArrow(
