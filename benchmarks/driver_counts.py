@@ -35,7 +35,7 @@ MAPPED = inmemory.InMemoryBackend._summed
 
 def in_turn(self, count):
     """The count passes as before: every block on the calling thread, then one sum."""
-    return np.sum([count(c, y) for c, y in self.blocks], axis=0)
+    return np.sum([count(c, y) for c, y in self.chunks], axis=0)
 
 
 def select(codes, y, method: str, k: int) -> tuple[float, list[int]]:

@@ -47,7 +47,7 @@ from run import (  # noqa: E402
     NAIVE,
     PAIRWISE,
     STATES,
-    block_rows_for,
+    chunk_rows_for,
     load,
     make_table,
     naive_ops,
@@ -85,10 +85,10 @@ def measure(n: int, d: int, k: int, reps: int) -> dict:
     codes, y = make_table(n, d, STATES)
     prior, cond, mi = tables(codes, y)
     order = [int(i) for i in np.argsort(-mi, kind="stable")]
-    kept = InMemoryBackend(codes, y, STATES, CLASSES, block_rows=block_rows_for(n, d))
-    fresh = InMemoryBackend(codes, y, STATES, CLASSES, block_rows=block_rows_for(n, d))
+    kept = InMemoryBackend(codes, y, STATES, CLASSES, chunk_rows=chunk_rows_for(n, d))
+    fresh = InMemoryBackend(codes, y, STATES, CLASSES, chunk_rows=chunk_rows_for(n, d))
     pw = InMemoryBackend(codes, y, STATES, CLASSES,
-                         block_rows=block_rows_for(n, d, PAIRWISE))
+                         chunk_rows=chunk_rows_for(n, d, PAIRWISE))
     kept.run(naive_ops(prior, cond, order[:8], d))  # compile every loop once
     kept.close()
     rows, tabs, same, same_pair = [], {}, True, True

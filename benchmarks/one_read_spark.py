@@ -47,8 +47,8 @@ def one_table(spark, path: str, reps: int) -> dict:
     from vmi_spark.params import Settings
     from vmi_spark.spark import routes as R
     from vmi_spark.spark import select as S
-    from vmi_spark.spark.blocks.memory import cache_level
-    from vmi_spark.spark.blocks.storage import batch_rows, cache_batch_rows, keep
+    from vmi_spark.spark.chunks.memory import cache_level
+    from vmi_spark.spark.chunks.storage import batch_rows, cache_batch_rows, keep
 
     settings = Settings.of({}, "python")
     df = spark.read.parquet(path)
@@ -63,7 +63,7 @@ def one_table(spark, path: str, reps: int) -> dict:
     level = cache_level(spark, StorageLevel.MEMORY_AND_DISK, plan.num_rows * (d + 2),
                         ex.parts, notes)
     out: dict = {"path": os.path.basename(path), "rows": plan.num_rows, "features": d,
-                 "binned": len(binned), "parts": ex.parts, "block_rows": ex.block_rows,
+                 "binned": len(binned), "parts": ex.parts, "block_rows": ex.chunk_rows,
                  "reader": route.read_by, "cache": "disk" if not level.useMemory else "memory",
                  "plan_phases": {k: round(v, 2) for k, v in phases.items()}, "runs": []}
     source = route.source
@@ -80,7 +80,7 @@ def one_table(spark, path: str, reps: int) -> dict:
         return even.frame(ex.parts).mapInArrow(fn, "x int")
 
     def encoded():
-        return source.evened(ex.parts).encode_blocks(plan, ex.block_rows, skip,
+        return source.evened(ex.parts).encode_chunks(plan, ex.chunk_rows, skip,
                                                     partitions=ex.parts)
 
     def encode_cache():
@@ -95,7 +95,7 @@ def one_table(spark, path: str, reps: int) -> dict:
         "read_all": lambda: noop(reader(["label", *route.features])),
         "read_binned": lambda: noop(reader(["label", *binned])),
     }
-    with batch_rows(spark, cache_batch_rows(ex.block_rows * (d + 2), cap)), source.reading():
+    with batch_rows(spark, cache_batch_rows(ex.chunk_rows * (d + 2), cap)), source.reading():
         for rep in range(reps):
             for name, fn in variants.items():
                 row = {"variant": name, "rep": rep, **timed(fn)}

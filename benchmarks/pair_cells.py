@@ -2,11 +2,11 @@
 
 One process, one thread: ``InMemoryBackend`` (the kernels the resident tasks run, block by
 block) on ``--rows`` x ``--features`` of 2-, 3- and 8-state features, 2 classes
-(``data.make_table``), blocks as ``memory.block_rows_for`` cuts them. For m = 1..K the
+(``data.make_table``), blocks as ``memory.chunk_rows_for`` cuts them. For m = 1..K the
 ``vmi_pairwise`` step (the state pass: fold and score; the count pass is the same either
 way) is timed three ways, fastest of ``--reps`` whole paths:
 
-* ``cells``: ``bound.PAIR_CELL_RATIO`` = 1, so the cells are scored whenever the block's
+* ``cells``: ``Routes.pair_cell_ratio`` = 1, so the cells are scored whenever the block's
   patterns give at most one cell per row;
 * ``rows``: the ratio so large that every row is scored (``kernels.pair_fold_scores``);
 * ``default``: the ratio the package sets.
@@ -29,8 +29,16 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 import numpy as np  # noqa: E402
-from run import (CLASSES, PAIRWISE, block_rows_for, load, make_table,  # noqa: E402
-                 pair_conditional, safe_log, save)
+from run import (  # noqa: E402
+    CLASSES,
+    PAIRWISE,
+    chunk_rows_for,
+    load,
+    make_table,
+    pair_conditional,
+    safe_log,
+    save,
+)
 
 from vmi_spark.core import bound  # noqa: E402
 from vmi_spark.core.bound import StepOps, feature_counts  # noqa: E402
@@ -46,29 +54,24 @@ def path_times(codes, y, states: int, k: int, ratio: int, block: int):
     cnt = feature_counts(codes, y.astype(np.intp), states, CLASSES)
     prior, cond, mi = cnt[0].sum(axis=0) / n, conditional(cnt), mutual_information(cnt)
     order = [int(i) for i in np.argsort(-mi, kind="stable")]
-    saved = bound.PAIR_CELL_RATIO
-    bound.PAIR_CELL_RATIO = ratio
-    try:
-        be = InMemoryBackend(codes, y, states, CLASSES, block_rows=block)
-        tabs, secs, sums = {}, [], []
-        for m in range(1, k + 1):
-            f = order[m - 1]
-            tabs[f] = safe_log(pair_conditional(be.pair_counts(f)))
-            cands = np.ones(d, bool)
-            cands[order[:m]] = False
-            ops = StepOps(PAIRWISE, prior, cond, cands, block=tuple(order[:m]),
-                          pair_log_tables=dict(tabs))
-            t = time.perf_counter()
-            sums.append(be.run(ops))
-            secs.append(time.perf_counter() - t)
-        return secs, sums, order
-    finally:
-        bound.PAIR_CELL_RATIO = saved
+    be = InMemoryBackend(codes, y, states, CLASSES, chunk_rows=block)
+    tabs, secs, sums = {}, [], []
+    for m in range(1, k + 1):
+        f = order[m - 1]
+        tabs[f] = safe_log(pair_conditional(be.pair_counts(f)))
+        cands = np.ones(d, bool)
+        cands[order[:m]] = False
+        ops = StepOps(PAIRWISE, prior, cond, cands, block=tuple(order[:m]),
+                      pair_log_tables=dict(tabs), routes=bound.Routes(pair_cell_ratio=ratio))
+        t = time.perf_counter()
+        sums.append(be.run(ops))
+        secs.append(time.perf_counter() - t)
+    return secs, sums, order
 
 
 def measure(n: int, d: int, states: int, k: int, reps: int) -> dict:
     codes, y = make_table(n, d, states)
-    block = block_rows_for(n, d, PAIRWISE)
+    block = chunk_rows_for(n, d, PAIRWISE)
     best: dict[str, list[float]] = {}
     sums: dict[str, list[np.ndarray]] = {}
     for _ in range(reps):

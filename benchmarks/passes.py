@@ -3,7 +3,7 @@
 What a task of ``run_selection`` does with the rows before the selection, without Spark's
 scheduling around it: the driver's look at a first batch (``_sure_binned``), the
 statistics pass (``column_stats_fn`` over ``read_chunks``) and the encoding pass
-(``block_encoder`` over ``read_chunks``), each over every row group of the table in this
+(``chunk_encoder`` over ``read_chunks``), each over every row group of the table in this
 process, for the Parquet columns (``ParquetReader``) and the vector column
 (``ParquetVectorReader``) of the tables ``wide.py --data DIR`` wrote (written here if
 missing). Seconds per pass; ``--profile`` prints the top functions of each pass. Both
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     import wide
     from run import save
     from vmi_spark.spark.sources.arrow_source import ParquetReader, parquet_source
-    from vmi_spark.spark.blocks.codes import block_encoder
+    from vmi_spark.spark.chunks.codes import chunk_encoder
     from vmi_spark.spark.plan import build_plan
     from vmi_spark.core.rows import column_stats_fn, merge_stats
     from vmi_spark.spark.sources.vector_source import ParquetVectorReader
@@ -103,7 +103,7 @@ def main(argv=None) -> int:
                                 return merged
                         plan, _ = build_plan(cols.schema, "label", names, 32, 64, 1000,
                                              "keep", Known())
-                    encode = block_encoder(plan, 512, chunks=True)
+                    encode = chunk_encoder(plan, 512, chunks=True)
                     read = reader.read_chunks(["label", *names])
                     et, got, et_prof = _timed(lambda: list(encode(read(iter(units)))),
                                               args.profile)

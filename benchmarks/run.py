@@ -134,27 +134,27 @@ def slots() -> int:
     return max(1, int(spark().sparkContext.defaultParallelism))
 
 
-def block_rows_for(n: int, d: int, method: str = NAIVE) -> int:
+def chunk_rows_for(n: int, d: int, method: str = NAIVE) -> int:
     """The block size ``run_selection`` picks (about 4 blocks per task slot)."""
-    from vmi_spark.spark.blocks.memory import block_rows_for as rows_for
+    from vmi_spark.spark.chunks.memory import chunk_rows_for as rows_for
     return rows_for(n, slots(), d, method, CLASSES)
 
 
-def blocks_frame(codes: np.ndarray, y: np.ndarray, block_rows: int):
-    """Encoded-blocks DataFrame with the schema of ``encode_blocks``, range-repartitioned
+def chunks_frame(codes: np.ndarray, y: np.ndarray, chunk_rows: int):
+    """Encoded-blocks DataFrame with the schema of ``encode_chunks``, range-repartitioned
     over the task slots and cached like ``run_selection`` does; materialised."""
     from pyspark import StorageLevel
-    from vmi_spark.spark.blocks.codes import BLOCK_SCHEMA
+    from vmi_spark.spark.chunks.codes import CHUNK_SCHEMA
     d, n = codes.shape
     rows = []
-    for b, s in enumerate(range(0, n, block_rows)):
-        e = min(n, s + block_rows)
+    for b, s in enumerate(range(0, n, chunk_rows)):
+        e = min(n, s + chunk_rows)
         rows.append((b, e - s, np.ascontiguousarray(codes[:, s:e]).tobytes(),
                      y[s:e].astype(np.uint16).tobytes()))
     import pandas as pd
-    pdf = pd.DataFrame(rows, columns=["block_id", "n", "codes", "y"])
+    pdf = pd.DataFrame(rows, columns=["chunk_id", "n", "codes", "y"])
     # through Arrow: much faster than pickling Python rows for ~1 GB of block bytes
-    df = (spark().createDataFrame(pdf, BLOCK_SCHEMA).repartitionByRange(slots(), "block_id")
+    df = (spark().createDataFrame(pdf, CHUNK_SCHEMA).repartitionByRange(slots(), "chunk_id")
           .persist(StorageLevel.MEMORY_AND_DISK))
     df.count()
     return df
@@ -197,12 +197,12 @@ class numpy_kernels:
             setattr(core_kernels, k, v)
 
 
-def kernel_used(codes, y, block, cond, prior, block_rows) -> dict:
+def kernel_used(codes, y, block, cond, prior, chunk_rows) -> dict:
     """Which naive kernel ``naive_partials`` runs on each block (same decision rule)."""
     counts = {"pattern": 0, "per_row": 0}
     patterns = []
-    for s in range(0, codes.shape[1], block_rows):
-        c = codes[:, s:s + block_rows]
+    for s in range(0, codes.shape[1], chunk_rows):
+        c = codes[:, s:s + chunk_rows]
         n = c.shape[1]
         limit = max(1, n // (PATTERN_RATIO * STATES))
         _, post, rest = naive_posterior(c, tuple(block), cond, prior, limit)
@@ -235,10 +235,10 @@ def bench_naive(scale, reps=3, ms=(1, 2, 3, 6)):
     yi = y.astype(np.intp)
     prior, cond, mi = tables(codes, y)
     order = [int(i) for i in np.argsort(-mi, kind="stable")]
-    br = block_rows_for(n, d)
-    df = blocks_frame(codes, y, br)
+    br = chunk_rows_for(n, d)
+    df = chunks_frame(codes, y, br)
     be = make_backend(df, d, NAIVE)
-    mem = InMemoryBackend(codes, y, STATES, CLASSES, block_rows=br)
+    mem = InMemoryBackend(codes, y, STATES, CLASSES, chunk_rows=br)
     res = {"rows": n, "features": d, "states": STATES, "classes": CLASSES, "block_rows": br,
            "blocks": -(-n // br), "load_start": load(), "steps": []}
     _check("feature_counts equal", np.array_equal(be.feature_counts(),
@@ -302,25 +302,25 @@ def bench_overhead(scale, m=6, reps=3):
     import pyarrow as pa
     from vmi_spark.core.bound import naive_partials
     from vmi_spark.spark.executions.passes import SparkBackend
-    from vmi_spark.spark.blocks.codes import decode_blocks as _blocks
+    from vmi_spark.spark.chunks.codes import decode_chunks as _chunks
     n, d = int(1_000_000 * scale), 200
     codes, y = make_table(n, d, STATES)
     prior, cond, mi = tables(codes, y)
     order = [int(i) for i in np.argsort(-mi, kind="stable")]
-    br = block_rows_for(n, d)
-    df = blocks_frame(codes, y, br)
+    br = chunk_rows_for(n, d)
+    df = chunks_frame(codes, y, br)
     be = SparkBackend(df, d, STATES, CLASSES)
     ops = naive_ops(prior, cond, order[:m], d)
     be.run(ops)
 
     def bare(batches):
         for rb in batches:
-            k = sum(1 for _ in _blocks(rb, d))
+            k = sum(1 for _ in _chunks(rb, d))
             yield pa.RecordBatch.from_pydict({"k": pa.array([k], pa.int64())})
 
     def kernel(batches):
         for rb in batches:
-            for _, _, c, yy in _blocks(rb, d):
+            for _, _, c, yy in _chunks(rb, d):
                 t = time.perf_counter()
                 naive_partials(c, ops)
                 yield pa.RecordBatch.from_pydict({"s": pa.array([time.perf_counter() - t])})
@@ -333,7 +333,7 @@ def bench_overhead(scale, m=6, reps=3):
         t, rows = timed(lambda: df.mapInArrow(kernel, "s double").collect())
         ks.append({"wall_s": t, "kernel_sum_s": sum(r[0] for r in rows)})
     res["kernel_pass"] = ks
-    mem = InMemoryBackend(codes, y, STATES, CLASSES, block_rows=br)
+    mem = InMemoryBackend(codes, y, STATES, CLASSES, chunk_rows=br)
     res["inmemory_1core_s"] = [timed(mem.run, ops)[0] for _ in range(reps)]
     res["load_end"] = load()
     be.close()
@@ -351,8 +351,8 @@ def bench_pairwise(scale, k=30):
     order = [int(i) for i in np.argsort(-mi, kind="stable")]
     res = {"rows": n, "features": d, "k": k, "load_start": load()}
     # naive: stateless passes over the cached blocks
-    br = block_rows_for(n, d)
-    df = blocks_frame(codes, y, br)
+    br = chunk_rows_for(n, d)
+    df = chunks_frame(codes, y, br)
     nv = make_backend(df, d, NAIVE)
     nv.run(naive_ops(prior, cond, order[:1], d))  # warm-up
     naive_s, naive_sums = [], {}
@@ -365,8 +365,8 @@ def bench_pairwise(scale, k=30):
     df.unpersist()
     res.update(naive_block_rows=br, naive_step_s=naive_s, load_after_naive=load())
     # pairwise: the persisted state chain, with the count pass of the chosen feature
-    brp = block_rows_for(n, d, PAIRWISE)
-    dfp = blocks_frame(codes, y, brp)
+    brp = chunk_rows_for(n, d, PAIRWISE)
+    dfp = chunks_frame(codes, y, brp)
     pw = make_backend(dfp, d, PAIRWISE)
     pw.feature_counts()
     tabs = {}
@@ -429,7 +429,7 @@ def bench_fixed(scale, reps=15):
     codes, y = make_table(100, 5, STATES, informative=3)
     prior, cond, mi = tables(codes, y)
     order = [int(i) for i in np.argsort(-mi, kind="stable")]
-    df = blocks_frame(codes, y, block_rows_for(100, 5))
+    df = chunks_frame(codes, y, chunk_rows_for(100, 5))
     res = {"rows": 100, "features": 5, "load_start": load()}
     be = make_backend(df, 5, NAIVE)
     ops = naive_ops(prior, cond, order[:2], 5)
@@ -468,8 +468,8 @@ def _scaling_point(n, d, ms=(2, 6), reps=3):
     codes, y = make_table(n, d, STATES)
     prior, cond, mi = tables(codes, y)
     order = [int(i) for i in np.argsort(-mi, kind="stable")]
-    br = block_rows_for(n, d)
-    df = blocks_frame(codes, y, br)
+    br = chunk_rows_for(n, d)
+    df = chunks_frame(codes, y, br)
     be = make_backend(df, d, NAIVE)
     be.run(naive_ops(prior, cond, order[:1], d))  # warm-up
     out = {"rows": n, "features": d, "block_rows": br, "load": load()}
@@ -483,7 +483,7 @@ def _scaling_point(n, d, ms=(2, 6), reps=3):
         out[f"m{m}_all_s"] = ts
         out[f"m{m}_kernel"] = kernel_used(codes, y.astype(np.intp), order[:m], cond, prior, br)["kernel"]
         if m == ms[-1]:
-            ref = InMemoryBackend(codes, y, STATES, CLASSES, block_rows=br).run(ops)
+            ref = InMemoryBackend(codes, y, STATES, CLASSES, chunk_rows=br).run(ops)
             out[f"m{m}_equal_inmemory"] = bool(np.array_equal(np.asarray(s, dtype=np.int64), ref))
     be.close()
     df.unpersist()

@@ -96,8 +96,8 @@ def bench_weights(rows: int, features: int, k: int, reps: int) -> dict:
     codes, y = make_table(rows, features)
     w = np.random.default_rng(1).integers(1, 5, rows)
     out: dict = {"rows": rows, "features": features, "k": k, "steps": []}
-    backends = {"unweighted": lambda: InMemoryBackend(codes, y, 8, 2, block_rows=8192),
-                "weighted": lambda: InMemoryBackend(codes, y, 8, 2, block_rows=8192, w=w)}
+    backends = {"unweighted": lambda: InMemoryBackend(codes, y, 8, 2, chunk_rows=8192),
+                "weighted": lambda: InMemoryBackend(codes, y, 8, 2, chunk_rows=8192, w=w)}
     res: dict = {}
     for name, make in backends.items():
         b = make()

@@ -257,7 +257,7 @@ def test_job_reads_parquet_with_pyarrow_and_matches_spark_reader(spark, files, t
 def test_row_groups_are_cut_into_even_runs_without_a_shuffle(spark, files, monkeypatch):
     """Row groups are split evenly over the task slots, a straddling group cut in pieces,
     and encoded straight into the cache (no range shuffle), also when the groups are
-    skewed; the Spark reader's blocks are spread by the shuffle. Same result either way."""
+    skewed; the Spark reader's chunks are spread by the shuffle. Same result either way."""
     import dataclasses
 
     from vmi_spark.spark import routes, select
@@ -271,8 +271,8 @@ def test_row_groups_are_cut_into_even_runs_without_a_shuffle(spark, files, monke
     assert [u[2] for u in even.source.units] == [600, 100, 100, 600]  # 700 rows a task
     assert even.frame(2).rdd.getNumPartitions() == 2
     calls = []
-    original = routes.keep_blocks
-    monkeypatch.setattr(routes, "keep_blocks",
+    original = routes.keep_chunks
+    monkeypatch.setattr(routes, "keep_chunks",
                         lambda *a, **k: calls.append(1) or original(*a, **k))
     kw = dict(method="vmi_naive", num_features=4, execution="resident")
     with pytest.warns(UserWarning):
@@ -285,14 +285,14 @@ def test_row_groups_are_cut_into_even_runs_without_a_shuffle(spark, files, monke
     assert fast.selection.scores == ref.selection.scores
 
 
-def test_blocks_larger_than_the_cache_share_go_to_disk(spark, files, monkeypatch):
+def test_chunks_larger_than_the_cache_share_go_to_disk(spark, files, monkeypatch):
     """Encoded rows above CACHE_SHARE of a block manager's cache memory are cached on disk
     (the default 1g driver ran out of heap on 5M x 100 otherwise); the result is the same.
-    Blocks hold at most BLOCK_BYTES."""
+    Chunks hold at most CHUNK_BYTES."""
     from pyspark import StorageLevel
 
     from vmi_spark.spark import routes, select
-    from vmi_spark.spark.blocks import memory
+    from vmi_spark.spark.chunks import memory
     from vmi_spark.spark.session import storage_memory
 
     assert storage_memory(spark) > 0
@@ -306,7 +306,7 @@ def test_blocks_larger_than_the_cache_share_go_to_disk(spark, files, monkeypatch
     monkeypatch.setattr(routes, "keep", lambda df_, level, *a, **k: levels.append(level)
                         or original(df_, level, *a, **k))
     monkeypatch.setattr(memory, "CACHE_SHARE", 1e-9)
-    monkeypatch.setattr(memory, "BLOCK_BYTES", 2000)  # 2,000 bytes: 333 rows of 6 columns
+    monkeypatch.setattr(memory, "CHUNK_BYTES", 2000)  # 2,000 bytes: 333 rows of 6 columns
     with pytest.warns(UserWarning):
         run = select.run_selection(df, "label", **kw)
     assert any("cached on disk" in w for w in run.warnings)

@@ -32,7 +32,7 @@ from test_column_chunks import _slow_stats, _stats_of
 from vmi_spark.core import rows as R
 from vmi_spark.core.encoding import ColumnPlan, EncodingPlan, byte_table, encode_bytes
 from vmi_spark.core.rows import ByteColumns
-from vmi_spark.spark.blocks.codes import encode_batch, encode_chunks
+from vmi_spark.spark.chunks.codes import encode_batch, encode_chunks
 
 
 def _slow_code(v: int, col: ColumnPlan) -> int:
@@ -344,7 +344,7 @@ def test_columns_coded_alike_share_one_table(monkeypatch):
     """Columns whose plans code every value alike (names, 3 and 3.0, -0.0 and 0.0 aside)
     make one byte table between them; a missing state, another kind (a constant and a
     category without values) or other values make another. Every column's codes of all 256 bytes are the slow coding's."""
-    from vmi_spark.spark.blocks import codes as blocks
+    from vmi_spark.spark.chunks import codes as codes_mod
 
     four = [0.0, 1.0, 2.0, 3.0]
     cols = [ColumnPlan("a", "category", values=four),
@@ -361,7 +361,7 @@ def test_columns_coded_alike_share_one_table(monkeypatch):
             ColumnPlan("j", "category", values=[], missing=True)]
     plan = EncodingPlan(label="y", label_dtype="double", classes=[0.0, 1.0], columns=cols)
     made = []
-    monkeypatch.setattr(blocks, "byte_table", lambda col: made.append(col.name)
+    monkeypatch.setattr(codes_mod, "byte_table", lambda col: made.append(col.name)
                         or byte_table(col))
     every = np.tile(np.arange(-128, 128, dtype=np.int8), (len(cols), 1))
     label = pa.array(np.zeros(256))

@@ -83,7 +83,7 @@ def test_a_corrupt_previous_output_is_refused_with_a_reason(tmp_path, content, r
         read_previous(_write(tmp_path, content))
 
 
-def test_missing_oversized_and_special_files(tmp_path, monkeypatch):
+def test_missing_oversized_and_special_files(tmp_path):
     with pytest.raises(PreviousError, match="no selection.json in"):
         read_previous(str(tmp_path / "nowhere"))
     d = tmp_path / "dir"
@@ -91,9 +91,10 @@ def test_missing_oversized_and_special_files(tmp_path, monkeypatch):
     with pytest.raises(PreviousError, match="is not a regular file"):
         read_previous(str(d))
     path = _write(tmp_path, _report(["a"]))
-    monkeypatch.setattr(changes, "MAX_PREVIOUS_BYTES", 10)
+    size = (tmp_path / "prev" / "selection.json").stat().st_size
+    assert read_previous(path, max_bytes=size)["selected"] == ["a"]
     with pytest.raises(PreviousError, match="is larger than"):
-        read_previous(path)
+        read_previous(path, max_bytes=size - 1)
     assert compare(None, _report(["a"]), "p", "no selection.json in 'p'") == {
         "previous": "p", "compared": False, "reason": "no selection.json in 'p'"}
 

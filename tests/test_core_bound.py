@@ -19,6 +19,7 @@ import itertools
 import math
 import warnings
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -159,8 +160,8 @@ def random_data(seed, d, n, classes, arity):
     return x.astype(np.uint8), y
 
 
-def run(codes, y, method, k, tol=0.0, block_rows=65536, **kw):
-    backend = InMemoryBackend(codes, y, block_rows=block_rows)
+def run(codes, y, method, k, tol=0.0, chunk_rows=65536, **kw):
+    backend = InMemoryBackend(codes, y, chunk_rows=chunk_rows)
     return select_vmi(backend, method, k, restart_tolerance=tol, **kw)
 
 
@@ -471,7 +472,7 @@ def test_pairwise_two_feature_block_is_exact():
 @pytest.mark.parametrize("method", METHODS)
 def test_partition_independence(method, tol):
     codes, y = random_data(56, 10, 301, 3, 3)
-    results = [run(codes, y, method, 10, tol, block_rows=b) for b in (7, 64, 65536)]
+    results = [run(codes, y, method, 10, tol, chunk_rows=b) for b in (7, 64, 65536)]
     base = results[0]
     assert base.restarts >= 1
     for other in results[1:]:
@@ -484,7 +485,7 @@ def test_partition_independence(method, tol):
 
 def test_backend_can_be_reused():
     codes, y = random_data(52, 7, 90, 2, 3)
-    backend = InMemoryBackend(codes, y, block_rows=16)
+    backend = InMemoryBackend(codes, y, chunk_rows=16)
     first = select_vmi(backend, PAIRWISE, 7, restart_tolerance=0.01)
     second = select_vmi(backend, PAIRWISE, 7, restart_tolerance=0.01)
     assert first.selected == second.selected
@@ -639,7 +640,7 @@ def test_lung_naive_first_block():
 
 def test_lung_naive_first_block_partition_independent():
     _, codes, y = load_lung()
-    a = run(codes, y, NAIVE, 8, tol=0.01, block_rows=7)
+    a = run(codes, y, NAIVE, 8, tol=0.01, chunk_rows=7)
     b = run(codes, y, NAIVE, 8, tol=0.01)
     assert a.selected == b.selected
     assert a.scores == b.scores
@@ -661,7 +662,7 @@ def _naive_ops(codes, y, block, candidates=None):
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 5])
-def test_pattern_kernel_gives_the_same_integers_as_the_per_row_kernel(monkeypatch, m):
+def test_pattern_kernel_gives_the_same_integers_as_the_per_row_kernel(m):
     """Counting rows per pattern of x_S is an exact rewrite of the per-row sum."""
     from vmi_spark.core import bound
 
@@ -671,10 +672,12 @@ def test_pattern_kernel_gives_the_same_integers_as_the_per_row_kernel(monkeypatc
     codes = ((rng.integers(0, 4, (d, n)) + (rng.random((d, n)) < 0.4) * y) % 4).astype(np.uint8)
     ops = _naive_ops(codes, y, list(range(m)))
     # per-row kernel forced: no pattern compression at all
-    monkeypatch.setattr(bound, "PATTERN_RATIO", 10**12)
-    rows = bound.naive_partials(codes, ops)
-    monkeypatch.setattr(bound, "PATTERN_RATIO", 2)
-    patterns = bound.naive_partials(codes, ops)
+    per_row = replace(ops, routes=bound.Routes(pattern_ratio=10**12))
+    grouped = replace(ops, routes=bound.Routes(pattern_ratio=2))
+    assert bound.naive_rows(codes, per_row, None)[0] is None  # the rows' posteriors
+    assert (bound.naive_rows(codes, grouped, None)[0] is not None) == (m < 5)  # the patterns'
+    rows = bound.naive_partials(codes, per_row)
+    patterns = bound.naive_partials(codes, grouped)
     assert (rows == patterns).all()
     # and both, with the count term, agree with a float64 sum of the per-row log ratios
     cond = ops.cond
@@ -698,7 +701,7 @@ def test_pairwise_pattern_scores_give_the_per_row_integers(monkeypatch, num_clas
     restart (a new block starts from the empty pattern), a step run twice, and a state two
     features behind."""
     from vmi_spark.core import bound, kernels
-    from vmi_spark.core.bound import PAIRWISE, BlockState, StepOps, pairwise_partials
+    from vmi_spark.core.bound import PAIRWISE, ChunkState, StepOps, pairwise_partials
     from vmi_spark.core.tables import conditional, pair_conditional, safe_log
 
     rng = np.random.default_rng(num_classes)
@@ -711,16 +714,17 @@ def test_pairwise_pattern_scores_give_the_per_row_integers(monkeypatch, num_clas
     tables = {f: safe_log(pair_conditional(be.pair_counts(f))) for f in range(d)}
     path = [(0,), (0, 3), (0, 3), (0, 3, 5, 7), (0, 3, 5, 7, 1), (2,), (2, 8), (2, 8, 9)]
 
-    def ops_of(block, used):
+    def ops_of(block, used, ratio=bound.PAIR_CELL_RATIO):
         cands = np.ones(d, bool)
         cands[list(used)] = False
-        return StepOps(PAIRWISE, prior, conditional(counts), cands, block, tables)
+        return StepOps(PAIRWISE, prior, conditional(counts), cands, block, tables,
+                       routes=bound.Routes(pair_cell_ratio=ratio))
 
     expected, used = [], set()
     for block in path:  # the plain route, from a fresh state every step
         used.update(block)
         ops = ops_of(block, used)
-        state = BlockState.initial(prior, n, d)
+        state = ChunkState.initial(prior, n, d)
         for f in block:
             bound.pairwise_add(codes, y, state, f, ops)
         out = np.zeros(d, dtype=np.int64)
@@ -730,18 +734,18 @@ def test_pairwise_pattern_scores_give_the_per_row_integers(monkeypatch, num_clas
     routes = {}
     originals = {name: getattr(kernels, name) for name in ("pair_cell_scores", "pair_fold_scores")}
     for ratio, label in ((10**12, "rows"), (1, "patterns")):
-        monkeypatch.setattr(bound, "PAIR_CELL_RATIO", ratio)
         calls = dict.fromkeys(originals, 0)
         for name, fn in originals.items():
             def spy(*a, _fn=fn, _name=name, _calls=calls):
                 _calls[_name] += 1
                 return _fn(*a)
             monkeypatch.setattr(kernels, name, spy)
-        state = BlockState.initial(prior, n, d)
+        state = ChunkState.initial(prior, n, d)
         used = set()
         for block, want in zip(path, expected):
             used.update(block)
-            assert np.array_equal(pairwise_partials(codes, y, state, ops_of(block, used)), want)
+            ops = ops_of(block, used, ratio)
+            assert np.array_equal(pairwise_partials(codes, y, state, ops), want)
         routes[label] = calls
     # both routes were taken: the short blocks' cells are few, (3 states)^m patterns x 3 x L
     rows, patterns = routes["rows"], routes["patterns"]
@@ -754,7 +758,7 @@ def test_a_block_past_the_cells_limit_is_not_grouped_again_when_extended(monkeyp
     block_patterns (their patterns only split further); another block, or another limit,
     is grouped again. The scores are the same integers either way."""
     from vmi_spark.core import bound
-    from vmi_spark.core.bound import PAIRWISE, BlockState, StepOps, pairwise_partials
+    from vmi_spark.core.bound import PAIRWISE, ChunkState, StepOps, pairwise_partials
     from vmi_spark.core.tables import conditional, pair_conditional, safe_log
 
     rng = np.random.default_rng(7)
@@ -771,30 +775,30 @@ def test_a_block_past_the_cells_limit_is_not_grouped_again_when_extended(monkeyp
     monkeypatch.setattr(bound, "block_patterns",
                         lambda c, b, *a: grouped.append(tuple(b)) or original(c, b, *a))
 
-    def run(state):
+    def run(state, ratio):
         out = []
         for block in path:
             cands = np.ones(d, bool)
             cands[[f for b in path[:path.index(block) + 1] for f in b]] = False
-            ops = StepOps(PAIRWISE, prior, conditional(counts), cands, block, tables)
+            ops = StepOps(PAIRWISE, prior, conditional(counts), cands, block, tables,
+                          routes=bound.Routes(pair_cell_ratio=ratio))
             out.append(pairwise_partials(codes, y, state, ops))
         return out
 
     # 2000 // 50 = 40 cells at most: (0, 1, 2) has 2^3 patterns x 2 x 2 = 32, one more 64
-    monkeypatch.setattr(bound, "PAIR_CELL_RATIO", 50)
-    kept = run(BlockState.initial(prior, n, d))
+    kept = run(ChunkState.initial(prior, n, d), 50)
     assert grouped == [(0,), (0, 1), (0, 1, 2), (0, 1, 2, 3), (5,), (5, 6)]
-    monkeypatch.setattr(bound, "PAIR_CELL_RATIO", 10**12)  # never grouped: every row scored
-    assert all(np.array_equal(a, b) for a, b in zip(kept, run(BlockState.initial(prior, n, d))))
+    never = run(ChunkState.initial(prior, n, d), 10**12)  # never grouped: every row scored
+    assert all(np.array_equal(a, b) for a, b in zip(kept, never))
     # a state that noted a block under another limit groups the rows again
-    state = BlockState.initial(prior, n, d)
+    state = ChunkState.initial(prior, n, d)
     state.many_cells = (7, (0,))
     grouped.clear()
-    monkeypatch.setattr(bound, "PAIR_CELL_RATIO", 50)
     cands = np.ones(d, bool)
     cands[[0, 1]] = False
     pairwise_partials(codes, y, state, StepOps(PAIRWISE, prior, conditional(counts), cands,
-                                               (0, 1), tables))
+                                               (0, 1), tables,
+                                               routes=bound.Routes(pair_cell_ratio=50)))
     assert grouped == [(0, 1)] and state.many_cells == (7, (0,))
 
 
@@ -858,26 +862,26 @@ def test_pairwise_state_rebuilt_mid_block_matches(monkeypatch):
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_blocks_mapped_on_threads_give_the_same_integers(method):
+def test_chunks_mapped_on_threads_give_the_same_integers(method):
     """``InMemoryBackend(map=pool.map)`` (the driver execution's threads) sums the same
-    per-block integers as the blocks taken in turn, and the slow reference agrees."""
+    per-chunk integers as the chunks taken in turn, and the slow reference agrees."""
     from concurrent.futures import ThreadPoolExecutor
 
     codes, y = random_data(5, 9, 300, 3, 4)
     ref = reference_of(codes, y)
     sel, scores, *_ = ref.greedy(method, 9, 0.0)
-    plain = select_vmi(InMemoryBackend(codes, y, block_rows=37), method, 9)
+    plain = select_vmi(InMemoryBackend(codes, y, chunk_rows=37), method, 9)
     with ThreadPoolExecutor(3) as pool:
-        threaded = select_vmi(InMemoryBackend(codes, y, block_rows=37, map=pool.map),
+        threaded = select_vmi(InMemoryBackend(codes, y, chunk_rows=37, map=pool.map),
                               method, 9)
     assert threaded.selected == plain.selected == sel
     assert threaded.scores == plain.scores
     np.testing.assert_allclose(threaded.scores, scores, rtol=0, atol=1e-9)
 
 
-def test_count_passes_are_mapped_over_the_blocks_and_sum_every_row():
+def test_count_passes_are_mapped_over_the_chunks_and_sum_every_row():
     """feature_counts, pair_counts and pair_counts_many go through the backend's ``map`` (the
-    driver execution's threads), one call per block, and count every row once: against a
+    driver execution's threads), one call per chunk, and count every row once: against a
     plain count over the whole table."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -889,11 +893,11 @@ def test_count_passes_are_mapped_over_the_blocks_and_sum_every_row():
             calls.append(len(items))
             return pool.map(fn, items)
 
-        be = InMemoryBackend(codes, y, 3, 2, block_rows=64, map=spy)
+        be = InMemoryBackend(codes, y, 3, 2, chunk_rows=64, map=spy)
         single = be.feature_counts()
         pair = be.pair_counts(4)
         many = be.pair_counts_many([4, 1])
-    assert calls == [8, 8, 8]  # 500 rows in blocks of 64
+    assert calls == [8, 8, 8]  # 500 rows in chunks of 64
     for i in range(6):
         for a in range(3):
             for c in range(2):
@@ -946,12 +950,12 @@ def test_naive_state_folds_on_to_the_stateless_integers(monkeypatch, num_classes
 
 
 def test_in_memory_backend_keeps_the_naive_posterior_between_steps():
-    """The in-memory (and driver) backend keeps each block's naive posterior and gives the
+    """The in-memory (and driver) backend keeps each chunk's naive posterior and gives the
     selection of a backend that rebuilds it every step; close() forgets it."""
     from vmi_spark.core import bound
 
     codes, y = random_data(7, 12, 3000, 3, 5)
-    be = InMemoryBackend(codes, y, block_rows=700)
+    be = InMemoryBackend(codes, y, chunk_rows=700)
     kept = select_vmi(be, NAIVE, 10, 0.0)
     assert any(s.block for s in be.kept_states("naive"))
     be.close()
@@ -962,7 +966,7 @@ def test_in_memory_backend_keeps_the_naive_posterior_between_steps():
             self.close()
             return super().run(ops)
 
-    rebuilt = select_vmi(Stateless(codes, y, block_rows=700), NAIVE, 10, 0.0)
+    rebuilt = select_vmi(Stateless(codes, y, chunk_rows=700), NAIVE, 10, 0.0)
     assert kept.selected == rebuilt.selected and kept.scores == rebuilt.scores
     assert bound.NaiveState().nbytes == 0
 
@@ -987,10 +991,10 @@ def test_naive_state_is_rebuilt_under_other_tables():
 
 
 @pytest.mark.parametrize("chunk_cells", [1, 37, 1 << 20])
-def test_pattern_kernel_in_candidate_chunks_gives_the_per_row_integers(monkeypatch, chunk_cells):
+def test_pattern_kernel_in_candidate_chunks_gives_the_per_row_integers(chunk_cells):
     """The pattern kernel scores candidates a chunk of table cells at a time (one candidate
-    per chunk at the smallest): the integers of the per-row kernel, for a wide block of a
-    few hundred rows as a 30,000-column table's blocks are."""
+    per chunk at the smallest): the integers of the per-row kernel, for a wide chunk of a
+    few hundred rows as a 30,000-column table's chunks are."""
     from vmi_spark.core import bound
 
     rng = np.random.default_rng(chunk_cells)
@@ -998,9 +1002,10 @@ def test_pattern_kernel_in_candidate_chunks_gives_the_per_row_integers(monkeypat
     y = rng.integers(0, 2, n)
     codes = ((rng.integers(0, 8, (d, n)) + (rng.random((d, n)) < 0.4) * y) % 8).astype(np.uint8)
     ops = _naive_ops(codes, y, [5])
-    monkeypatch.setattr(bound, "PATTERN_CHUNK_CELLS", chunk_cells)
-    patterns = bound.naive_partials(codes, ops)
-    monkeypatch.setattr(bound, "PATTERN_RATIO", 10**12)  # per-row kernel forced
-    rows = bound.naive_partials(codes, ops)
+    chunked = replace(ops, routes=bound.Routes(pattern_ratio=1, pattern_chunk_cells=chunk_cells))
+    assert bound.naive_rows(codes, chunked, None)[0] is not None  # the pattern kernel's route
+    patterns = bound.naive_partials(codes, chunked)
+    # per-row kernel forced
+    rows = bound.naive_partials(codes, replace(ops, routes=bound.Routes(pattern_ratio=10**12)))
     assert np.array_equal(rows, patterns)
     assert (patterns[ops.candidates] != 0).all() and (patterns[~ops.candidates] == 0).all()

@@ -29,7 +29,7 @@ from vmi_spark.core.criteria import (
 from vmi_spark.core.greedy import StopSelection, select_classic
 from vmi_spark.core.inmemory import InMemoryBackend
 
-BLOCK_ROWS = (5, 64, 65536)
+CHUNK_ROWS = (5, 64, 65536)
 SEEDS = (0, 1, 2, 3)
 TIE = 1e-12  # the references treat values this close as a tie (-> lowest index)
 
@@ -150,8 +150,8 @@ def make_data(seed: int):
     return X.astype(np.uint8), y.astype(np.int64)
 
 
-def run(X, y, method, k, block_rows, **kw):
-    return select_classic(InMemoryBackend(X, y, block_rows=block_rows), method, k, **kw)
+def run(X, y, method, k, chunk_rows, **kw):
+    return select_classic(InMemoryBackend(X, y, chunk_rows=chunk_rows), method, k, **kw)
 
 
 # ---------------------------------------------------------------------------
@@ -235,8 +235,8 @@ def test_pair_counts_many_matches_pair_counts():
     for k, f in enumerate(fs):
         np.testing.assert_array_equal(many[k], pair_counts(X, y, f, arity, classes))
     assert pair_counts_many(X, y, [], arity, classes).shape[0] == 0
-    for rows in BLOCK_ROWS:
-        backend = InMemoryBackend(X, y, block_rows=rows)
+    for rows in CHUNK_ROWS:
+        backend = InMemoryBackend(X, y, chunk_rows=rows)
         np.testing.assert_array_equal(backend.pair_counts_many(fs), many)
 
 
@@ -250,7 +250,7 @@ def test_greedy_criteria_match_reference(method, seed):
     X, y = make_data(seed)
     k = 8
     want_sel, want_scores = ref_greedy(method, X, y, k)
-    results = [run(X, y, method, k, rows) for rows in BLOCK_ROWS]
+    results = [run(X, y, method, k, rows) for rows in CHUNK_ROWS]
     for res in results:
         assert res.method == method
         assert res.selected == want_sel
@@ -264,14 +264,17 @@ def test_greedy_criteria_match_reference(method, seed):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_spec_cmi_matches_reference(seed, monkeypatch):
+def test_spec_cmi_matches_reference(seed):
     X, y = make_data(seed)
     k = 8
     want_sel, want_scores = ref_spec_cmi(X, y, k)
-    results = [run(X, y, "spec_cmi", k, rows) for rows in BLOCK_ROWS]
-    # a tiny byte budget: one feature per bulk request; same answer
-    monkeypatch.setattr(criteria, "PAIR_BLOCK_BYTES", 1)
-    results.append(run(X, y, "spec_cmi", k, 64))
+    results = [run(X, y, "spec_cmi", k, rows) for rows in CHUNK_ROWS]
+    # a tiny byte budget: one feature per bulk request; the same matrix
+    backend = CountingBackend(InMemoryBackend(X, y, chunk_rows=64))
+    one = criteria.spec_cmi_matrix(backend, budget=1)
+    assert np.array_equal(one, criteria.spec_cmi_matrix(InMemoryBackend(X, y, chunk_rows=64)))
+    assert [arg for name, arg in backend.calls if name == "pair_counts_many"] == [
+        [f] for f in range(X.shape[0])]
     for res in results:
         assert res.selected == want_sel
         np.testing.assert_allclose(res.scores, want_scores, rtol=0, atol=1e-9)
@@ -312,7 +315,7 @@ class CountingBackend:
 @pytest.mark.parametrize("method", GREEDY_METHODS)
 def test_greedy_uses_one_pair_pass_per_step(method):
     X, y = make_data(0)
-    backend = CountingBackend(InMemoryBackend(X, y, block_rows=16))
+    backend = CountingBackend(InMemoryBackend(X, y, chunk_rows=16))
     res = select_classic(backend, method, 6)
     pairs = [arg for name, arg in backend.calls if name == "pair_counts"]
     assert [name for name, _ in backend.calls].count("feature_counts") == 1
@@ -323,15 +326,18 @@ def test_greedy_uses_one_pair_pass_per_step(method):
         assert pairs == res.selected[:-1]
 
 
-def test_spec_cmi_uses_bulk_pair_counts(monkeypatch):
+def test_spec_cmi_uses_bulk_pair_counts():
     X, y = make_data(3)
     d, arity, classes = X.shape[0], int(X.max()) + 1, int(y.max()) + 1
-    monkeypatch.setattr(criteria, "PAIR_BLOCK_BYTES", 4 * d * arity * arity * classes * 8)
     backend = CountingBackend(InMemoryBackend(X, y))
-    select_classic(backend, "spec_cmi", 5)
+    select_classic(backend, "spec_cmi", 5)  # the default budget: one request here
+    assert [arg for name, arg in backend.calls if name.startswith("pair_counts")] == [
+        list(range(d))]
+    backend = CountingBackend(InMemoryBackend(X, y))
+    criteria.spec_cmi_matrix(backend, budget=4 * d * arity * arity * classes * 8)
     bulk = [arg for name, arg in backend.calls if name == "pair_counts_many"]
     assert not any(name == "pair_counts" for name, _ in backend.calls)
-    assert all(len(fs) <= 4 for fs in bulk)
+    assert [len(fs) for fs in bulk] == [4] * (d // 4) + ([d % 4] if d % 4 else [])
     assert sorted(f for fs in bulk for f in fs) == list(range(d))
 
 

@@ -97,7 +97,7 @@ def test_a_criterion_of_a_test_runs_through_the_loop(plain_mim, seed):
     ref = [plugin_mi(tuple(c), tuple(y)) for c in codes]
     order = sorted(range(len(ref)), key=lambda i: (-ref[i], i))
     assert all(ref[a] - ref[b] > 1e-9 for a, b in zip(order, order[1:]))  # no near ties
-    by_name = select(InMemoryBackend(codes, y, block_rows=64), "plain_mim", 5,
+    by_name = select(InMemoryBackend(codes, y, chunk_rows=64), "plain_mim", 5,
                      report_candidates=2)
     by_object = select(InMemoryBackend(codes, y), plain_mim, 5)
     for sel in (by_name, by_object):
@@ -202,5 +202,5 @@ def test_a_new_running_criterion_is_one_entry():
             top = max(values.values())
             assert sorted(values.values())[-2:][0] < top - 1e-9 or len(values) == 1
             selected.append(min(i for i, v in values.items() if v == top))
-        got = select(InMemoryBackend(codes, y, block_rows=100), mifs, 6)
+        got = select(InMemoryBackend(codes, y, chunk_rows=100), mifs, 6)
         assert got.selected == selected

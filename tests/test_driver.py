@@ -120,7 +120,7 @@ def test_a_pairwise_state_too_large_for_the_driver_goes_to_the_executors(spark, 
 
 
 def test_driver_threads_do_not_change_the_sums():
-    """The driver's blocks on threads: the same integer partials as one block at a time."""
+    """The driver's chunks on threads: the same integer partials as one chunk at a time."""
     from vmi_spark.core.greedy import select_vmi
     from vmi_spark.core.inmemory import InMemoryBackend
     from vmi_spark.spark.executions.driver import DriverBackend
@@ -132,7 +132,7 @@ def test_driver_threads_do_not_change_the_sums():
     for method in ("vmi_naive", "vmi_pairwise"):
         one = select_vmi(InMemoryBackend(codes, y, arity=5, num_classes=2), method, 6)
         threaded = DriverBackend(codes, y, 5, 2, threads=4)
-        assert len(threaded.blocks) > 1
+        assert len(threaded.chunks) > 1
         many = select_vmi(threaded, method, 6)
         threaded.close()
         assert many.selected == one.selected and many.scores == one.scores

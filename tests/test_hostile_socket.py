@@ -307,7 +307,7 @@ def test_the_acceptor_refuses_fast_and_serves_a_task_behind_the_crowd():
             time.sleep(0.01)
         assert time.monotonic() - t0 < 1.0
         (peer, tasks), = got
-        assert (peer.partition, peer.attempt, peer.blocks, peer.rows, tasks) == (1, 7, [3, 4],
+        assert (peer.partition, peer.attempt, peer.chunks, peer.rows, tasks) == (1, 7, [3, 4],
                                                                                   40, 2)
         # the peer is handed over as a blocking socket the loop can talk on
         wire.send(task, {"op": "x"})

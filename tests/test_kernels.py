@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -88,7 +89,7 @@ def test_naive_partials_same_with_numpy_loops(monkeypatch, m, peaked):
     cands[:m] = False
     ops = StepOps(NAIVE, prior, cond, cands, tuple(range(m)))
     first = bound.naive_partials(codes, ops)
-    monkeypatch.setattr(bound, "PATTERN_RATIO", 10**12)  # force the per-row loops
+    ops = replace(ops, routes=bound.Routes(pattern_ratio=10**12))  # force the per-row loops
     rows = bound.naive_partials(codes, ops)
     _numpy_loops(monkeypatch)
     rows_np = bound.naive_partials(codes, ops)
@@ -337,7 +338,7 @@ def test_a_loop_failing_after_the_fold_does_not_fold_twice(monkeypatch):
 
 
 @pytest.mark.parametrize("n", [0, 5])
-def test_pairwise_posterior_of_a_strided_or_empty_block(n):
+def test_pairwise_posterior_of_a_strided_or_empty_chunk(n):
     """pair_posterior on a posterior that is a strided view, and on no rows."""
     rng = np.random.default_rng(n)
     y = rng.integers(0, 2, n)
@@ -383,7 +384,7 @@ def test_cell_scores_equal_the_per_row_scores(num_classes, n, num):
 
 @pytest.mark.parametrize("m", [2, 4])
 def test_pairwise_partials_same_with_numpy_loops(monkeypatch, m):
-    from vmi_spark.core.bound import PAIRWISE, BlockState, pair_counts, pairwise_partials
+    from vmi_spark.core.bound import PAIRWISE, ChunkState, pair_counts, pairwise_partials
     from vmi_spark.core.tables import pair_conditional, safe_log
 
     codes, y, counts = _case(m + 20, 5000, 10, 4, 2, peaked=True)
@@ -393,9 +394,9 @@ def test_pairwise_partials_same_with_numpy_loops(monkeypatch, m):
     cands = np.ones(10, bool)
     cands[:m] = False
     ops = StepOps(PAIRWISE, prior, cond, cands, tuple(range(m)), tables)
-    fast = pairwise_partials(codes, y, BlockState.initial(prior, 5000, 10), ops)
+    fast = pairwise_partials(codes, y, ChunkState.initial(prior, 5000, 10), ops)
     _numpy_loops(monkeypatch)
-    slow = pairwise_partials(codes, y, BlockState.initial(prior, 5000, 10), ops)
+    slow = pairwise_partials(codes, y, ChunkState.initial(prior, 5000, 10), ops)
     assert np.array_equal(fast, slow) and (fast[:m] == 0).all()
 
 
@@ -602,6 +603,41 @@ def test_the_loops_cache_is_never_put_in_the_working_directory(tmp_path, monkeyp
     assert found.get_cache_path().startswith(str(tmp_path / "cache" / "numba"))
     assert kn._UserWide in kn._CacheImpl._locator_classes
     assert UserWideCacheLocator not in kn._CacheImpl._locator_classes
+
+
+@pytest.mark.system  # fresh processes that compile a loop
+@numba_only
+def test_an_edit_of_what_the_loops_inline_is_compiled_again(tmp_path):
+    """numba keys a cached loop by its own file and bytecode; the loops also take explog's
+    exp and log, logtable's table and kernels_numpy's constants. An edit of one of those
+    (a checkout that keeps its cache) compiles the loops again; an edit elsewhere in the
+    package loads them from the cache."""
+    import shutil
+    from pathlib import Path
+
+    pkg = tmp_path / "pkg"
+    shutil.copytree(Path(kernels.__file__).parents[1], pkg / "vmi_spark",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = dict(os.environ, PYTHONPATH=str(pkg), PYTHONDONTWRITEBYTECODE="1",
+               NUMBA_CACHE_DIR=str(tmp_path / "cache"), NUMBA_DEBUG_CACHE="1")
+    env.pop("VMI_SPARK_KERNELS", None)
+
+    def saved_after(edit: str | None) -> list[str]:
+        if edit:
+            with open(pkg / "vmi_spark" / edit, "a") as f:
+                f.write("\n# an edit\n")
+        out = subprocess.run([sys.executable, "-c", _ONE_LOOP], env=env, capture_output=True,
+                             text=True, check=True, timeout=600, cwd=tmp_path)
+        backend, cached, path, same = json.loads(out.stdout.splitlines()[-1])
+        assert path.startswith(str(pkg)) and (backend, cached, same) == ("numba", True, True)
+        return [line for line in out.stdout.splitlines() if line.startswith("[cache] data saved")]
+
+    assert saved_after(None)  # compiled and cached
+    assert saved_after(None) == []  # loaded
+    assert saved_after("report.py") == []  # not inlined: loaded
+    for inlined in ("core/explog.py", "core/logtable.py", "core/kernels_numpy.py"):
+        assert saved_after(inlined), inlined  # compiled again
+        assert saved_after(None) == [], inlined  # and loaded after that
 
 
 _HASH_LOOP = """

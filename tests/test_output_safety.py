@@ -116,7 +116,7 @@ def test_overlapping_paths_refused_before_spark(base, capsys, monkeypatch, case)
                                           "--output", base / "dx"],
                                          "is the --input"),
         "staging-dir is input": (_args(base, "--output", "o", "--staging-dir", "data"),
-                                 f"--staging-dir 'data' (resolves to '{data}/vmi-blocks-*') "
+                                 f"--staging-dir 'data' (resolves to '{data}/vmi-chunks-*') "
                                  "lies inside the --input"),
     }[case]
     before = tree(base)
@@ -396,7 +396,7 @@ def test_checkpoint_file_follows_the_umask(tmp_path):
 
 def test_staging_dir_counts_by_the_directory_a_run_writes_in_it(tmp_path):
     """A --staging-dir (where the parser has one) may hold the outputs and sit next to the
-    input, since a run writes only a fresh vmi-blocks-* in it; inside the input it is refused."""
+    input, since a run writes only a fresh vmi-chunks-* in it; inside the input it is refused."""
     import argparse
 
     from vmi_spark.errors import InputError
@@ -716,7 +716,7 @@ def test_csv_with_quoted_newlines_is_warned_about(spark, tmp_path, capsys):
 def test_output_request_names_every_location_the_job_writes(tmp_path):
     """output_locations of an OutputRequest (what job.output_request builds from the parsed
     flags): the flags in order, each staging directory next to its output, the run's own
-    vmi-blocks-* under --staging-dir, hand-listed."""
+    vmi-chunks-* under --staging-dir, hand-listed."""
     from vmi_spark.job import build_parser, check_args, output_request
 
     t = os.path.realpath(tmp_path)
@@ -734,4 +734,4 @@ def test_output_request_names_every_location_the_job_writes(tmp_path):
                    ("--write-selected", f"{t}/sel"),
                    ("--write-selected staging directory", f"{t}/.vmi-tmp-sel"),
                    ("--checkpoint-dir", f"{t}/ck"),
-                   ("--staging-dir", f"{t}/st/vmi-blocks-*")]
+                   ("--staging-dir", f"{t}/st/vmi-chunks-*")]

@@ -101,22 +101,22 @@ def test_spec_bounds_agree_with_the_encoding_limits():
 
 
 def test_spec_choices_are_the_spark_layers():
-    from vmi_spark.spark.blocks.storage import STORAGES
+    from vmi_spark.spark.chunks.storage import STORAGES
 
-    assert P.parameter("block_storage").choices == STORAGES
+    assert P.parameter("chunk_storage").choices == STORAGES
 
 
 def test_staging_needs_a_staging_dir_before_spark_work():
     from vmi_spark.spark.select import run_selection
 
     # run_selection's keywords: its own (python) names
-    with pytest.raises(P.ParameterError, match=r"^block_storage 'staging' needs a staging_dir$"):
-        run_selection(None, "y", block_storage="staging")  # type: ignore[arg-type]
-    with pytest.raises(P.ParameterError, match=r"^unknown block_storage 'disk' \(choose from"):
-        run_selection(None, "y", block_storage="disk")  # type: ignore[arg-type]
-    with pytest.raises(P.ParameterError, match=r"^blockStorage 'staging' needs a stagingDir$"):
-        P.Settings.of({"block_storage": "staging"}, "ml")
-    assert P.validate({"block_storage": "staging", "staging_dir": "/tmp/s"})["staging_dir"]
+    with pytest.raises(P.ParameterError, match=r"^chunk_storage 'staging' needs a staging_dir$"):
+        run_selection(None, "y", chunk_storage="staging")  # type: ignore[arg-type]
+    with pytest.raises(P.ParameterError, match=r"^unknown chunk_storage 'disk' \(choose from"):
+        run_selection(None, "y", chunk_storage="disk")  # type: ignore[arg-type]
+    with pytest.raises(P.ParameterError, match=r"^chunkStorage 'staging' needs a stagingDir$"):
+        P.Settings.of({"chunk_storage": "staging"}, "ml")
+    assert P.validate({"chunk_storage": "staging", "staging_dir": "/tmp/s"})["staging_dir"]
 
 
 def test_params_module_is_spark_free():
@@ -126,6 +126,8 @@ def test_params_module_is_spark_free():
 
 
 def test_every_cli_flag_comes_from_the_spec():
+    import argparse
+
     from vmi_spark.job import build_parser
 
     actions = {a.option_strings[0]: a for a in build_parser()._actions if a.option_strings}
@@ -140,6 +142,11 @@ def test_every_cli_flag_comes_from_the_spec():
         if p.key == "num_features":  # the demo's or the job's, decided from the other flags
             assert a.default is None and "default: on the evidence, at most 50; demo 9" \
                 in a.help
+        elif "cli" in p.aliases:  # either spelling, kept only when given: check_args
+            old = actions[p.aliases["cli"]]  # fills in the default (test_aliases.py)
+            assert a.default == old.default == argparse.SUPPRESS, p.flag
+            assert (old.dest, old.choices, old.help) == (p.aliases["python"], a.choices,
+                                                         argparse.SUPPRESS)
         else:
             assert a.default == p.default_for("cli"), p.flag
         assert tuple(a.choices) == p.choices if p.choices else a.choices is None

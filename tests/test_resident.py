@@ -149,7 +149,7 @@ def test_resident_and_passes_reports_are_identical(spark):
             assert reports[0].get(key) == reports[1].get(key), (kwargs, key)
 
 
-def _encoded(spark, pdf, block_rows=64):
+def _encoded(spark, pdf, chunk_rows=64):
     from vmi_spark.spark.plan import plan_from_schema
     from vmi_spark.spark.sources.spark_source import SparkSource
 
@@ -158,23 +158,23 @@ def _encoded(spark, pdf, block_rows=64):
     source = SparkSource(df)
     planned = plan_from_schema(df, "y", features, Settings.of(), source)
     plan, skip_cols = planned.plan, planned.skip_cols
-    blocks = (source.encode_blocks(plan, block_rows, skip_cols)
-              .repartitionByRange(task_slots(spark), "block_id").persist())
-    blocks.count()
-    return blocks, plan, features
+    chunks = (source.encode_chunks(plan, chunk_rows, skip_cols)
+              .repartitionByRange(task_slots(spark), "chunk_id").persist())
+    chunks.count()
+    return chunks, plan, features
 
 
 def test_a_connection_without_the_secret_is_never_served(spark):
     pdf = random_discrete(11, n=400, d=6)
-    blocks, plan, features = _encoded(spark, pdf)
+    chunks, plan, features = _encoded(spark, pdf)
     expected = select_vmi(InMemoryBackend(codes_of(pdf[features].to_numpy()),
                                           pdf["y"].to_numpy()), "vmi_naive", 4)
-    be = R.ResidentBackend(blocks, len(features), plan.arity, len(plan.classes), "vmi_naive")
+    be = R.ResidentBackend(chunks, len(features), plan.arity, len(plan.classes), "vmi_naive")
     try:
         address = be.tasks.address
         intruders = []
         for hello in ({"op": "hello", "secret": "0" * 32, "partition": 0, "tasks": 2,
-                       "attempt": 10 ** 9, "blocks": [], "rows": 0}, {"op": "counts"}):
+                       "attempt": 10 ** 9, "chunks": [], "rows": 0}, {"op": "counts"}):
             s = socket.create_connection(address)
             wire.send(s, hello)
             intruders.append(s)
@@ -202,7 +202,7 @@ def test_a_connection_without_the_secret_is_never_served(spark):
         np.testing.assert_array_equal(be.feature_counts().sum(axis=(1, 2)), [400] * 6)
     finally:
         be.close()
-        blocks.unpersist()
+        chunks.unpersist()
     rows = be.tasks.task_rows
     assert sum(r["rows"] for r in rows) == 400 and all(r["requests"] >= 4 for r in rows)
 
@@ -211,7 +211,7 @@ def test_one_backend_serves_selections_with_different_tables(spark):
     """The tasks keep the tables between steps; new tables (another conditional) are sent
     again, so a second selection on the same tasks is right too."""
     pdf = random_discrete(12, n=500, d=7, states=4)
-    blocks, plan, features = _encoded(spark, pdf)
+    chunks, plan, features = _encoded(spark, pdf)
     codes = codes_of(pdf[features].to_numpy())
 
     def smoothed(counts):  # add-one smoothing of p(x_i | y): a different table
@@ -222,14 +222,14 @@ def test_one_backend_serves_selections_with_different_tables(spark):
     expected = [select_vmi(mem, "vmi_naive", 4), select_vmi(mem, "vmi_naive", 4,
                                                              conditional_fn=smoothed)]
     assert expected[0].scores != expected[1].scores
-    be = R.ResidentBackend(blocks, len(features), plan.arity, len(plan.classes), "vmi_naive")
+    be = R.ResidentBackend(chunks, len(features), plan.arity, len(plan.classes), "vmi_naive")
     try:
         got = [select_vmi(be, "vmi_naive", 4), select_vmi(be, "vmi_naive", 4,
                                                           conditional_fn=smoothed)]
         got.append(select_vmi(be, "vmi_naive", 4))  # and back
     finally:
         be.close()
-        blocks.unpersist()
+        chunks.unpersist()
     for g, e in zip(got, expected + expected[:1]):
         assert g.selected == e.selected and g.scores == e.scores
 

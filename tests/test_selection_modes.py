@@ -75,7 +75,7 @@ def test_vmi_threshold_matches_slow_reference(case, method, min_gain):
         reference_of(codes, y), method, min_gain, 0.0, d)
     if closest <= AMBIGUOUS:
         pytest.skip(f"ambiguous case (closest decision {closest:.2g})")
-    got = select_vmi(InMemoryBackend(codes, y, block_rows=37), method, d,
+    got = select_vmi(InMemoryBackend(codes, y, chunk_rows=37), method, d,
                      min_gain=min_gain)
     assert got.selected == sel
     assert got.blocks == blocks
@@ -133,7 +133,7 @@ def test_classic_threshold_matches_reference(method, seed):
         if v < min_gain:
             break
         expected.append(i)
-    got = select_classic(InMemoryBackend(X, y, block_rows=64), method, len(cols),
+    got = select_classic(InMemoryBackend(X, y, chunk_rows=64), method, len(cols),
                          min_gain=min_gain)
     assert got.selected == expected
     assert got.stop_reason == "threshold"

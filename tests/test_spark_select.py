@@ -218,14 +218,14 @@ def test_every_step_pass_carries_a_job_description(spark, monkeypatch):
     assert spark.sparkContext.getLocalProperty("spark.job.description") is None
 
 
-def _encoded_blocks(spark, pdf, block_rows: int):
-    """(persisted encoded blocks, plan) of a pandas frame with label ``y``, in 3 partitions."""
+def _encoded_chunks(spark, pdf, chunk_rows: int):
+    """(persisted encoded chunks, plan) of a pandas frame with label ``y``, in 3 partitions."""
     features = [c for c in pdf.columns if c != "y"]
-    return _blocks_of(spark.createDataFrame(pdf).repartition(3), "y", features, block_rows)
+    return _chunks_of(spark.createDataFrame(pdf).repartition(3), "y", features, chunk_rows)
 
 
-def _blocks_of(df, label, features, block_rows: int):
-    """(persisted encoded blocks, plan) of ``df`` as the Spark reader encodes them."""
+def _chunks_of(df, label, features, chunk_rows: int):
+    """(persisted encoded chunks, plan) of ``df`` as the Spark reader encodes them."""
     from vmi_spark.spark.plan import plan_from_schema
     from vmi_spark.spark.sources.spark_source import SparkSource, prepare_frame
 
@@ -235,24 +235,24 @@ def _blocks_of(df, label, features, block_rows: int):
     planned = plan_from_schema(typed, label, features, Settings.of({"bias_correction": "none"}),
                          source)
     plan, skip_cols = planned.plan, planned.skip_cols
-    return source.encode_blocks(plan, block_rows, skip_cols).persist(), plan
+    return source.encode_chunks(plan, chunk_rows, skip_cols).persist(), plan
 
 
-def test_worker_block_cache_saves_transfers_and_changes_nothing(spark):
-    """Naive passes score the blocks Python workers already hold; misses fall back. Every
+def test_worker_chunk_cache_saves_transfers_and_changes_nothing(spark):
+    """Naive passes score the chunks Python workers already hold; misses fall back. Every
     pass equals the in-memory core over the same codes."""
     from vmi_spark.core.bound import StepOps
     from vmi_spark.core.tables import conditional
     from vmi_spark.spark.executions.passes import SparkBackend
 
-    blocks, plan = _encoded_blocks(spark, random_discrete(4, n=3000, d=9), 500)
+    chunks, plan = _encoded_chunks(spark, random_discrete(4, n=3000, d=9), 500)
     try:
-        rows = blocks.collect()
+        rows = chunks.collect()
         codes = np.concatenate([np.frombuffer(r["codes"], np.uint8).reshape(9, r["n"])
                                 for r in rows], axis=1)
         y = np.concatenate([np.frombuffer(r["y"], np.uint16) for r in rows]).astype(np.int64)
         plain = InMemoryBackend(codes, y, arity=plan.arity, num_classes=3)
-        cached = SparkBackend(blocks, 9, plan.arity, 3)
+        cached = SparkBackend(chunks, 9, plan.arity, 3)
         counts = plain.feature_counts()
         assert (cached.feature_counts() == counts).all()
         prior = counts[0].sum(axis=0) / counts[0].sum()
@@ -262,11 +262,11 @@ def test_worker_block_cache_saves_transfers_and_changes_nothing(spark):
         expected = plain.run(ops)
         for _ in range(4):
             assert (cached.run(ops) == expected).all()
-        num_blocks = blocks.count()
-        assert all(0 <= h <= num_blocks for h in cached.cache_hits)
-        assert sum(cached.cache_hits) > 0  # later passes found blocks in the workers
+        num_chunks = chunks.count()
+        assert all(0 <= h <= num_chunks for h in cached.cache_hits)
+        assert sum(cached.cache_hits) > 0  # later passes found chunks in the workers
     finally:
-        blocks.unpersist()
+        chunks.unpersist()
 
 
 def test_restart_tolerance_minus_inf_never_restarts(spark):
@@ -307,8 +307,8 @@ def test_many_binned_columns_take_split_points_from_one_cached_sample(spark, mon
 
 @pytest.mark.parametrize("budget", [None, 0])
 def test_pairwise_state_kept_in_workers_equals_the_core(spark, budget):
-    """Workers keep and update their blocks' pairwise state; a state they cannot keep
-    (budget 0) is rebuilt from the cached blocks in every pass. Same result either way."""
+    """Workers keep and update their chunks' pairwise state; a state they cannot keep
+    (budget 0) is rebuilt from the cached chunks in every pass. Same result either way."""
     from helpers import lung
     from vmi_spark.spark.executions import passes as B
 
@@ -318,9 +318,9 @@ def test_pairwise_state_kept_in_workers_equals_the_core(spark, budget):
     assert expected.restarts >= 1
     df = spark.createDataFrame(lung_frame()).repartition(3)
     features = [c for c in df.columns if c != "label"]
-    blocks, plan = _blocks_of(df, "label", features, 20)
+    chunks, plan = _chunks_of(df, "label", features, 20)
     try:
-        be = B.SparkBackend(blocks, len(features), plan.arity, len(plan.classes),
+        be = B.SparkBackend(chunks, len(features), plan.arity, len(plan.classes),
                             **({} if budget is None else {"state_budget": budget}))
         continues = []  # per pass: does it extend the block the states held?
         run = be.run
@@ -333,31 +333,31 @@ def test_pairwise_state_kept_in_workers_equals_the_core(spark, budget):
         be.run = recording_run
         sel = select_vmi(be, "vmi_pairwise", 9, 0.01)
         assert sel.selected == expected.selected and sel.scores == expected.scores
-        num_blocks = blocks.count()
+        num_chunks = chunks.count()
         assert len(be.cache_hits) == len(continues) and any(continues)
         if budget == 0:
-            # nothing kept: a pass that extends a block rebuilt every block (a pass that
+            # nothing kept: a pass that extends a block rebuilt every chunk (a pass that
             # starts a block may start the states in the workers that hold the codes)
             assert all(h == 0 for h, c in zip(be.cache_hits, continues) if c)
         else:
-            # blocks were scored from state the workers kept (which worker runs a task is
+            # chunks were scored from state the workers kept (which worker runs a task is
             # Spark's choice, so a pass may also miss some and rebuild them)
             assert sum(be.cache_hits) > 0
-            assert all(0 <= h <= num_blocks for h in be.cache_hits)
+            assert all(0 <= h <= num_chunks for h in be.cache_hits)
     finally:
-        blocks.unpersist()
+        chunks.unpersist()
 
 
-def test_pass_over_every_block_id_scores_owned_blocks_once():
-    """The first pass of a step (every task looks at every block id, in-process here): a
-    worker scores each block it owns at the serial the driver expects, once per pass however
-    many of the pass's tasks it runs (the blocks it scored: :attr:`WorkerCache.scored`),
+def test_pass_over_every_chunk_id_scores_owned_chunks_once():
+    """The first pass of a step (every task looks at every chunk id, in-process here): a
+    worker scores each chunk it owns at the serial the driver expects, once per pass however
+    many of the pass's tasks it runs (the chunks it scored: :attr:`WorkerCache.scored`),
     drops a stale copy (codes and state), leaves a state it cannot bring to the current
     block alone, and restarts a state in place when every table of the block was shipped.
     Every partial sum it sends is the one of a state built from nothing with every table."""
     import pyarrow as pa
 
-    from vmi_spark.core.bound import PAIRWISE, BlockState, StepOps, pairwise_partials
+    from vmi_spark.core.bound import PAIRWISE, ChunkState, StepOps, pairwise_partials
     from vmi_spark.core.tables import conditional, pair_conditional, safe_log
     from vmi_spark.spark.executions import passes as B
 
@@ -379,11 +379,11 @@ def test_pass_over_every_block_id_scores_owned_blocks_once():
 
     def from_nothing(bid, ops):
         codes, y = rows[bid]
-        return pairwise_partials(codes, y, BlockState.initial(prior, n, d), ops).tolist()
+        return pairwise_partials(codes, y, ChunkState.initial(prior, n, d), ops).tolist()
 
     def partials(out):
         return {b: np.frombuffer(p, dtype=np.int64).tolist() for b, p in
-                zip(out.column("block_id").to_pylist(), out.column("partial").to_pylist())}
+                zip(out.column("chunk_id").to_pylist(), out.column("partial").to_pylist())}
 
     cache = B.worker_cache()
     cache.reset()
@@ -391,10 +391,10 @@ def test_pass_over_every_block_id_scores_owned_blocks_once():
     tok = "t"
     for bid, (codes, y) in rows.items():
         cache.put((tok, bid), codes, y)
-        cache.own((tok, bid), 4 if bid == 3 else 5)  # block 3: a stale copy
-        if bid != 6:  # block 6: owned, its state was evicted
-            held = (0,) if bid != 5 else (2,)  # block 5 holds a feature the block lacks
-            state = BlockState.initial(prior, n, d)
+        cache.own((tok, bid), 4 if bid == 3 else 5)  # chunk 3: a stale copy
+        if bid != 6:  # chunk 6: owned, its state was evicted
+            held = (0,) if bid != 5 else (2,)  # chunk 5 holds a feature the block lacks
+            state = ChunkState.initial(prior, n, d)
             pairwise_partials(codes, y, state, ops_of(held))
             assert state.block == held
             cache.put_state((tok, bid), state)
@@ -403,9 +403,9 @@ def test_pass_over_every_block_id_scores_owned_blocks_once():
     fn = B._first_pass_fn(held_fn, tok, [1, 2, 3, 4, 5, 6], 6, 1 << 20)  # expects serial 5
     unit = [pa.RecordBatch.from_pydict({"id": [0]})]
     out = pa.Table.from_batches(list(fn(iter(unit))))
-    assert out.column("block_id").to_pylist() == [1, 2] and cache.scored[(tok, 6)] == {1, 2}
+    assert out.column("chunk_id").to_pylist() == [1, 2] and cache.scored[(tok, 6)] == {1, 2}
     assert partials(out) == {b: from_nothing(b, ops) for b in (1, 2)}
-    assert (tok, 3) not in cache.states and (tok, 3) not in cache.blocks  # stale
+    assert (tok, 3) not in cache.states and (tok, 3) not in cache.chunks  # stale
     assert cache.states.peek((tok, 5)).block == (2,) and cache.owned[(tok, 5)] == 5  # untouched
     assert (tok, 6) not in cache.states and cache.owned[(tok, 6)] == 5  # a miss
     assert cache.owned[(tok, 1)] == 6 and cache.states.peek((tok, 1)).block == (0, 1)
@@ -414,14 +414,14 @@ def test_pass_over_every_block_id_scores_owned_blocks_once():
     assert cache.states.peek((tok, 1)).block == (0, 1)
 
     # the next step starts a new block (a restart): every table of it is shipped, so a
-    # block without a state, or with one that is not a prefix, starts from nothing here
+    # chunk without a state, or with one that is not a prefix, starts from nothing here
     cache.own((tok, 5), 6)
     cache.own((tok, 6), 6)
     new = ops_of((1,))
     held_fn, _ = B._pairwise_scorers(new, new, d)
     out = pa.Table.from_batches(list(B._first_pass_fn(held_fn, tok, [1, 2, 5, 6], 7,
                                                       1 << 20)(iter(unit))))
-    assert out.column("block_id").to_pylist() == [1, 2, 5, 6]
+    assert out.column("chunk_id").to_pylist() == [1, 2, 5, 6]
     assert cache.scored == {(tok, 7): {1, 2, 5, 6}}  # the older pass forgotten
     assert partials(out) == {b: from_nothing(b, new) for b in (1, 2, 5, 6)}
     assert all(cache.states.peek((tok, b)).block == (1,) for b in (1, 2, 5, 6))
@@ -429,8 +429,8 @@ def test_pass_over_every_block_id_scores_owned_blocks_once():
 
 
 def test_first_count_pass_alone_gives_ownership():
-    """Only the first pass over the blocks makes owners: a later count pass that reads a
-    block in another worker must not make a second one."""
+    """Only the first pass over the chunks makes owners: a later count pass that reads a
+    chunk in another worker must not make a second one."""
     import pyarrow as pa
 
     from vmi_spark.spark.executions import passes as B
@@ -439,18 +439,18 @@ def test_first_count_pass_alone_gives_ownership():
     cache.reset()
     codes = np.array([[0, 1, 1], [1, 0, 1]], dtype=np.uint8)
     rb = pa.RecordBatch.from_pydict({
-        "block_id": pa.array([7], pa.int64()), "n": pa.array([3], pa.int32()),
+        "chunk_id": pa.array([7], pa.int64()), "n": pa.array([3], pa.int32()),
         "codes": pa.array([codes.tobytes()], pa.binary()),
         "y": pa.array([np.array([0, 1, 1], dtype=np.uint16).tobytes()], pa.binary())})
     later = B._count_fn(2, 2, 2, None, "t", grant=False)
     out = pa.Table.from_batches(list(later(iter([rb]))))
-    assert out.column("block_ids").to_pylist() == [[7]]
+    assert out.column("chunk_ids").to_pylist() == [[7]]
     expected = np.zeros((2, 2, 2), dtype=np.int64)  # (feature, value, class), by hand
     expected[0] = [[1, 0], [0, 2]]
     expected[1] = [[0, 1], [1, 1]]
     got = np.frombuffer(out.column("counts")[0].as_py(), dtype=np.int64).reshape(2, 2, 2)
     assert (got == expected).all()
-    assert ("t", 7) in cache.blocks and ("t", 7) not in cache.owned
+    assert ("t", 7) in cache.chunks and ("t", 7) not in cache.owned
     first = B._count_fn(2, 2, 2, None, "t", grant=True)
     list(first(iter([rb])))
     assert cache.owned[("t", 7)] == 0
@@ -461,15 +461,15 @@ def test_first_count_pass_alone_gives_ownership():
 
 
 def test_count_passes_sum_in_the_task_and_split_bulk_pair_counts(spark, monkeypatch):
-    """A count pass sends one array per task (its blocks summed there), and bulk pair
+    """A count pass sends one array per task (its chunks summed there), and bulk pair
     counts are split into passes that fit the transfer budget; the totals equal a plain
     numpy count over all rows."""
-    from vmi_spark.spark.blocks import codes as blocks_mod
+    from vmi_spark.spark.chunks import codes as chunks_mod
     from vmi_spark.spark.executions import passes as B
 
-    blocks, plan = _encoded_blocks(spark, random_discrete(6, n=900, d=7), 100)
+    chunks, plan = _encoded_chunks(spark, random_discrete(6, n=900, d=7), 100)
     try:
-        rows = blocks.collect()
+        rows = chunks.collect()
         codes = np.concatenate([np.frombuffer(r["codes"], np.uint8).reshape(7, r["n"])
                                 for r in rows], axis=1)
         y = np.concatenate([np.frombuffer(r["y"], np.uint16) for r in rows]).astype(np.intp)
@@ -480,53 +480,53 @@ def test_count_passes_sum_in_the_task_and_split_bulk_pair_counts(spark, monkeypa
                 for i in range(7):
                     expected[f, i, codes[i, k], codes[f, k], y[k]] += 1
 
-        be = B.SparkBackend(blocks, 7, a, L)
+        be = B.SparkBackend(chunks, 7, a, L)
         fn = B._count_fn(7, a, L, None, be.token, grant=True)
-        tasks = blocks.mapInArrow(fn, "block_ids array<long>, counts binary").collect()
-        assert len(tasks) <= blocks.rdd.getNumPartitions() < len(rows)  # one row per task
-        assert sorted(b for t in tasks for b in t[0]) == sorted(r["block_id"] for r in rows)
+        tasks = chunks.mapInArrow(fn, "chunk_ids array<long>, counts binary").collect()
+        assert len(tasks) <= chunks.rdd.getNumPartitions() < len(rows)  # one row per task
+        assert sorted(b for t in tasks for b in t[0]) == sorted(r["chunk_id"] for r in rows)
 
         passes = []
         counts = be._counts
         monkeypatch.setattr(be, "_counts", lambda fs: passes.append(fs) or counts(fs))
-        monkeypatch.setattr(blocks_mod, "COUNT_PASS_BYTES", 3 * 7 * a * a * L * 8)
+        monkeypatch.setattr(chunks_mod, "COUNT_PASS_BYTES", 3 * 7 * a * a * L * 8)
         got = be.pair_counts_many(list(range(7)))
         assert passes == [[0, 1, 2], [3, 4, 5], [6]]
         assert got.shape == expected.shape and (got == expected).all()
         fc = be.feature_counts()
         assert (fc == expected[0].sum(axis=2)).all()  # n(x_i, y) from the pair table of f=0
     finally:
-        blocks.unpersist()
+        chunks.unpersist()
 
 
 
-def test_blocks_are_whole_strides_within_their_byte_bounds():
-    """Blocks are a multiple of BLOCK_ROW_STEP rows (the compiled loops' SIMD strides), at
-    least 256; no more than BLOCK_BYTES of codes and classes (pairwise: _PAIR_BLOCK_BYTES of
+def test_chunks_are_whole_strides_within_their_byte_bounds():
+    """Chunks are a multiple of CHUNK_ROW_STEP rows (the compiled loops' SIMD strides), at
+    least 256; no more than CHUNK_BYTES of codes and classes (pairwise: PAIR_CHUNK_BYTES of
     state) unless 256 rows already are; and about four a task slot: never more than four
     when no byte bound holds them back, never fewer rows than a slot's quarter share (or
     than the byte bound) less a stride."""
-    from vmi_spark.core.bound import BLOCK_ROW_STEP, MAX_BLOCK_ROWS
-    from vmi_spark.spark.blocks import memory
+    from vmi_spark.core.bound import CHUNK_ROW_STEP, MAX_CHUNK_ROWS
+    from vmi_spark.spark.chunks import memory
 
     for num_rows, parts, d, method, classes in itertools.product(
             [1, 1000, 20_000, 200_000, 5_000_000], [1, 2, 16],
             [5, 200, 2000, 10_000, 30_000, 200_000], ["vmi_naive", "vmi_pairwise", "mrmr"],
             [2, 7]):
         case = (num_rows, parts, d, method, classes)
-        rows = memory.block_rows_for(num_rows, parts, d, method, classes)
-        assert rows % BLOCK_ROW_STEP == 0 and 256 <= rows <= MAX_BLOCK_ROWS, case
+        rows = memory.chunk_rows_for(num_rows, parts, d, method, classes)
+        assert rows % CHUNK_ROW_STEP == 0 and 256 <= rows <= MAX_CHUNK_ROWS, case
         state = 8 * d * classes if method == "vmi_pairwise" else 0
         if rows > 256:
-            assert rows * (d + 2) <= memory.BLOCK_BYTES, case
-            assert rows * state <= memory.PAIR_BLOCK_BYTES, case
+            assert rows * (d + 2) <= memory.CHUNK_BYTES, case
+            assert rows * state <= memory.PAIR_CHUNK_BYTES, case
         share = -(-num_rows // (4 * parts))
-        bound = min(memory.BLOCK_BYTES // (d + 2),
-                    memory.PAIR_BLOCK_BYTES // state if state else memory.BLOCK_BYTES)
-        if bound >= share + BLOCK_ROW_STEP and share <= MAX_BLOCK_ROWS:
+        bound = min(memory.CHUNK_BYTES // (d + 2),
+                    memory.PAIR_CHUNK_BYTES // state if state else memory.CHUNK_BYTES)
+        if bound >= share + CHUNK_ROW_STEP and share <= MAX_CHUNK_ROWS:
             assert -(-num_rows // rows) <= 4 * parts, case  # not cut finer than the slots need
-        if share >= memory.MIN_BLOCK_ROWS:
-            assert rows > min(share, bound, MAX_BLOCK_ROWS) - BLOCK_ROW_STEP, case
+        if share >= memory.MIN_CHUNK_ROWS:
+            assert rows > min(share, bound, MAX_CHUNK_ROWS) - CHUNK_ROW_STEP, case
 
 
 def test_a_kernel_falling_back_to_numpy_in_a_python_worker_fails_the_task(spark):

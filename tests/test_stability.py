@@ -84,7 +84,7 @@ def _table(seed=0, n=2000, d=7):
 def test_half_samples_depend_on_each_row_alone():
     codes, y = _table()
     keep = HalfSample(3, 1).keep(codes, y)
-    # any blocking: the rows of each block on their own
+    # any blocking: the rows of each chunk on their own
     parts = np.concatenate([HalfSample(3, 1).keep(np.ascontiguousarray(codes[:, s:s + 333]),
                                                   y[s:s + 333]) for s in range(0, 2000, 333)])
     assert np.array_equal(keep, parts)
@@ -105,7 +105,7 @@ def test_half_samples_depend_on_each_row_alone():
 
 def test_the_runs_are_the_selections_on_the_kept_rows():
     codes, y = _table(2)
-    backend = InMemoryBackend(codes, y, 4, 2, block_rows=256)
+    backend = InMemoryBackend(codes, y, 4, 2, chunk_rows=256)
     runs = run_stability(backend, lambda b: select(b, "vmi_naive", 3), 5, seed=9)
     for b in range(5):
         m = HalfSample(9, b).keep(codes, y)

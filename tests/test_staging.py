@@ -1,5 +1,5 @@
 """Staging copies of the encoded rows under a staging directory (issue 33 items 4 and 7),
-in a classic session with ``block_storage="staging"`` (what a serverless session does by
+in a classic session with ``chunk_storage="staging"`` (what a serverless session does by
 itself): never inside the input, with every front end; a copy holds the run's marker and
 lock while it lives, is removed afterwards, and a copy a killed run left is removed by the
 next run, and nothing else there is."""
@@ -15,7 +15,7 @@ import pytest
 from helpers import random_discrete
 from vmi_spark import VMISelector
 from vmi_spark.errors import InputError
-from vmi_spark.spark.blocks import storage
+from vmi_spark.spark.chunks import storage
 from vmi_spark.spark.select import run_selection
 
 
@@ -35,25 +35,25 @@ def _listing(root: Path) -> list[str]:
 
 @pytest.mark.parametrize("where", ["the input", "a partition of it"])
 def test_run_selection_refuses_to_stage_inside_its_input(table, where):
-    """run_selection and VMISelector.setStagingDir wrote a vmi-blocks-* copy into the input
+    """run_selection and VMISelector.setStagingDir wrote a vmi-chunks-* copy into the input
     directory while the selection ran; now they refuse before reading, as the job does."""
     base, df = table
     staging = base / "in" if where == "the input" else base / "in" / "k=1"
     before = _listing(base / "in")
     # run_selection names its keywords, VMISelector its Params
-    with pytest.raises(InputError, match=r"staging_dir '.*' \(resolves to '.*vmi-blocks-\*'\) "
+    with pytest.raises(InputError, match=r"staging_dir '.*' \(resolves to '.*vmi-chunks-\*'\) "
                                          r"lies inside the input") as info:
-        run_selection(df, "y", num_features=2, block_storage="staging", staging_dir=str(staging))
+        run_selection(df, "y", num_features=2, chunk_storage="staging", staging_dir=str(staging))
     assert "\n" not in str(info.value)
     selector = VMISelector(inputCols=[f"c{j}" for j in range(5)], labelCol="y",
-                           numTopFeatures=2, blockStorage="staging").setStagingDir(str(staging))
+                           numTopFeatures=2, chunkStorage="staging").setStagingDir(str(staging))
     with pytest.raises(InputError, match="stagingDir .* lies inside the input"):
         selector.fit(df)
     assert _listing(base / "in") == before
 
 
 def test_a_staging_copy_holds_its_marker_and_lock_and_goes_away(table, tmp_path):
-    """While the selection runs the copy is vmi-blocks-<hex>/{_VMI_SPARK_BLOCKS, data} and
+    """While the selection runs the copy is vmi-chunks-<hex>/{_VMI_SPARK_CHUNKS, data} and
     locked; afterwards nothing the run created is left (the staging directory it created
     included), and the selection is the cached one's."""
     _, df = table
@@ -62,15 +62,15 @@ def test_a_staging_copy_holds_its_marker_and_lock_and_goes_away(table, tmp_path)
 
     def on_step(sel):
         (copy,) = list(staging.iterdir())
-        marker = json.loads((copy / storage.BLOCKS_MARKER).read_text())
+        marker = json.loads((copy / storage.CHUNKS_MARKER).read_text())
         seen.append((sorted(os.listdir(copy)), marker, storage.sweep(str(staging)) == []))
 
-    run = run_selection(df, "y", num_features=2, block_storage="staging",
+    run = run_selection(df, "y", num_features=2, chunk_storage="staging",
                         staging_dir=str(staging), on_step=on_step, execution="passes")
     assert run.storage == "staging"
     names, marker, kept = seen[0]
-    assert names == [storage.BLOCKS_MARKER, storage.BLOCKS_DATA] and kept
-    assert marker["writer"] == "vmi_spark" and marker["kind"] == "blocks"
+    assert names == [storage.CHUNKS_MARKER, storage.CHUNKS_DATA] and kept
+    assert marker["writer"] == "vmi_spark" and marker["kind"] == "chunks"
     assert not (tmp_path / "vol").exists()
     cached = run_selection(df, "y", num_features=2).selection
     assert run.selection.selected == cached.selected and run.selection.scores == cached.scores
@@ -90,24 +90,24 @@ def test_a_copy_a_killed_run_left_is_removed_by_the_next_run(table, tmp_path):
     staging.mkdir()
     live = storage.keep(df.select("y"), None, "staging", str(staging))  # a run still going
     left = _killed_copy(df, staging)
-    assert sorted(os.listdir(left)) == [storage.BLOCKS_MARKER, storage.BLOCKS_DATA]
+    assert sorted(os.listdir(left)) == [storage.CHUNKS_MARKER, storage.CHUNKS_DATA]
     # what the next run must leave alone: the user's, a copy without the marker, a copy
     # with a marker naming another copy, a link with a copy's name, a copy a live run holds
     (staging / "notes.txt").write_text("mine")
-    plain = staging / "vmi-blocks-0123456789abcdef"
+    plain = staging / "vmi-chunks-0123456789abcdef"
     (plain / "data").mkdir(parents=True)
-    forged = staging / "vmi-blocks-fedcba9876543210"
+    forged = staging / "vmi-chunks-fedcba9876543210"
     forged.mkdir()
-    (forged / storage.BLOCKS_MARKER).write_text(json.dumps(
-        {"writer": "vmi_spark", "kind": "blocks", "name": "vmi-blocks-0000000000000000"}))
+    (forged / storage.CHUNKS_MARKER).write_text(json.dumps(
+        {"writer": "vmi_spark", "kind": "chunks", "name": "vmi-chunks-0000000000000000"}))
     target = tmp_path / "target"
     target.mkdir()
     (target / "x").write_text("x")
-    os.symlink(target, staging / "vmi-blocks-aaaaaaaaaaaaaaaa")
+    os.symlink(target, staging / "vmi-chunks-aaaaaaaaaaaaaaaa")
     others = sorted(set(os.listdir(staging)) - {left.name})
     with pytest.warns(UserWarning, match=f"removed the staging copy {left} that an "
                                          "interrupted run left"):
-        run_selection(df, "y", num_features=2, block_storage="staging",
+        run_selection(df, "y", num_features=2, chunk_storage="staging",
                       staging_dir=str(staging), execution="passes")
     assert sorted(os.listdir(staging)) == others
     assert os.listdir(target) == ["x"] and sorted(os.listdir(plain)) == ["data"]

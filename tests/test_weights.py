@@ -113,8 +113,8 @@ def test_weighted_loops_equal_repeated_rows_and_numpy(num_classes):
         kernels.pair_scores_w(cell_ratio, cell_post, y, cands, 2, w)))
 
 
-def test_block_sums_past_int64_are_exact():
-    """Weights near the limit: a block's sum needs about 80 bits; Python ints agree."""
+def test_chunk_sums_past_int64_are_exact():
+    """Weights near the limit: a chunk's sum needs about 80 bits; Python ints agree."""
     codes, y, _ = _table(9, n=300, d=5, classes=2)
     w = np.full(300, 2**33, dtype=np.int64)  # 300 x 2**33 < 2**42 in all
     counts = InMemoryBackend(codes, y, 4, 2, w=w).feature_counts()
@@ -138,8 +138,8 @@ def test_every_method_weighted_is_the_repeated_table_bit_for_bit(method):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for rows in (64, 65536):
-            a = select(InMemoryBackend(codes, y, 4, 3, block_rows=rows, w=w), method, 5)
-            b = select(InMemoryBackend(codes[:, rep], y[rep], 4, 3, block_rows=rows), method, 5)
+            a = select(InMemoryBackend(codes, y, 4, 3, chunk_rows=rows, w=w), method, 5)
+            b = select(InMemoryBackend(codes[:, rep], y[rep], 4, 3, chunk_rows=rows), method, 5)
             assert (a.selected, a.blocks) == (b.selected, b.blocks)
             assert _bits(a.scores) == _bits(b.scores)
             assert _bits(a.gains) == _bits(b.gains)
@@ -150,10 +150,10 @@ def test_every_method_weighted_is_the_repeated_table_bit_for_bit(method):
 @pytest.mark.parametrize("method", [NAIVE, PAIRWISE])
 def test_weighted_selection_same_with_numpy_loops(monkeypatch, method):
     codes, y, w = _table(12)
-    want = select(InMemoryBackend(codes, y, 4, 3, block_rows=128, w=w), method, 5)
+    want = select(InMemoryBackend(codes, y, 4, 3, chunk_rows=128, w=w), method, 5)
     for name in kernels.LOOPS:
         monkeypatch.setattr(kernels, name, getattr(kernels, name + "_np"))
-    got = select(InMemoryBackend(codes, y, 4, 3, block_rows=128, w=w), method, 5)
+    got = select(InMemoryBackend(codes, y, 4, 3, chunk_rows=128, w=w), method, 5)
     assert got.selected == want.selected and _bits(got.scores) == _bits(want.scores)
 
 
@@ -184,7 +184,7 @@ def _slow_mi(x, y, w):
 
 def test_weighted_bound_and_mi_against_slow_definitions():
     codes, y, w = _table(13, n=250, d=5, classes=2)
-    sel = select(InMemoryBackend(codes, y, 4, 2, block_rows=64, w=w), NAIVE, 3,
+    sel = select(InMemoryBackend(codes, y, 4, 2, chunk_rows=64, w=w), NAIVE, 3,
                  restart_tolerance=float("-inf"))
     for i in range(5):
         assert sel.mutual_information[i] == pytest.approx(_slow_mi(codes[i], y, w), abs=1e-12)

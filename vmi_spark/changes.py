@@ -75,8 +75,9 @@ def _no_constant(name: str) -> Any:
     raise PreviousError(f"it holds {name}")
 
 
-def read_previous(directory: str) -> dict[str, Any]:
-    """The fields of a previous run's ``DIR/selection.json`` that :func:`compare` uses,
+def read_previous(directory: str, max_bytes: int = MAX_PREVIOUS_BYTES) -> dict[str, Any]:
+    """The fields of a previous run's ``DIR/selection.json`` (at most ``max_bytes``,
+    :data:`MAX_PREVIOUS_BYTES`) that :func:`compare` uses,
     validated: ``selected`` (names, in selection order), ``features``, ``method``,
     ``parameters`` (an object), ``input_schema`` ({name: type} or None), ``input_rows``
     (an int or None). Raises :class:`PreviousError` (one line) on anything else."""
@@ -89,11 +90,11 @@ def read_previous(directory: str) -> dict[str, Any]:
         raise PreviousError(f"cannot read '{path}': {exc.strerror or exc}") from None
     if not stat.S_ISREG(st.st_mode):
         raise PreviousError(f"'{path}' is not a regular file")
-    if st.st_size > MAX_PREVIOUS_BYTES:
-        raise PreviousError(f"'{path}' is larger than {MAX_PREVIOUS_BYTES >> 20} MiB")
+    if st.st_size > max_bytes:
+        raise PreviousError(f"'{path}' is larger than {max_bytes >> 20} MiB")
     try:
         with open(path, encoding="utf-8") as fh:
-            raw = json.loads(fh.read(MAX_PREVIOUS_BYTES + 1), parse_constant=_no_constant)
+            raw = json.loads(fh.read(max_bytes + 1), parse_constant=_no_constant)
     except PreviousError:
         raise
     except (OSError, UnicodeError, ValueError, RecursionError) as exc:

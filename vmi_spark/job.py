@@ -32,6 +32,7 @@ from .params import (
     Settings,
     default,
     parameter,
+    unalias,
     validate,
 )
 
@@ -119,6 +120,10 @@ def _add_spec_arguments(p: argparse.ArgumentParser, keys: Sequence[str]) -> None
             kwargs["default"] = spec.default_for("cli")
             if spec.default_for("cli") is not None:
                 kwargs["help"] += f" (default {spec.default_for('cli')})".replace("%", "%%")
+        if "cli" in spec.aliases:  # either spelling, kept only when given: check_args unaliases
+            kwargs["default"] = argparse.SUPPRESS
+            p.add_argument(spec.aliases["cli"], **{**kwargs, "help": argparse.SUPPRESS,
+                                                   "dest": spec.aliases["python"]})
         p.add_argument(spec.name("cli"), **kwargs)
 
 
@@ -139,7 +144,7 @@ def check_args(parsed: argparse.Namespace) -> CheckedArgs:
     :class:`InputError` (one line naming the flag) otherwise. One decision: :func:`main`
     makes it once, before Spark starts, and :func:`run` takes its result.
     """
-    args = argparse.Namespace(**vars(parsed))
+    args = argparse.Namespace(**unalias(vars(parsed), "python", "cli"))
     demo = not (args.input or args.table)
     if demo and (args.label or args.output or args.write_selected or args.output_table
                  or args.previous or args.weight_col):

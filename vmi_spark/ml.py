@@ -46,7 +46,7 @@ from pyspark.sql import functions as F
 
 from .core.report_schema import SelectionReport
 from .errors import InputError, one_line
-from .params import METHOD_NAMES, SPEC, Settings, check, defaults, is_vmi, parameter
+from .params import METHOD_NAMES, SPEC, Settings, check, defaults, is_vmi, parameter, unalias
 from .progress import StepLogger
 from .spark.compat import handle_overwrite, load_metadata, save_metadata
 from .spark.plan import is_vector_type, quote
@@ -111,7 +111,7 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
     numTopFeatures: Param[int] = _param("num_features")
     selectionMode: Param[str] = _param("selection_mode")
     selectionThreshold: Param[float] = _param("selection_threshold")
-    blockStorage: Param[str] = _param("block_storage")
+    chunkStorage: Param[str] = _param("chunk_storage")
     stagingDir: Param[str] = _param("staging_dir")
     method: Param[str] = _param("method")
     restartTolerance: Param[float] = _param("restart_tolerance")
@@ -152,9 +152,13 @@ class _VMISelectorParams(HasFeaturesCol, HasInputCols, HasLabelCol, HasOutputCol
         default: 0.01 nats for ``gain``, 0.1 for ``fraction``)."""
         return self._get_optional(self.selectionThreshold)
 
+    def getChunkStorage(self) -> str:
+        """Gets the value of :py:attr:`chunkStorage` or its default value."""
+        return self.getOrDefault(self.chunkStorage)
+
     def getBlockStorage(self) -> str:
-        """Gets the value of :py:attr:`blockStorage` or its default value."""
-        return self.getOrDefault(self.blockStorage)
+        """Gets the value of :py:attr:`chunkStorage` (its earlier name)."""
+        return self.getChunkStorage()
 
     def getStagingDir(self) -> str | None:
         """Gets the value of stagingDir, or None if it is not set."""
@@ -307,10 +311,11 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     @keyword_only
     def setParams(self, **params: Any) -> VMISelector:
         """Sets the Params given as keywords (checked); returns this VMISelector."""
-        unknown = sorted(set(self._input_kwargs) - set(_ml_signature().parameters))
+        given = unalias(self._input_kwargs, "ml")
+        unknown = sorted(set(given) - set(_ml_signature().parameters))
         if unknown:
             raise TypeError(f"VMISelector got an unexpected keyword argument '{unknown[0]}'")
-        kwargs = {k: v for k, v in self._input_kwargs.items() if v is not None}
+        kwargs = {k: v for k, v in given.items() if v is not None}
         return self._set(**kwargs)
 
     def write(self) -> MLWriter:
@@ -377,6 +382,10 @@ VMISelector.__init__.__signature__ = _ml_signature()  # type: ignore[attr-define
 VMISelector.setParams.__signature__ = _ml_signature()  # type: ignore[attr-defined]
 for _name in list(_ml_signature().parameters)[1:]:  # one setter a Param, from the spec
     setattr(VMISelector, "set" + _name[0].upper() + _name[1:], _setter(_name, "VMISelector"))
+for _p in SPEC:  # and one under each earlier name (setBlockStorage)
+    if "ml" in _p.aliases:
+        _old = _p.aliases["ml"]
+        setattr(VMISelector, "set" + _old[0].upper() + _old[1:], _setter(_p.name("ml"), "VMISelector"))
 
 
 class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):
@@ -589,7 +598,7 @@ class _Reader(DefaultParamsReader):
     SparkContext, which a Spark Connect client has not)."""
 
     def load(self, path: str) -> Any:
-        meta = load_metadata(path, self.sparkSession)
+        meta = _unaliased(load_metadata(path, self.sparkSession))
         instance: Any = self.cls()
         instance._resetUid(meta["uid"])
         DefaultParamsReader.getAndSetParams(instance, meta)  # type: ignore[type-var]
@@ -602,6 +611,7 @@ class _ModelReader(DefaultParamsReader):
             warnings.simplefilter("ignore")
             meta = _read_metadata(path, self.sparkSession)
             try:  # JSON only: tampered or foreign metadata is refused, never executed
+                meta = _unaliased(meta)
                 _check_metadata(meta)
                 report = meta["report"]
                 _check_report(report, meta)
@@ -614,6 +624,15 @@ class _ModelReader(DefaultParamsReader):
                 raise InputError(f"cannot load a VMISelectorModel from '{path}': its metadata "
                                  f"is not the JSON this model writes ({text})") from None
         return model
+
+
+def _unaliased(meta: dict[str, Any]) -> dict[str, Any]:
+    """``meta`` with the params saved under an earlier name (``blockStorage``, by an
+    earlier version) read under their names (:func:`vmi_spark.params.unalias`; both
+    names is a ParameterError)."""
+    return {**meta, **{section: unalias(meta[section], "ml")
+                       for section in ("paramMap", "defaultParamMap")
+                       if type(meta.get(section)) is dict}}
 
 
 #: the class name a saved model's metadata holds

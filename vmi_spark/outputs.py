@@ -67,7 +67,7 @@ class OutputRequest:
     checkpoint_dir : str or None
         ``--checkpoint-dir``, driver-local.
     staging_dir : str or None
-        ``--staging-dir``, where the run writes a fresh ``vmi-blocks-*`` directory.
+        ``--staging-dir``, where the run writes a fresh ``vmi-chunks-*`` directory.
     overwrite : bool
         ``--overwrite``: an existing previous ``--output`` may be replaced.
     input : str or None
@@ -337,7 +337,7 @@ def check_before_spark(req: OutputRequest) -> None:
 def output_locations(req: OutputRequest, selected_qualified: str | None = None,
                      staging_qualified: str | None = None) -> list[Location]:
     """The locations the job writes, in flag order: ``--output``, ``--write-selected`` (as
-    ``selected_qualified`` when given), ``--checkpoint-dir``, the ``vmi-blocks-*`` directory
+    ``selected_qualified`` when given), ``--checkpoint-dir``, the ``vmi-chunks-*`` directory
     a run writes under ``--staging-dir`` (as ``staging_qualified`` when given), and the
     staging directories next to the first two."""
     outs: list[Location] = []
@@ -353,8 +353,8 @@ def output_locations(req: OutputRequest, selected_qualified: str | None = None,
             loc = replace(loc, given=req.write_selected or path)
         if flag == "--staging-dir" and staging_qualified:
             loc = replace(loc, given=req.staging_dir or path)
-        if flag == "--staging-dir":  # the run writes a fresh vmi-blocks-<id> in it, only that
-            loc = replace(loc, parts=loc.parts + ("vmi-blocks-*",))
+        if flag == "--staging-dir":  # the run writes a fresh vmi-chunks-<id> in it, only that
+            loc = replace(loc, parts=loc.parts + ("vmi-chunks-*",))
         outs.append(loc)
         if flag in ("--output", "--write-selected") and loc.parts:
             staging = loc.parts[:-1] + (staging_name(loc.parts[-1]),)

@@ -35,6 +35,7 @@ from .errors import ParameterError, ParameterWarning, literal, register_names
 
 __all__ = ["Settings", "Method", "METHODS", "METHOD_NAMES", "VMI_METHODS", "is_vmi", "method",
            "Parameter", "SPEC", "STYLES", "ParameterError", "ParameterWarning", "validate",
+           "unalias",
            "check", "default", "defaults", "display_name", "cap_num_features", "plan_size", "corrections", "markdown_table",
            "selection_size", "stops_on_evidence", "DEFAULT_THRESHOLDS", "AUTO_MAX_FEATURES"]
 
@@ -119,6 +120,8 @@ class Parameter:
     role: str = "result"
     #: the scikit-learn selector's name for a parameter of ``fit`` (not of the constructor)
     fit_arg: str | None = None
+    #: earlier names still accepted, by style (``python``, ``ml``, ``cli``): see :func:`unalias`
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
     def name(self, style: str) -> str:
         """This parameter's name in front end ``style`` (one of :data:`STYLES`)."""
@@ -135,11 +138,14 @@ class Parameter:
         text = self.docs.get(style, self.doc)
         for fragment in self.readme_only:
             text = text.replace(fragment, "")
+        if style in self.aliases:
+            text += f" (earlier name: {self.aliases[style]})"
         return _phrase(text, style).replace("`", "").replace("\\|", "|")
 
     def readme(self) -> str:
         """The meaning for the README's table (markdown, the ML names)."""
-        return _phrase(self.doc, "ml")
+        earlier = ", ".join(f"`{self.aliases[s]}`" for s in ("ml", "cli") if s in self.aliases)
+        return _phrase(self.doc, "ml") + (f" (earlier names: {earlier})" if earlier else "")
 
 
 _METHOD_DOC = ("`vmi_naive` or `vmi_pairwise`; or a comparison criterion "
@@ -266,11 +272,12 @@ SPEC: tuple[Parameter, ...] = (
                            "with Spark's reader"}, role="run"),
     Parameter("output_col", str, None, "output vector column (vector input only)",
               ml="outputCol", readme_default="`<uid>__output`", role="columns"),
-    Parameter("block_storage", str, "auto", "where the encoded rows live between passes: "
+    Parameter("chunk_storage", str, "auto", "where the encoded rows live between passes: "
               "`auto` (Spark's cache; where the session refuses caching, as Databricks "
               "serverless does, a copy under `{staging_dir}` if given, else recomputed per "
-              "pass), `cache`, `staging` or `recompute`", ml="blockStorage",
-              flag="--block-storage", choices=("auto", "cache", "staging", "recompute"), role="run"),
+              "pass), `cache`, `staging` or `recompute`", ml="chunkStorage",
+              flag="--chunk-storage", choices=("auto", "cache", "staging", "recompute"), role="run",
+              aliases={"python": "block_storage", "ml": "blockStorage", "cli": "--block-storage"}),
     Parameter("staging_dir", str, None, "a directory Spark can write and read (e.g. a Unity "
               "Catalog volume) for a copy of the encoded rows where the session cannot cache "
               "them; the copy is removed afterwards", ml="stagingDir", flag="--staging-dir",
@@ -318,7 +325,7 @@ README_KEYS = ("features", "exclude", "label", "weight_col", "num_features", "se
                "drop_suspects",
                "num_bins", "binning",
                "max_categories", "max_classes", "label_type", "label_bins", "handle_invalid", "estimator", "checkpoint_dir",
-               "execution", "reader", "output_col", "block_storage", "staging_dir",
+               "execution", "reader", "output_col", "chunk_storage", "staging_dir",
                "stability", "stability_seed", "stability_fraction", "previous",
                "fail_on_change")
 
@@ -356,6 +363,36 @@ def defaults(style: str, entry_point: str | None = None) -> dict[str, Any]:
 def names(style: str) -> dict[str, str]:
     """``{key: name}`` of every parameter in front end ``style`` (for message templates)."""
     return {p.key: p.name(style) for p in SPEC}
+
+
+def unalias(values: Mapping[str, Any], style: str, message_style: str | None = None
+            ) -> dict[str, Any]:
+    """``values`` (by the names of front end ``style``) with each earlier name of a
+    parameter (:attr:`Parameter.aliases`) replaced by its name: the one place every front
+    end reads both.
+
+    Raises
+    ------
+    ParameterError
+        If a parameter is given under both names (phrased in ``message_style``'s names,
+        else ``style``'s).
+
+    Examples
+    --------
+    >>> unalias({"block_storage": "cache", "method": "vmi_naive"}, "python")
+    {'method': 'vmi_naive', 'chunk_storage': 'cache'}
+    """
+    out = dict(values)
+    for p in SPEC:
+        old = p.aliases.get(style)
+        if old is None or old not in out:
+            continue
+        if p.name(style) in out:
+            shown = p.aliases.get(message_style or style, old)
+            raise ParameterError(p.key, f"{{{p.key}}} and {shown} (its earlier name) are both "
+                                        "given: give one", message_style or style)
+        out[p.name(style)] = out.pop(old)
+    return out
 
 
 def _phrase(template: str, style: str) -> str:
@@ -476,9 +513,9 @@ def validate(values: Mapping[str, Any], style: str = "ml") -> dict[str, Any]:
     if out.get("stability") == 1:
         raise ParameterError("stability", "{stability} must be 0 (none) or at least "
                              "2 (a stability index compares runs), got 1", style)
-    if out.get("block_storage") == "staging" and "staging_dir" in out \
+    if out.get("chunk_storage") == "staging" and "staging_dir" in out \
             and out["staging_dir"] is None:
-        raise ParameterError("block_storage", "{block_storage} 'staging' needs a {staging_dir}",
+        raise ParameterError("chunk_storage", "{chunk_storage} 'staging' needs a {staging_dir}",
                              style)
     return out
 

@@ -2,5 +2,5 @@
 the greedy loop.
 
 Nothing in this package imports pyspark; the Spark layer calls these functions once
-per block of rows, and the in-memory selector calls them on the whole table.
+per chunk of rows, and the in-memory selector calls them on the whole table.
 """

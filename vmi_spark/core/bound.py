@@ -1,10 +1,11 @@
-"""Per-block kernels of the variational bound (Gao, Ver Steeg & Galstyan, NIPS 2016).
+"""Per-chunk kernels of the variational bound (Gao, Ver Steeg & Galstyan, NIPS 2016).
 
-A *block* is a set of rows held together: ``codes`` (D, n) uint8 feature codes,
+A *chunk* is a run of rows held together: ``codes`` (D, n) uint8 feature codes,
 ``y`` (n,) class codes, and the running per-row state of the current selection
-block (the normalised posterior q(y | x_S) and, for the pairwise Q-distribution,
-the running sums over the selected j of log p(x_i | x_j, c) - log p(x_i | x_j, y_k) for
-the classes c other than the row's own).
+*block* (Algorithm 1's: the features selected since the last restart): the normalised
+posterior q(y | x_S) and, for the pairwise Q-distribution, the running sums over the
+selected j of log p(x_i | x_j, c) - log p(x_i | x_j, y_k) for the classes c other than
+the row's own.
 
 For a candidate feature i the bound increment is (Eq. fs_update, rewritten with
 the normalised posterior r_k(y) = q(y | x_S^k))::
@@ -19,7 +20,7 @@ summed, so a sum over rows is exact and the same for every partitioning of the
 rows; the rounding costs at most 2.4e-10 nats in the mean (two logs per row for
 the naive Q, whose first term comes from the counts, one for the pairwise Q).
 
-Row weights (:mod:`.weights`): every function here takes the block's int64 weights ``w``
+Row weights (:mod:`.weights`): every function here takes the chunk's int64 weights ``w``
 (None: every row weighs 1). A weighted row's terms count ``w`` times, exactly: the counts
 are sums of weights and a step's sums are wide (:mod:`.wide`, a (2, D) ``[hi, lo]``
 instead of a (D,) int64), so a row of integer weight w gives the integers of w copies.
@@ -37,53 +38,24 @@ from .kernels import fixed_log
 #: fixed-point scale of per-row log contributions (defined with the loops that round)
 SCALE = kernels.SCALE
 
-#: rows per block; keeps an int64 block sum far from overflow (|log| < 700)
-MAX_BLOCK_ROWS = 1 << 16
-#: blocks are cut in multiples of this many rows where the choice is free: the compiled
+#: rows per chunk; keeps an int64 chunk sum far from overflow (|log| < 700)
+MAX_CHUNK_ROWS = 1 << 16
+#: chunks are cut in multiples of this many rows where the choice is free: the compiled
 #: loops run over a candidate's rows in SIMD strides, and a row count off the stride leaves
-#: every candidate of every block a scalar tail (15% of a naive step at 30,000 candidates
-#: in blocks of 279 rows)
-BLOCK_ROW_STEP = 64
+#: every candidate of every chunk a scalar tail (15% of a naive step at 30,000 candidates
+#: in chunks of 279 rows)
+CHUNK_ROW_STEP = 64
 NAIVE = "vmi_naive"
 PAIRWISE = "vmi_pairwise"
 METHODS = (NAIVE, PAIRWISE)
 
 
 def whole_strides(rows: int, *, up: bool = False) -> int:
-    """``rows`` rounded to a multiple of :data:`BLOCK_ROW_STEP`: down (at least one
+    """``rows`` rounded to a multiple of :data:`CHUNK_ROW_STEP`: down (at least one
     stride), or ``up``."""
     if up:
-        return -(-rows // BLOCK_ROW_STEP) * BLOCK_ROW_STEP
-    return max(BLOCK_ROW_STEP, rows - rows % BLOCK_ROW_STEP)
-
-
-@dataclass
-class StepOps:
-    """What one pass over the rows computes: the candidates' bound increments.
-
-    ``block`` is the current selection block (feature indices in selection order);
-    ``cond`` the (D, A, L) table p(x_i = a | y); ``candidates`` masks the features to
-    score. For the pairwise Q, ``pair_log_tables[f]`` is the (D, A, A, L) table
-    log p(x_i = a | x_f = b, y) of every block feature f. ``label`` names the pass
-    (shown as the Spark job description).
-    """
-
-    method: str
-    prior: np.ndarray
-    cond: np.ndarray
-    candidates: np.ndarray
-    block: tuple[int, ...] = ()
-    pair_log_tables: dict[int, np.ndarray] = field(default_factory=dict)
-    label: str = ""
-
-    def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"unknown method {self.method!r}")
-
-    @property
-    def pairwise(self) -> bool:
-        """The pairwise Q (per-row running sums, the block's pair tables); else naive Bayes."""
-        return self.method == PAIRWISE
+        return -(-rows // CHUNK_ROW_STEP) * CHUNK_ROW_STEP
+    return max(CHUNK_ROW_STEP, rows - rows % CHUNK_ROW_STEP)
 
 
 #: the pattern kernel is used while (patterns x states) <= rows / PATTERN_RATIO: a table
@@ -95,10 +67,57 @@ PATTERN_CHUNK_CELLS = 1 << 20
 #: pairwise scores per (pattern, x_i, y) cell while the cells are at most rows / PAIR_CELL_RATIO.
 #: A cell costs L-1 exps and a log, a row a count and a fill; compiled, the per-row pass
 #: (:func:`kernels.pair_fold_scores`) costs about what that filling does, so the cells win
-#: only while very few (blocks of 12,544 rows: even or ahead by up to 0.17 ns a candidate
+#: only while very few (chunks of 12,544 rows: even or ahead by up to 0.17 ns a candidate
 #: row at 8-64 cells, -0.18 to +0.14 at 128-162, behind from 256 on: 2.5-8.3 against
 #: 2.0-2.2 ns; benchmarks/pair_cells.py, s19_pair_cells.json)
 PAIR_CELL_RATIO = 64 if kernels.BACKEND == "numba" else 2
+
+
+@dataclass(frozen=True)
+class Routes:
+    """Where a step takes the pattern and cell routes instead of the rows: the defaults
+    above, chosen by speed; a route never changes an integer (the tests force each).
+
+    ``pattern_ratio`` (:data:`PATTERN_RATIO`), ``pattern_chunk_cells``
+    (:data:`PATTERN_CHUNK_CELLS`), ``pair_cell_ratio`` (:data:`PAIR_CELL_RATIO`).
+    """
+
+    pattern_ratio: int = PATTERN_RATIO
+    pattern_chunk_cells: int = PATTERN_CHUNK_CELLS
+    pair_cell_ratio: int = PAIR_CELL_RATIO
+
+
+@dataclass
+class StepOps:
+    """What one pass over the rows computes: the candidates' bound increments.
+
+    ``block`` is the current selection block (feature indices in selection order);
+    ``cond`` the (D, A, L) table p(x_i = a | y); ``candidates`` masks the features to
+    score. For the pairwise Q, ``pair_log_tables[f]`` is the (D, A, A, L) table
+    log p(x_i = a | x_f = b, y) of every block feature f. ``label`` names the pass
+    (shown as the Spark job description). ``routes`` says when the rows are grouped
+    (:class:`Routes`; the defaults everywhere but in tests and benchmarks).
+    """
+
+    method: str
+    prior: np.ndarray
+    cond: np.ndarray
+    candidates: np.ndarray
+    block: tuple[int, ...] = ()
+    pair_log_tables: dict[int, np.ndarray] = field(default_factory=dict)
+    label: str = ""
+    routes: Routes = Routes()
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}")
+
+    @property
+    def pairwise(self) -> bool:
+        """The pairwise Q (per-row running sums, the block's pair tables); else naive Bayes."""
+        return self.method == PAIRWISE
+
+
 
 
 def block_patterns(codes: np.ndarray, block, arity: int, max_patterns: int):
@@ -152,7 +171,7 @@ def naive_own(counts: np.ndarray, cond: np.ndarray) -> np.ndarray:
 
     ``sum_k rint(2**32 log p(x_i^k | y_k))`` over all rows, which is
     ``sum_{a,y} n(x_i = a, y) rint(2**32 log p(a | y))``. Add it to the summed
-    :func:`naive_partials` of all blocks to get the bound increments. Above 2**21 rows (or
+    :func:`naive_partials` of all chunks to get the bound increments. Above 2**21 rows (or
     that much weight) the sums may pass int64: they are then Python ints (an object array).
     """
     counts = np.asarray(counts, dtype=np.int64)
@@ -167,14 +186,14 @@ def naive_own(counts: np.ndarray, cond: np.ndarray) -> np.ndarray:
 
 @dataclass
 class NaiveState:
-    """The per-row naive-Bayes posterior of one block of rows, kept from step to step.
+    """The per-row naive-Bayes posterior of one chunk of rows, kept from step to step.
 
     ``rows`` (L, n) is q(y | x_S) of every row for the features of ``block``, folded in
     one at a time in block order as :func:`naive_posterior` does. A step whose block
     extends ``block`` folds only the features it adds (one gather and normalisation
     per row instead of m), with the same bits. ``tables`` are the prior and p(x | y)
     arrays it was computed with: a step with other tables (another selection, another
-    conditional) rebuilds it. Empty while the block's rows fit the pattern kernel,
+    conditional) rebuilds it. Empty while the chunk's rows fit the pattern kernel,
     which needs no per-row posterior.
     """
 
@@ -210,7 +229,7 @@ def naive_rows(codes: np.ndarray, ops: StepOps, state: NaiveState | None):
             n = codes.shape[1]
             rows = kernels.row_posterior(rows.T, np.arange(n, dtype=np.intp), codes, rest, cond)
     else:
-        limit = max(1, codes.shape[1] // (PATTERN_RATIO * cond.shape[1]))
+        limit = max(1, codes.shape[1] // (ops.routes.pattern_ratio * cond.shape[1]))
         ids, post, rest = naive_posterior(codes, ops.block, cond, ops.prior, limit)
         if not rest:
             return ids, post
@@ -222,7 +241,7 @@ def naive_rows(codes: np.ndarray, ops: StepOps, state: NaiveState | None):
 
 def naive_partials(codes: np.ndarray, ops: StepOps,
                    state: NaiveState | None = None, w: np.ndarray | None = None) -> np.ndarray:
-    """Fixed-point per-feature sums of the mixture term of the naive bound over one block.
+    """Fixed-point per-feature sums of the mixture term of the naive bound over one chunk.
 
     The naive increment of candidate i sums over rows ``log p(x_i^k | y_k) - log sum_y
     r_k(y) p(x_i^k | y)`` with r_k = q(y | x_S^k). The first term depends only on the
@@ -242,7 +261,8 @@ def naive_partials(codes: np.ndarray, ops: StepOps,
         return out
     ids, post = naive_rows(codes, ops, state)
     if ids is not None:
-        out[..., cands] = -pattern_log_sums(codes, cands, ids, post, cond, w)
+        out[..., cands] = -pattern_log_sums(codes, cands, ids, post, cond, w,
+                                           ops.routes.pattern_chunk_cells)
         return out
     if w is None:
         out[cands] = -kernels.mix_log_sums(codes, cands, post, cond)
@@ -252,19 +272,20 @@ def naive_partials(codes: np.ndarray, ops: StepOps,
 
 
 def pattern_log_sums(codes: np.ndarray, cands: np.ndarray, ids: np.ndarray, post: np.ndarray,
-                     cond: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
+                     cond: np.ndarray, w: np.ndarray | None = None,
+                     chunk_cells: int = PATTERN_CHUNK_CELLS) -> np.ndarray:
     """Per candidate i: sum over (x_i = a, pattern p) of n(a, p) rint(2**32 log max(
     sum_y post[p, y] p(a | y), TINY)), the pattern kernel's mixture term.
 
-    Candidates are taken :data:`PATTERN_CHUNK_CELLS` table cells at a time, so that a
-    block of a few hundred rows of a wide table costs a few array operations, not a few
+    Candidates are taken ``chunk_cells`` table cells at a time, so that a
+    chunk of a few hundred rows of a wide table costs a few array operations, not a few
     per candidate. The same products, sums and logs as one candidate at a time. With row
     weights ``w``, n(a, p) is the cell's weight and the sums are wide ((2, C)).
     """
     num, num_classes = post.shape
     arity = cond.shape[1]
     out = np.zeros(len(cands), dtype=np.int64) if w is None else wide.zeros(len(cands))
-    step = max(1, PATTERN_CHUNK_CELLS // (arity * num))
+    step = max(1, chunk_cells // (arity * num))
     for s in range(0, len(cands), step):
         part = cands[s:s + step]
         c = cond[part]  # (C, A, L)
@@ -282,8 +303,8 @@ def pattern_log_sums(codes: np.ndarray, cands: np.ndarray, ids: np.ndarray, post
 
 
 @dataclass
-class BlockState:
-    """Per-row state of the pairwise Q over one block of rows.
+class ChunkState:
+    """Per-row state of the pairwise Q over one chunk of rows.
 
     ``posterior`` (n, L) is q(y | x_S) normalised per row. ``log_ratio`` (D, n, L-1) holds,
     for every row k and every class c other than the row's own y_k (in increasing order),
@@ -303,7 +324,7 @@ class BlockState:
     many_cells: tuple[int, tuple[int, ...]] | None = None
 
     @classmethod
-    def initial(cls, prior: np.ndarray, n: int, num_features: int) -> BlockState:
+    def initial(cls, prior: np.ndarray, n: int, num_features: int) -> ChunkState:
         prior = np.asarray(prior, dtype=np.float64)
         post = np.tile(prior, (n, 1))
         return cls(post, np.zeros((num_features, n, max(len(prior) - 1, 0))), ())
@@ -318,7 +339,7 @@ class BlockState:
         self.block = ()
 
 
-def pairwise_add(codes: np.ndarray, y: np.ndarray, state: BlockState, f: int,
+def pairwise_add(codes: np.ndarray, y: np.ndarray, state: ChunkState, f: int,
                  ops: StepOps) -> None:
     """Fold feature ``f`` into the pairwise state (posterior, then the pair sums)."""
     _add_to_posterior(codes, y, state, f, ops)
@@ -330,7 +351,7 @@ def pairwise_add(codes: np.ndarray, y: np.ndarray, state: BlockState, f: int,
     state.block = (*state.block, f)
 
 
-def _add_to_posterior(codes: np.ndarray, y: np.ndarray, state: BlockState, f: int,
+def _add_to_posterior(codes: np.ndarray, y: np.ndarray, state: ChunkState, f: int,
                       ops: StepOps) -> None:
     """Multiply feature ``f``'s factor into ``state.posterior`` and normalise it (the pair
     sums and ``state.block`` are left to the caller)."""
@@ -343,7 +364,7 @@ def _add_to_posterior(codes: np.ndarray, y: np.ndarray, state: BlockState, f: in
         kernels.normalise(state.posterior)
 
 
-def pairwise_sync(codes: np.ndarray, y: np.ndarray, state: BlockState, ops: StepOps,
+def pairwise_sync(codes: np.ndarray, y: np.ndarray, state: ChunkState, ops: StepOps,
                   upto: int | None = None) -> None:
     """Bring ``state`` to ``ops.block`` (its first ``upto`` features): fold in the missing
     features, or rebuild."""
@@ -356,9 +377,9 @@ def pairwise_sync(codes: np.ndarray, y: np.ndarray, state: BlockState, ops: Step
         pairwise_add(codes, y, state, f, ops)
 
 
-def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: BlockState,
+def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: ChunkState,
                       ops: StepOps, w: np.ndarray | None = None) -> np.ndarray:
-    """Fixed-point per-feature sums of the pairwise bound increments over one block.
+    """Fixed-point per-feature sums of the pairwise bound increments over one chunk.
 
     Per row ``log c_i(y_k) - log sum_y r(y) c_i(y)`` with c_i the geometric mean of
     p(x_i | x_j, y) over the block's features j, computed as
@@ -411,13 +432,13 @@ def pairwise_partials(codes: np.ndarray, y: np.ndarray, state: BlockState,
     return out
 
 
-def _cells(codes: np.ndarray, state: BlockState,
+def _cells(codes: np.ndarray, state: ChunkState,
            ops: StepOps) -> tuple[np.ndarray, int] | None:
     """``(ids, num)``, the rows' patterns of ``ops.block``, when its (pattern, x_i, y) cells
-    are few enough to be scored instead of the rows (:data:`PAIR_CELL_RATIO`); else None,
+    are few enough to be scored instead of the rows (:attr:`Routes.pair_cell_ratio`); else None,
     noted in ``state.many_cells`` so that the blocks extending it are not grouped again."""
     n, arity = codes.shape[1], ops.cond.shape[1]
-    limit = max(1, n // PAIR_CELL_RATIO)
+    limit = max(1, n // ops.routes.pair_cell_ratio)
     if state.many_cells is not None:
         had_limit, had = state.many_cells
         if had_limit == limit and ops.block[:len(had)] == had:
@@ -429,15 +450,15 @@ def _cells(codes: np.ndarray, state: BlockState,
     return None
 
 
-def run_block(codes: np.ndarray, y: np.ndarray, state: BlockState | NaiveState | None,
+def run_chunk(codes: np.ndarray, y: np.ndarray, state: ChunkState | NaiveState | None,
               ops: StepOps, w: np.ndarray | None = None) -> np.ndarray:
-    """One pass over a block of rows: the (D,) fixed-point partial sums of ``ops`` (wide,
+    """One pass over a chunk of rows: the (D,) fixed-point partial sums of ``ops`` (wide,
     (2, D), with row weights ``w``).
 
-    ``state`` is the block's :class:`BlockState` (pairwise; required) or
+    ``state`` is the chunk's :class:`ChunkState` (pairwise; required) or
     :class:`NaiveState` (naive; optional, None rebuilds the posterior)."""
     if ops.pairwise:
-        assert isinstance(state, BlockState) and ops.block
+        assert isinstance(state, ChunkState) and ops.block
         return pairwise_partials(codes, y, state, ops, w)
     assert state is None or isinstance(state, NaiveState)
     return naive_partials(codes, ops, state, w)

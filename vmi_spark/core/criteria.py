@@ -161,37 +161,39 @@ def label_conditional_mutual_information(pair: np.ndarray) -> np.ndarray:
 # Pair tables in bulk
 # ---------------------------------------------------------------------------
 
-def _pair_block_size(num_cols: int, arity: int, num_classes: int) -> int:
-    """Features per bulk pair-count request, keeping the int64 array under the budget."""
+def _pair_block_size(num_cols: int, arity: int, num_classes: int, budget: int) -> int:
+    """Features per bulk pair-count request, keeping the int64 array under ``budget`` bytes."""
     per_feature = max(1, num_cols * arity * arity * num_classes * 8)
-    return max(1, min(num_cols, PAIR_BLOCK_BYTES // per_feature))
+    return max(1, min(num_cols, budget // per_feature))
 
 
-def bulk_pair_counts(backend: Backend, fs: Sequence[int], shape: tuple[int, ...]
-                     ) -> Iterator[tuple[list[int], np.ndarray]]:
-    """The pair tables of the features ``fs`` in bulk requests of at most
-    :data:`PAIR_BLOCK_BYTES`: ``(part, tables)`` in order, ``tables`` the
+def bulk_pair_counts(backend: Backend, fs: Sequence[int], shape: tuple[int, ...],
+                     budget: int = PAIR_BLOCK_BYTES) -> Iterator[tuple[list[int], np.ndarray]]:
+    """The pair tables of the features ``fs`` in bulk requests of at most ``budget`` bytes
+    (:data:`PAIR_BLOCK_BYTES`): ``(part, tables)`` in order, ``tables`` the
     (len(part), D, A, A, L) counts of the features ``part`` (``shape`` is the (D, A, L)
     shape of the feature counts). Nothing here holds a request's array once it is yielded.
     """
-    step = _pair_block_size(*shape)
+    step = _pair_block_size(shape[0], shape[1], shape[2], budget)
     for start in range(0, len(fs), step):
         part = list(fs[start:start + step])
         yield part, np.asarray(backend.pair_counts_many(part))
 
 
-def spec_cmi_matrix(backend: Backend, counts: np.ndarray | None = None) -> np.ndarray:
+def spec_cmi_matrix(backend: Backend, counts: np.ndarray | None = None,
+                    budget: int = PAIR_BLOCK_BYTES) -> np.ndarray:
     """The SPEC_CMI matrix Q (D x D): Q_ii = I(x_i; y), Q_ij = [I(x_i;y|x_j) + I(x_j;y|x_i)] / 2.
 
     ``counts`` is the backend's (D, A, L) ``feature_counts()`` if already at hand.
-    The pair tables are requested in bulk (:func:`bulk_pair_counts`).
+    The pair tables are requested in bulk (:func:`bulk_pair_counts`, ``budget`` bytes a
+    request).
     """
     if counts is None:
         counts = backend.feature_counts()
     num_cols = counts.shape[0]
     relevance = label_mutual_information(counts)
     cond = np.zeros((num_cols, num_cols))  # cond[i, j] = I(x_i; y | x_j)
-    for fs, tables in bulk_pair_counts(backend, range(num_cols), counts.shape):
+    for fs, tables in bulk_pair_counts(backend, range(num_cols), counts.shape, budget):
         for k, f in enumerate(fs):
             cond[:, f] = label_conditional_mutual_information(tables[k])
         del tables  # one bulk array in memory at a time

@@ -53,7 +53,7 @@ class Backend(Protocol):
         """Release what the backend holds (it is not used afterwards)."""
 
     def run(self, ops: StepOps) -> np.ndarray:
-        """Apply ``ops`` to every block; return the summed (D,) int64 partials.
+        """Apply ``ops`` to every chunk of rows; return the summed (D,) int64 partials.
 
         For ``vmi_naive`` these are the mixture terms only (:func:`.bound.naive_partials`);
         the criterion adds :func:`.bound.naive_own`.

@@ -1,7 +1,7 @@
 """An in-memory backend: the whole encoded table as one set of numpy arrays.
 
 Used by the scikit-learn style selector and by tests; it runs exactly the same
-block kernels as the Spark executors, block by block.
+chunk kernels as the Spark executors, chunk by chunk.
 """
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ from typing import Any
 import numpy as np
 
 from . import wide
-from .blockstore import BlockStore
 from .bound import (
-    MAX_BLOCK_ROWS,
-    BlockState,
+    MAX_CHUNK_ROWS,
+    ChunkState,
     NaiveState,
     StepOps,
     feature_counts,
     pair_counts,
     pair_counts_many,
-    run_block,
+    run_chunk,
     whole_strides,
 )
+from .chunkstore import ChunkStore
 from .resources import process_cores
 
 _in_turn = map
@@ -34,14 +34,14 @@ MAX_THREADS = 8
 
 
 class InMemoryBackend:
-    """Rows held as (D, N) uint8 codes and (N,) class codes, split into blocks.
+    """Rows held as (D, N) uint8 codes and (N,) class codes, split into chunks.
 
-    Implements :class:`vmi_spark.core.greedy.Backend`. Each block keeps its per-row state
+    Implements :class:`vmi_spark.core.greedy.Backend`. Each chunk keeps its per-row state
     from step to step: the pairwise running sums, or the naive posterior (8 bytes per row
-    and class, :class:`.bound.NaiveState`). ``map`` runs a step's per-block
-    function over the blocks (default: the built-in ``map``, one block after the other;
+    and class, :class:`.bound.NaiveState`). ``map`` runs a step's per-chunk
+    function over the chunks (default: the built-in ``map``, one chunk after the other;
     a thread pool's ``map`` spreads them over cores, the kernels release the GIL). The
-    blocks' sums are exact integers, so the order they are computed in does not matter.
+    chunks' sums are exact integers, so the order they are computed in does not matter.
 
     ``w`` (optional) are the rows' integer weights (:mod:`.weights`: positive int64
     units): every count is then a sum of weights and a step's sums are exact Python ints
@@ -50,7 +50,7 @@ class InMemoryBackend:
 
     def __init__(self, codes: np.ndarray, y: np.ndarray,
                  arity: int | None = None, num_classes: int | None = None,
-                 block_rows: int = MAX_BLOCK_ROWS,
+                 chunk_rows: int = MAX_CHUNK_ROWS,
                  map: Callable[[Callable[[Any], np.ndarray], Iterable[Any]],
                                Iterator[np.ndarray]] | None = None,
                  w: np.ndarray | None = None):
@@ -59,28 +59,28 @@ class InMemoryBackend:
         self.arity = int(arity if arity is not None else int(codes.max(initial=0)) + 1)
         self.num_classes = int(num_classes if num_classes is not None else int(y.max()) + 1)
         self.num_features = codes.shape[0]
-        self.block_rows = block_rows
+        self.chunk_rows = chunk_rows
         self.weighted = w is not None
         if w is not None:
             w = np.ascontiguousarray(w, dtype=np.int64)
             if w.shape != y.shape:
                 raise ValueError(f"{len(y)} rows but {len(w)} weights")
-        starts = range(0, codes.shape[1], block_rows)
-        self.blocks = [(np.ascontiguousarray(codes[:, s:s + block_rows]), y[s:s + block_rows],
-                        None if w is None else w[s:s + block_rows]) for s in starts]
-        #: every block's per-row state by (kind, block index), made at its first step
-        self.states = BlockStore()
+        starts = range(0, codes.shape[1], chunk_rows)
+        self.chunks = [(np.ascontiguousarray(codes[:, s:s + chunk_rows]), y[s:s + chunk_rows],
+                        None if w is None else w[s:s + chunk_rows]) for s in starts]
+        #: every chunk's per-row state by (kind, chunk index), made at its first step
+        self.states = ChunkStore()
         self._map = map if map is not None else _in_turn
         #: :meth:`feature_counts`, counted at its first call (the rows never change)
         self._feature_counts: np.ndarray | None = None
 
     def _summed(self, count: Callable[..., np.ndarray]) -> np.ndarray:
-        """The sum over the blocks of ``count(codes, y, w)`` (integer counts), the blocks
+        """The sum over the chunks of ``count(codes, y, w)`` (integer counts), the chunks
         mapped like the steps' (on the driver execution's threads, the count passes too)."""
-        blocks = self.blocks or [(np.zeros((self.num_features, 0), np.uint8),
+        chunks = self.chunks or [(np.zeros((self.num_features, 0), np.uint8),
                                   np.zeros(0, np.int64), None)]
         total: np.ndarray | None = None
-        for part in self._map(lambda b: count(*b), blocks):
+        for part in self._map(lambda b: count(*b), chunks):
             if total is None:
                 total = part.copy()
             else:
@@ -101,33 +101,33 @@ class InMemoryBackend:
                                                          w))
 
     def run(self, ops: StepOps) -> np.ndarray:
-        states = [self._state(i, ops) for i in range(len(self.blocks))]
+        states = [self._state(i, ops) for i in range(len(self.chunks))]
         total = np.zeros(self.num_features, dtype=np.int64)
         if self.weighted:  # wide sums: hi and lo added apart, exact as Python ints at the end
             wide_total = wide.zeros(self.num_features)
-            for part in self._map(lambda b: run_block(b[0][0], b[0][1], b[1], ops, b[0][2]),
-                                  zip(self.blocks, states)):
+            for part in self._map(lambda b: run_chunk(b[0][0], b[0][1], b[1], ops, b[0][2]),
+                                  zip(self.chunks, states)):
                 wide_total += part
             return wide.exact(wide_total)
-        for part in self._map(lambda b: run_block(b[0][0], b[0][1], b[1], ops),
-                              zip(self.blocks, states)):
+        for part in self._map(lambda b: run_chunk(b[0][0], b[0][1], b[1], ops),
+                              zip(self.chunks, states)):
             total += part
         return total
 
-    def _state(self, i: int, ops: StepOps) -> BlockState | NaiveState:
-        """Block ``i``'s state for ``ops`` (pairwise running sums or naive posterior)."""
+    def _state(self, i: int, ops: StepOps) -> ChunkState | NaiveState:
+        """Chunk ``i``'s state for ``ops`` (pairwise running sums or naive posterior)."""
         key = ("pairwise" if ops.pairwise else "naive", i)
         state = self.states.get(key)
         if state is None:
-            codes = self.blocks[i][0]
-            state = (BlockState.initial(ops.prior, codes.shape[1], codes.shape[0])
+            codes = self.chunks[i][0]
+            state = (ChunkState.initial(ops.prior, codes.shape[1], codes.shape[0])
                      if ops.pairwise else NaiveState())
             self.states.put(key, state, 0)
         return state
 
     def kept_states(self, kind: str) -> list:
-        """The states of ``kind`` ("naive" or "pairwise") kept so far, in block order."""
-        return [self.states.peek((kind, i)) for i in range(len(self.blocks))
+        """The states of ``kind`` ("naive" or "pairwise") kept so far, in chunk order."""
+        return [self.states.peek((kind, i)) for i in range(len(self.chunks))
                 if (kind, i) in self.states]
 
     def pair_counts_many(self, fs: list[int]) -> np.ndarray:
@@ -136,26 +136,26 @@ class InMemoryBackend:
                                                               self.num_classes, w))
 
     def rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """All rows as ``(codes, y, w)`` (``w`` None when unweighted), in block order."""
-        if not self.blocks:
+        """All rows as ``(codes, y, w)`` (``w`` None when unweighted), in chunk order."""
+        if not self.chunks:
             return (np.zeros((self.num_features, 0), np.uint8), np.zeros(0, np.int64),
                     np.zeros(0, np.int64) if self.weighted else None)
-        codes = np.concatenate([b[0] for b in self.blocks], axis=1)
-        y = np.concatenate([b[1] for b in self.blocks])
-        w = np.concatenate([b[2] for b in self.blocks]) if self.weighted else None
+        codes = np.concatenate([b[0] for b in self.chunks], axis=1)
+        y = np.concatenate([b[1] for b in self.chunks])
+        w = np.concatenate([b[2] for b in self.chunks]) if self.weighted else None
         return codes, y, w
 
     def masked(self, keep: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> InMemoryBackend:
-        """A backend over the rows ``keep(codes, y)`` (a (n,) bool mask of a block) keeps:
+        """A backend over the rows ``keep(codes, y)`` (a (n,) bool mask of a chunk) keeps:
         a stability run's half-sample (:mod:`.stability`), weights kept with their rows."""
         parts = [(c[:, m], y[m], None if w is None else w[m])
-                 for c, y, w in self.blocks for m in [keep(c, y)]]
+                 for c, y, w in self.chunks for m in [keep(c, y)]]
         codes = (np.concatenate([p[0] for p in parts], axis=1) if parts
                  else np.zeros((self.num_features, 0), np.uint8))
         y = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
         w = (np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)) \
             if self.weighted else None
-        return InMemoryBackend(codes, y, self.arity, self.num_classes, self.block_rows,
+        return InMemoryBackend(codes, y, self.arity, self.num_classes, self.chunk_rows,
                                map=self._map, w=w)
 
     def close(self) -> None:
@@ -164,12 +164,12 @@ class InMemoryBackend:
 
 
 class ThreadedBackend(InMemoryBackend):
-    """:class:`InMemoryBackend` whose blocks run on a pool of threads (the kernels release
+    """:class:`InMemoryBackend` whose chunks run on a pool of threads (the kernels release
     the GIL). A step's sums are exact integers, so the result is the one-thread result bit
     for bit, whatever the number of threads.
 
     ``threads`` defaults to the process's cores (:func:`process_cores`, at most
-    :data:`MAX_THREADS`). The rows are cut into about two blocks per thread, so that every
+    :data:`MAX_THREADS`). The rows are cut into about two chunks per thread, so that every
     thread has work in every pass; a table of at most 4096 rows runs on the calling thread.
     """
 
@@ -178,10 +178,10 @@ class ThreadedBackend(InMemoryBackend):
                  w: np.ndarray | None = None):
         threads = threads or min(MAX_THREADS, process_cores())
         n = np.shape(codes)[1]
-        block_rows = max(4096, whole_strides(-(-n // (2 * threads)), up=True)) if n else 4096
+        chunk_rows = max(4096, whole_strides(-(-n // (2 * threads)), up=True)) if n else 4096
         pool = ThreadPoolExecutor(threads) if threads > 1 and n > 4096 else None
         super().__init__(codes, y, arity=arity, num_classes=num_classes,
-                         block_rows=min(block_rows, MAX_BLOCK_ROWS),
+                         chunk_rows=min(chunk_rows, MAX_CHUNK_ROWS),
                          map=pool.map if pool is not None else None, w=w)
         self._pool = pool
 

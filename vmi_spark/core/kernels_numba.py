@@ -26,14 +26,17 @@ keys a cached function by the pickled bytes of its closure, and a dispatcher pic
 an id of its own process, so loops that closed over these (as they once did, nested in a
 function) missed numba's cache in every process, were compiled again (0.5-0.7 s each, in
 the driver and in every Python worker) and added a file to the cache each time. numba
-hashes this file's source for its cache, not that of the modules it imports: an edit of
-explog.py, or of :data:`~.kernels_numpy.SCALE` or :data:`~.kernels_numpy.TINY`, is not
-seen by a cached loop; ``tests/test_kernels.py`` compares the compiled loops with the
-numpy ones, which use those directly, on every run.
+keys a cached loop by its own bytecode and its file's time stamp, not by the modules it
+takes code or constants from: :class:`_SafeCache` adds the sources of those
+(:data:`INLINED_MODULES`: explog.py's exp, log and rint, logtable.py's table,
+kernels_numpy.py's ``SCALE`` and ``TINY``) to the key, so that an edit of one of them is
+compiled again instead of loading a loop built from the old code (a checkout that keeps
+its ``__pycache__``); where one of those sources cannot be read there is no cache.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 
@@ -51,7 +54,7 @@ from numba.core.caching import (
 from numba.extending import intrinsic
 from numba.misc.appdirs import AppDirs
 
-from . import explog
+from . import explog, kernels_numpy, logtable
 from .kernels_numpy import SCALE, TINY, own_and_other_posteriors, pair_posterior_np
 
 log = logging.getLogger("vmi_spark")
@@ -113,12 +116,38 @@ class _CacheImpl(CompileResultCacheImpl):
 
 
 def _caches() -> bool:
-    """Whether numba finds a writable cache directory for this file's loops."""
+    """Whether numba finds a writable cache directory for this file's loops, and the
+    sources of what they inline are known (:data:`STAMP`)."""
+    if STAMP is None:
+        return False
     try:
         _SafeCache(_caches)
     except RuntimeError:  # no writable cache directory: compile in every process instead
         return False
     return True
+
+
+#: the modules the compiled loops take code or constants from besides their own file
+INLINED_MODULES = (explog, logtable, kernels_numpy)
+
+
+def sources_stamp(modules) -> str | None:
+    """The sha256 of the modules' sources (by their loaders: a file or Spark's zip of
+    py-files), or None where one of them has no readable source."""
+    h = hashlib.sha256()
+    for module in modules:
+        try:
+            source = module.__loader__.get_source(module.__name__)
+        except (ImportError, OSError):
+            source = None
+        if source is None:
+            return None
+        h.update(f"{module.__name__}\0{len(source)}\0{source}".encode())
+    return h.hexdigest()
+
+
+#: what the compiled loops inline from other modules (:data:`INLINED_MODULES`)
+STAMP = sources_stamp(INLINED_MODULES)
 
 
 class _SafeCache(FunctionCache):
@@ -131,6 +160,11 @@ class _SafeCache(FunctionCache):
     cache in the working directory (:class:`_CacheImpl`)."""
 
     _impl_class = _CacheImpl
+
+    def _index_key(self, sig, codegen):
+        """numba's key (the loop's bytecode and closure, the CPU, the signature) and the
+        sources of what the loop inlines from other modules (:data:`STAMP`)."""
+        return (*super()._index_key(sig, codegen), STAMP)
 
     def load_overload(self, sig, target_context):
         try:
@@ -292,7 +326,7 @@ def _fold_add2(src, a_i, key, d, arity):
 # _ahead() asks for the stretch _AHEAD rows after the one from row s of candidate j,
 # in the next candidate's row once past the end of this one (flat: the C-contiguous
 # state of n rows and ``others`` values a row per feature, as one row; last: its last
-# index). Blocks of fewer rows than _AHEAD (wide tables) are not prefetched: each
+# index). Chunks of fewer rows than _AHEAD (wide tables) are not prefetched: each
 # candidate's row is short, the rows of consecutive candidates follow each other, and
 # the hardware keeps up (the prefetches cost 3-9% there). The callers test that, not
 # _ahead(): inside it the test cost 2-13% at few rows (session 20, one-off timings).
@@ -349,7 +383,7 @@ def _mix2(codes, cands, post, cond, out):
     p0 = post[0]
     p1 = post[1]
     # the candidate's two columns of p(x_i | y), contiguous: filled per candidate into
-    # buffers made once (a block of a wide table has few rows a candidate)
+    # buffers made once (a chunk of a wide table has few rows a candidate)
     arity = cond.shape[1]
     c0 = np.empty(arity)
     c1 = np.empty(arity)

@@ -674,10 +674,10 @@ class TableRows:
         for rb in self._kept(skip_cols):
             if rb.num_rows == 0:
                 continue
-            block = np.empty((len(plan.columns), rb.num_rows), dtype=np.uint8)
+            chunk = np.empty((len(plan.columns), rb.num_rows), dtype=np.uint8)
             for j, col in enumerate(plan.columns):
-                block[j] = encode_column(rb.column(j + 1), col)
-            parts.append(block)
+                chunk[j] = encode_column(rb.column(j + 1), col)
+            parts.append(chunk)
             ys.append(encode_label(rb.column(0), plan))
             if scale is not None:
                 ws.append(units(weight_values(rb), scale))

@@ -101,7 +101,7 @@ class ByteColumns:
     and ``values``, the (w, n) ``int8`` values of ``w`` features, one feature a row (no
     value missing). The vector reader cuts coded vectors so
     (:meth:`~.vector_source.VectorReader.read_chunks`): :meth:`ColumnStats.add` and
-    :func:`~.blocks.encode_chunks` take all ``w`` features in a few numpy operations
+    :func:`~.chunks.encode_chunks` take all ``w`` features in a few numpy operations
     instead of a fixed cost per column. Reads like the typed batch it stands for
     (``num_rows``, ``num_columns``, ``column``: the features as ``int8`` arrays)."""
 

@@ -4,12 +4,12 @@ A scheduled pruning job wants to know whether its K features would come back on 
 rows. :func:`run_stability` runs the selection B more times, each on a random subsample
 of the rows (a :class:`HalfSample`, half of them by default), over the rows already
 encoded and held by the backend (no second read of the input: each run is a
-:meth:`masked` view of the same blocks), and :func:`summarize` reports per feature how
+:meth:`masked` view of the same chunks), and :func:`summarize` reports per feature how
 often it was selected and its mean rank, and the stability index of Nogueira, Sechidis
 and Brown (JMLR 2018) with its asymptotic confidence interval (:func:`nogueira`).
 
 The subsamples. A row is kept in run b when a 64-bit hash of its *encoded* row (its
-feature codes and class, as the blocks hold them), the seed and b falls below
+feature codes and class, as the chunks hold them), the seed and b falls below
 ``fraction * 2**64`` (:meth:`HalfSample.keep`). The masks are therefore the same for any
 partitioning, reader, execution and CPU, and the same in memory; a row is kept or left out
 whole, with its weight, so that a table whose rows carry integer weights draws the same
@@ -74,7 +74,7 @@ class HalfSample:
     """The rows of stability run ``run`` (from 0) under ``seed``: a row is kept when the
     hash of its encoded row, the seed and the run is below ``fraction`` of 2**64.
 
-    A callable ``keep(codes, y) -> (n,) bool`` over a block's (D, n) codes and (n,)
+    A callable ``keep(codes, y) -> (n,) bool`` over a chunk's (D, n) codes and (n,)
     classes; small and picklable, so the Spark executions ship it to their tasks."""
 
     seed: int

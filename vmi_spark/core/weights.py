@@ -26,7 +26,7 @@ would overflow).
 Where weights enter: the statistics pass counts present rows and their weight
 (:class:`WeightStats`); the plan's rules use weighted counts (the label's and the grouped
 categories' rows per value, the spike and quantile ranks of :mod:`.binning` through
-``value_counts(values, weights)``); the blocks carry each row's units next to its codes,
+``value_counts(values, weights)``); the chunks carry each row's units next to its codes,
 and the kernels multiply every per-row fixed-point term by them (:mod:`.bound`).
 """
 

@@ -2,10 +2,10 @@
 
 An unweighted step sums one fixed-point term per row (2**-32 nats, at most 2**41.5 in
 magnitude: ``|log| <= -log(TINY) < 691``) over at most
-:data:`~vmi_spark.core.bound.MAX_BLOCK_ROWS` (2**16) rows of a block, which int64 holds
+:data:`~vmi_spark.core.bound.MAX_CHUNK_ROWS` (2**16) rows of a chunk, which int64 holds
 with room to spare. With row weights (:mod:`vmi_spark.core.weights`) a row's term counts
-``w`` times: a block's sum ``sum_k w_k t_k`` may need 84 bits (a table's total weight is
-below :data:`~vmi_spark.core.weights.MAX_TOTAL_WEIGHT` = 2**42 units). So a weighted block
+``w`` times: a chunk's sum ``sum_k w_k t_k`` may need 84 bits (a table's total weight is
+below :data:`~vmi_spark.core.weights.MAX_TOTAL_WEIGHT` = 2**42 units). So a weighted chunk
 sum is kept *wide*: two int64 arrays ``hi`` and ``lo`` with the value ``hi * 2**32 + lo``
 (``lo`` in [0, 2**32) as a kernel returns it, larger after sums of several), stacked as a
 (2, C) array. The kernels accumulate in three limbs of 21 bits (:func:`limb_dot`): with
@@ -15,7 +15,7 @@ the (hi, lo) pair at the end (:func:`limbs_to_wide`). Everything is integer arit
 the sum of a table whose rows carry integer weights is the sum of the same table with
 each row repeated, bit for bit.
 
-Sums over blocks add ``hi`` and ``lo`` separately (exact for up to 2**31 blocks) and
+Sums over chunks add ``hi`` and ``lo`` separately (exact for up to 2**31 chunks) and
 :func:`exact` turns either form, an unweighted (C,) int64 or a wide (2, C) one, into
 Python integers.
 """
@@ -32,7 +32,7 @@ HALF = 32
 
 
 def is_wide(part: np.ndarray) -> bool:
-    """Whether ``part`` is a wide (2, C) sum (a weighted block's), not a (C,) int64 one."""
+    """Whether ``part`` is a wide (2, C) sum (a weighted chunk's), not a (C,) int64 one."""
     return part.ndim == 2
 
 
@@ -79,7 +79,7 @@ def exact(part: np.ndarray) -> np.ndarray:
 
 
 def add(total: np.ndarray | None, part: np.ndarray) -> np.ndarray:
-    """``total + part`` for block sums of one kind (unweighted int64, or wide), ``total``
+    """``total + part`` for chunk sums of one kind (unweighted int64, or wide), ``total``
     updated in place when it is an array already (None: a copy of ``part``)."""
     if total is None:
         return np.array(part, dtype=np.int64, copy=True)

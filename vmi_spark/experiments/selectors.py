@@ -8,7 +8,7 @@ A selector is ``select(codes, y, method, k) -> list[int]``: ``codes`` is an
 ranks), so the first K' <= k of a run with k are the run with K'.
 
 * :func:`core_selector` - ``vmi_spark.core.greedy.select`` on an ``InMemoryBackend``
-  (the same numpy block kernels the Spark executors run).
+  (the same numpy chunk kernels the Spark executors run).
 * :func:`make_spark_selector` - ``vmi_spark.spark.select.run_selection`` on one
   local SparkSession (reused across calls) for all eight methods; the integer
   codes are passed with ``max_categories`` large enough that Spark uses them as

@@ -1,10 +1,10 @@
-"""Spark data layer: plan the encoding, encode into cached blocks, run the greedy steps.
+"""Spark data layer: plan the encoding, encode into cached chunks, run the greedy steps.
 
 ``select.run_selection`` is the one orchestrator; ``routes`` makes its two decisions. It
 reads the rows through a row source of ``sources`` (``plan.RowSource``:
 ``spark_source.SparkSource``, ``arrow_source.ParquetReader``, the vector readers),
 computes the plan of ``vmi_spark.core.encoding`` (``plan.plan_from_schema``), encodes
-blocks of rows (``blocks.codes``) kept by ``blocks.storage`` within ``blocks.memory``'s
+chunks of rows (``chunks.codes``) kept by ``chunks.storage`` within ``chunks.memory``'s
 budgets, and runs the steps with an execution of ``executions`` (``routes.Execution``:
 the driver, resident tasks, or ``passes.SparkBackend``, one Spark job a pass).
 ``session`` holds the session probes."""

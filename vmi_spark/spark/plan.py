@@ -46,9 +46,9 @@ class RowSource(planning.PlanSource, Protocol):
     #: ``"pyarrow"`` or ``"spark"``: what reads the rows (the report's ``reader``)
     read_by: str
 
-    def encode_blocks(self, plan: EncodingPlan, block_rows: int,
+    def encode_chunks(self, plan: EncodingPlan, chunk_rows: int,
                       skip_cols: list[str]) -> DataFrame:
-        """The kept rows as block rows of codes (:mod:`vmi_spark.spark.blocks.codes`)."""
+        """The kept rows as chunk rows of codes (:mod:`vmi_spark.spark.chunks.codes`)."""
         ...
 
     def reading(self) -> AbstractContextManager[None]:
@@ -57,8 +57,8 @@ class RowSource(planning.PlanSource, Protocol):
 
     def evened(self, parts: int) -> Any:
         """The same rows cut into ``parts`` even runs, encoded straight into
-        ``parts`` partitions (``encode_blocks(..., partitions=parts)``), or None where
-        the source cannot (the blocks are then spread by a range shuffle)."""
+        ``parts`` partitions (``encode_chunks(..., partitions=parts)``), or None where
+        the source cannot (the chunks are then spread by a range shuffle)."""
         ...
 
 

@@ -10,10 +10,10 @@ what class it is.
 :func:`choose_execution` picks the execution from the plan (rows x columns x classes),
 the rows' route and the session: the driver (:class:`.driver.DriverBackend`), resident
 tasks (:class:`.resident.ResidentBackend`) or one Spark job a pass
-(:class:`.backend.SparkBackend`), with the partitions and the rows of a block. A
+(:class:`.backend.SparkBackend`), with the partitions and the rows of a chunk. A
 pairwise selection too large for the driver's state is planned in the driver and
 selected on the executors: decided here, once. :func:`start_execution` encodes the rows
-and starts what was chosen. How big a block, a batch and a cache may be on the heap is
+and starts what was chosen. How big a chunk, a batch and a cache may be on the heap is
 asked of :mod:`.memory`.
 
 Extension points: a new row source implements :class:`.plan.RowSource` and gets a
@@ -39,13 +39,13 @@ from ..core.greedy import Backend
 from ..core.stability import HalfSample
 from ..errors import InputError
 from ..params import Settings
-from .blocks.memory import (
-    block_batches,
-    block_rows_for,
+from .chunks.memory import (
     cache_level,
+    chunk_batches,
+    chunk_rows_for,
     disk_object_bytes,
 )
-from .blocks.storage import Kept, batch_rows, cache_batch_rows, keep
+from .chunks.storage import Kept, batch_rows, cache_batch_rows, keep
 from .compat import arrow_reader_note
 from .executions.driver import (
     DRIVER_CELLS,
@@ -199,15 +199,15 @@ class Execution(Backend, Protocol):
         ...
 
     def masked(self, keep: HalfSample) -> Backend:
-        """A view of the same blocks with only the rows ``keep`` keeps (a stability run,
+        """A view of the same chunks with only the rows ``keep`` keeps (a stability run,
         :mod:`vmi_spark.core.stability`): no second read of the input."""
         ...
 
 
 class StartExecution(Protocol):
-    """Makes an :class:`Execution` over the kept blocks (the class itself, usually)."""
+    """Makes an :class:`Execution` over the kept chunks (the class itself, usually)."""
 
-    def __call__(self, blocks: DataFrame, num_features: int, arity: int,
+    def __call__(self, chunks: DataFrame, num_features: int, arity: int,
                  num_classes: int) -> Execution:
         ...
 
@@ -219,15 +219,15 @@ class ExecutionRoute:
     ``kind`` is ``"driver"``, ``"resident"`` (where the session allows it; it may still
     fall back to passes when its tasks cannot start) or ``"passes"``; ``why_not`` why
     resident tasks cannot run (None if they can); ``parts`` the partitions the encoded
-    blocks are spread over and ``block_rows`` the rows of a block (executors only);
-    ``disk_cap`` the most bytes of a block and of a cached batch when the cache goes to
+    chunks are spread over and ``chunk_rows`` the rows of a chunk (executors only);
+    ``disk_cap`` the most bytes of a chunk and of a cached batch when the cache goes to
     disk (:func:`disk_object_bytes`; None: no bound).
     """
 
     kind: str
     why_not: str | None
     parts: int
-    block_rows: int
+    chunk_rows: int
     disk_cap: int | None = None
 
 
@@ -259,9 +259,9 @@ def choose_execution(plan: EncodingPlan, rows: RowRoute, settings: Settings) -> 
                else unavailable_reason(spark))
     parts = parallelism(spark) if why_not is not None else task_slots(spark)
     cap = disk_object_bytes(spark, plan.num_rows * (d + 2), parts)
-    block_rows = block_rows_for(plan.num_rows, parts, d, settings.method, num_classes, cap)
+    chunk_rows = chunk_rows_for(plan.num_rows, parts, d, settings.method, num_classes, cap)
     return ExecutionRoute("passes" if why_not is not None else "resident", why_not, parts,
-                          block_rows, cap)
+                          chunk_rows, cap)
 
 
 def start_execution(route: ExecutionRoute, rows: RowRoute, plan: EncodingPlan,
@@ -269,10 +269,10 @@ def start_execution(route: ExecutionRoute, rows: RowRoute, plan: EncodingPlan,
                     notes: list[str], laps, steps: ExitStack | None = None
                     ) -> tuple[Execution, Kept | None]:
     """Encode the rows and start the chosen execution over them: in the driver, or the
-    blocks kept on the executors (``Kept``) and resident tasks or one Spark job a pass
+    chunks kept on the executors (``Kept``) and resident tasks or one Spark job a pass
     over them. ``laps(name)`` closes a phase of the run's timings. ``steps`` holds what
-    the steps run under until the caller closes it (the Arrow batches of blocks sized
-    for the heap, :func:`block_batches`); without it that setting is left as it was
+    the steps run under until the caller closes it (the Arrow batches of chunks sized
+    for the heap, :func:`chunk_batches`); without it that setting is left as it was
     when this returns."""
     d, num_classes = len(rows.features), len(plan.classes)
     if route.kind == "driver":
@@ -285,10 +285,10 @@ def start_execution(route: ExecutionRoute, rows: RowRoute, plan: EncodingPlan,
     stack = steps if steps is not None else ExitStack()
     try:
         if kept.how != "recompute" or rows.read_by == "pyarrow":
-            # the steps' tasks read blocks: a few per Arrow batch, not the partition's
+            # the steps' tasks read chunks: a few per Arrow batch, not the partition's
             # 10,000 (recomputed from Spark's reader, the stage reads rows: left alone)
-            stack.enter_context(block_batches(rows.df.sparkSession,
-                                              route.block_rows * (d + 2)))
+            stack.enter_context(chunk_batches(rows.df.sparkSession,
+                                              route.chunk_rows * (d + 2)))
         return _backend(kept.df, d, plan.arity, num_classes, settings, route.why_not,
                         notes), kept
     except BaseException:
@@ -301,60 +301,60 @@ def start_execution(route: ExecutionRoute, rows: RowRoute, plan: EncodingPlan,
 
 def _encoded(rows: RowRoute, plan: EncodingPlan, skip_cols: list[str], route: ExecutionRoute,
              settings: Settings, storage_level: StorageLevel, notes: list[str], laps) -> Kept:
-    """The encoded blocks, kept for the passes (cached, staged or recomputed)."""
+    """The encoded chunks, kept for the passes (cached, staged or recomputed)."""
     spark, d = rows.df.sparkSession, len(rows.features)
-    source, parts, block_rows = rows.source, route.parts, route.block_rows
+    source, parts, chunk_rows = rows.source, route.parts, route.chunk_rows
     level = cache_level(spark, storage_level, plan.num_rows * (d + 2), parts, notes)
-    # one shuffle of the one-byte blocks spreads them evenly over the slots (by range of
-    # block id, so a partition's blocks stay together), whatever the input's partitioning.
-    # The range partitioner samples its input in a job of its own: the encoded blocks are
+    # one shuffle of the one-byte chunks spreads them evenly over the slots (by range of
+    # chunk id, so a partition's chunks stay together), whatever the input's partitioning.
+    # The range partitioner samples its input in a job of its own: the encoded chunks are
     # kept for the shuffle to read, so that every row is read and encoded once, not twice.
-    # A cached batch holds a few blocks, not a whole partition (see cache_batch_rows).
+    # A cached batch holds a few chunks, not a whole partition (see cache_batch_rows).
     cap = route.disk_cap if level.useDisk else None
-    with batch_rows(spark, cache_batch_rows(block_rows * (d + 2), cap)), source.reading():
+    with batch_rows(spark, cache_batch_rows(chunk_rows * (d + 2), cap)), source.reading():
         even = source.evened(parts)
         if even is not None:
             # row groups (and pieces of them) split evenly over the task slots: encoded
             # straight into the cache, no range shuffle (one job instead of three)
-            encoded = even.encode_blocks(plan, block_rows, skip_cols, partitions=parts)
+            encoded = even.encode_chunks(plan, chunk_rows, skip_cols, partitions=parts)
             laps("plan")
-            return keep(encoded, level, settings.block_storage, settings.staging_dir)
-        encoded = source.encode_blocks(plan, block_rows, skip_cols)
+            return keep(encoded, level, settings.chunk_storage, settings.staging_dir)
+        encoded = source.encode_chunks(plan, chunk_rows, skip_cols)
         laps("plan")
-        return keep_blocks(encoded, parts, level, settings.block_storage,
+        return keep_chunks(encoded, parts, level, settings.chunk_storage,
                            settings.staging_dir)
 
 
-def keep_blocks(encoded: DataFrame, parts: int, storage_level: StorageLevel, mode: str,
+def keep_chunks(encoded: DataFrame, parts: int, storage_level: StorageLevel, mode: str,
                 staging_dir: str | None) -> Kept:
-    """The encoded blocks, spread over ``parts`` partitions and kept for the passes.
+    """The encoded chunks, spread over ``parts`` partitions and kept for the passes.
 
-    Cached (the default), the rows are encoded once: the encoded blocks are kept for
+    Cached (the default), the rows are encoded once: the encoded chunks are kept for
     the range partitioner's sampling job and the shuffle. Staged or recomputed, the
-    blocks are used in the partitioning they come in (every execution accepts any).
+    chunks are used in the partitioning they come in (every execution accepts any).
     """
     first = keep(encoded, storage_level, mode, staging_dir, materialize=False)
     if first.how != "cache":
         return first
     try:
-        return keep(first.df.repartitionByRange(parts, "block_id"), storage_level, "cache")
+        return keep(first.df.repartitionByRange(parts, "chunk_id"), storage_level, "cache")
     finally:
         first.release()
 
 
-def _backend(blocks: DataFrame, d: int, arity: int, num_classes: int, settings: Settings,
+def _backend(chunks: DataFrame, d: int, arity: int, num_classes: int, settings: Settings,
              why_not: str | None, notes: list[str]) -> Execution:
     """Resident tasks where they can run (a fallback to passes if they cannot start,
     unless ``execution`` is ``resident``), else the pass backend."""
     passes: StartExecution = SparkBackend
     if why_not is None:
         try:
-            return ResidentBackend(blocks, d, arity, num_classes, settings.method,
-                                   fallback=partial(passes, blocks, d, arity, num_classes))
+            return ResidentBackend(chunks, d, arity, num_classes, settings.method,
+                                   fallback=partial(passes, chunks, d, arity, num_classes))
         except ResidentUnavailable as exc:
             if settings.execution == "resident":
                 raise InputError(f"resident execution failed to start: {exc}") from None
             notes.append(f"resident tasks could not start ({exc}); running one Spark job "
                          "per pass instead")
             warnings.warn(notes[-1], UserWarning, stacklevel=5)  # run_selection's caller
-    return passes(blocks, d, arity, num_classes)
+    return passes(chunks, d, arity, num_classes)

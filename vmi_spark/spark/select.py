@@ -23,9 +23,9 @@ from ..core.report_schema import SelectionReport
 from ..core.summary import selection_report
 from ..core.units import count_text
 from ..errors import literal, phrase, phrased
-from ..params import Settings
+from ..params import Settings, unalias
 from ..run import run_planned
-from .blocks.storage import check_checkpoint_dir, check_staging
+from .chunks.storage import check_checkpoint_dir, check_staging
 from .grid import grid_plan
 from .plan import RowSource, plan_from_schema
 from .routes import (
@@ -148,7 +148,7 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
     ``kde`` estimator. ``report()["reader"]`` says which read the rows: ``"pyarrow"``
     or ``"spark"``.
 
-    ``execution`` says how the greedy steps run: ``"resident"`` keeps the blocks in
+    ``execution`` says how the greedy steps run: ``"resident"`` keeps the chunks in
     long-running barrier tasks that the driver talks to directly (one round trip per
     step, :mod:`vmi_spark.spark.executions.resident`); ``"passes"`` runs one Spark job per pass
     (:class:`vmi_spark.spark.executions.passes.SparkBackend`); ``"auto"`` (the default) is
@@ -162,8 +162,9 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
     0.01, and no restart would help) or ``"fraction"`` (``selection_threshold`` of
     the candidates, default 0.1). ``report()["stop_reason"]`` says why it ended.
 
-    ``block_storage`` says where the encoded rows live between passes
-    (:mod:`vmi_spark.spark.blocks.storage`): ``"auto"`` caches them, or, where the session
+    ``chunk_storage`` (earlier name ``block_storage``, still accepted) says where the
+    encoded rows live between passes
+    (:mod:`vmi_spark.spark.chunks.storage`): ``"auto"`` caches them, or, where the session
     refuses caching (Databricks serverless), writes them once under ``staging_dir``
     (a directory Spark can write and read, e.g. a Unity Catalog volume) and removes
     that copy afterwards, or without ``staging_dir`` recomputes them in every pass.
@@ -220,7 +221,9 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
 
 
 def _settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
-    """``settings`` with the keyword ``values`` applied (spec keys), checked once."""
+    """``settings`` with the keyword ``values`` applied (spec keys or their earlier names),
+    checked once."""
+    values = unalias(values, "python")
     if settings is None:
         return Settings.of(values, "python")
     return settings.replace(**values) if values else settings

@@ -93,8 +93,8 @@ def storage_memory(spark) -> int | None:
 
 #: settings the job starts its own session with, where the user set none:
 #: Spark's Java serializer forgets what it wrote after every object, not after 100
-#: (a cache on disk of 100 blocks' batches would otherwise stay in the heap, see
-#: :func:`vmi_spark.spark.blocks.memory.disk_object_bytes`)
+#: (a cache on disk of 100 chunks' batches would otherwise stay in the heap, see
+#: :func:`vmi_spark.spark.chunks.memory.disk_object_bytes`)
 JOB_CONFS = {"spark.serializer.objectStreamReset": "1"}
 
 

@@ -1,2 +1,2 @@
-"""Executions: where the greedy steps run over the kept blocks (in the driver,
+"""Executions: where the greedy steps run over the kept chunks (in the driver,
 in resident tasks, one Spark job per pass) and the resident tasks' protocol."""

@@ -37,7 +37,7 @@ from ...core.encoding import EncodingPlan
 from ...core.inmemory import ThreadedBackend
 from ...core.planning import FLOATING, TableRows
 from ...core.rows import typed_array
-from ..blocks.codes import BLOCK_SCHEMA
+from ..chunks.codes import CHUNK_SCHEMA
 from ..compat import to_arrow
 from ..plan import SparkRows, value_sql, value_type
 
@@ -54,7 +54,7 @@ DRIVER_PAIR_BYTES = 512 << 20
 class DriverRows(SparkRows, TableRows):
     """All rows of a small table, typed, in the driver: the in-memory rows of the core
     (:class:`vmi_spark.core.planning.TableRows`, which plans and codes them) that can also
-    hand the codes to the executors (:meth:`encode_blocks`).
+    hand the codes to the executors (:meth:`encode_chunks`).
 
     ``batches()`` yields typed record batches (label first, then ``features``) each time
     it is called; ``num_rows`` is the table's row count.
@@ -65,22 +65,22 @@ class DriverRows(SparkRows, TableRows):
         TableRows.__init__(self, batches, features, num_rows, weight_col=weight_col)
         self.spark, self.read_by = spark, read_by
 
-    def encode_blocks(self, plan: EncodingPlan, block_rows: int,
+    def encode_chunks(self, plan: EncodingPlan, chunk_rows: int,
                       skip_cols: list[str]) -> DataFrame:
-        """The codes as block rows (:data:`~.blocks.BLOCK_SCHEMA`) of a DataFrame, for the
+        """The codes as chunk rows (:data:`~.chunks.CHUNK_SCHEMA`) of a DataFrame, for the
         distributed executions (a pairwise selection whose state would not fit the driver)."""
         codes, y, w = self.codes(plan, skip_cols)
-        starts = range(0, codes.shape[1], block_rows)
+        starts = range(0, codes.shape[1], chunk_rows)
         table = pa.table({
-            "block_id": pa.array(list(range(len(starts))), pa.int64()),
-            "n": pa.array([min(block_rows, codes.shape[1] - s) for s in starts], pa.int32()),
-            "codes": pa.array([np.ascontiguousarray(codes[:, s:s + block_rows]).tobytes()
+            "chunk_id": pa.array(list(range(len(starts))), pa.int64()),
+            "n": pa.array([min(chunk_rows, codes.shape[1] - s) for s in starts], pa.int32()),
+            "codes": pa.array([np.ascontiguousarray(codes[:, s:s + chunk_rows]).tobytes()
                                for s in starts], pa.binary()),
-            "y": pa.array([y[s:s + block_rows].astype(np.uint16).tobytes() for s in starts],
+            "y": pa.array([y[s:s + chunk_rows].astype(np.uint16).tobytes() for s in starts],
                           pa.binary()),
-            "w": pa.array([None if w is None else w[s:s + block_rows].tobytes()
+            "w": pa.array([None if w is None else w[s:s + chunk_rows].tobytes()
                            for s in starts], pa.binary())})
-        return self.spark.createDataFrame(table.to_pandas(), schema=BLOCK_SCHEMA)
+        return self.spark.createDataFrame(table.to_pandas(), schema=CHUNK_SCHEMA)
 
 
 def parquet_rows(spark, source, label: str, features: list[str],
@@ -134,7 +134,7 @@ def probed_rows(df: DataFrame, label: str, features: list[str],
 
 
 class DriverBackend(ThreadedBackend):
-    """:class:`~vmi_spark.core.inmemory.ThreadedBackend` (the blocks on the driver's
+    """:class:`~vmi_spark.core.inmemory.ThreadedBackend` (the chunks on the driver's
     threads) with the execution interface of :class:`vmi_spark.spark.routes.Execution`."""
 
     execution = "driver"

@@ -1,10 +1,10 @@
-"""Resident execution: the cached blocks stay in long-running tasks for the whole selection.
+"""Resident execution: the cached chunks stay in long-running tasks for the whole selection.
 
 One Spark job runs for the whole selection: a *barrier* ``mapInArrow`` stage over the
-cached blocks, one task per partition, all scheduled at once. Each task reads its
-partition's blocks into its Python worker, connects back to the driver over TCP and
+cached chunks, one task per partition, all scheduled at once. Each task reads its
+partition's chunks into its Python worker, connects back to the driver over TCP and
 then serves the greedy loop's requests (count tables, one step's partial sums) from
-the blocks it holds, until the driver says stop. A greedy step therefore costs one
+the chunks it holds, until the driver says stop. A greedy step therefore costs one
 round trip (well under a millisecond on loopback) instead of one Spark job (about
 0.2 s of scheduling even for a tiny input), and the per-row state (the pairwise sums,
 the naive posterior) simply stays in the task that owns the rows.
@@ -13,7 +13,7 @@ The driver runs the greedy loop exactly as with :class:`.backend.SparkBackend`: 
 sends each task what the step needs (the tables once, then per step the block, the
 candidates and the pair tables of the newly chosen feature), adds the tasks' exact
 fixed-point partial sums, and decides. Nothing in the answer depends on which task
-holds which block, so results are bit-identical to the pass-based backend and to the
+holds which chunk, so results are bit-identical to the pass-based backend and to the
 in-memory core.
 
 Failures: if a task or its executor dies, Spark retries the whole barrier stage; the
@@ -45,7 +45,7 @@ from pyspark.sql import DataFrame
 
 from ...core.bound import StepOps
 from ...core.stability import HalfSample
-from ..blocks.codes import WORKER_STATE_BYTES, pair_count_chunks
+from ..chunks.codes import WORKER_STATE_BYTES, pair_count_chunks
 from .resident_client import task_fn
 from .resident_protocol import joined, step_request
 from .resident_server import (
@@ -76,7 +76,7 @@ class ResidentBackend:
     """Greedy-loop backend served by resident barrier tasks (see the module docstring);
     a :class:`vmi_spark.spark.routes.Execution`.
 
-    ``blocks`` is the cached DataFrame of encoded blocks; it must have at most
+    ``chunks`` is the cached DataFrame of encoded chunks; it must have at most
     :func:`~.session.task_slots` partitions. Raises :class:`ResidentUnavailable` if the
     tasks do not all connect within ``start_timeout`` seconds or the job cannot start.
     ``method`` names the job in the Spark UI.
@@ -97,7 +97,7 @@ class ResidentBackend:
     #: the execution's name in the report
     execution = "resident"
 
-    def __init__(self, blocks: DataFrame, num_features: int, arity: int, num_classes: int,
+    def __init__(self, chunks: DataFrame, num_features: int, arity: int, num_classes: int,
                  method: str, start_timeout: float = START_TIMEOUT,
                  state_budget: int = WORKER_STATE_BYTES,
                  fallback: Callable[[], Any] | None = None):
@@ -112,7 +112,7 @@ class ResidentBackend:
         self._cond: np.ndarray | None = None
         self._cond_version = 0
         self.tasks = ResidentTasks(
-            blocks, num_features, arity, num_classes,
+            chunks, num_features, arity, num_classes,
             f"vmi_spark {method}: resident tasks (the whole selection)", self.task_fn,
             start_timeout, state_budget, self.listen_hook)
 
@@ -141,7 +141,7 @@ class ResidentBackend:
 
     def pair_counts_many(self, fs: list[int]) -> np.ndarray:
         """(len(fs), D, A, A, L) counts, asked for in chunks of
-        :data:`~.blocks.COUNT_PASS_BYTES` per task reply."""
+        :data:`~.chunks.COUNT_PASS_BYTES` per task reply."""
         fs = [int(f) for f in fs]
         return self._either(lambda: self._pairs(fs), lambda b: b.pair_counts_many(fs))
 
@@ -150,7 +150,7 @@ class ResidentBackend:
 
     def masked(self, keep: HalfSample) -> _MaskedResident:
         """The same tasks answering over the rows ``keep`` keeps (a stability run): every
-        request carries the mask, and the tasks hold those rows of their blocks while it
+        request carries the mask, and the tasks hold those rows of their chunks while it
         stays the same (:class:`.resident_client.Task`). One view at a time."""
         return _MaskedResident(self, keep)
 

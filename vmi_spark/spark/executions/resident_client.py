@@ -1,11 +1,11 @@
 """The resident tasks' side: what one task holds, and how it serves the driver.
 
 Each task of the resident job (:mod:`.resident`) runs :func:`task_fn`'s function over its
-partition of encoded blocks: it reads the blocks into its Python worker, connects to the
+partition of encoded chunks: it reads the chunks into its Python worker, connects to the
 driver and presents the run's secret (a hello, :mod:`.resident_protocol`), then answers
 the driver's requests from what it holds (:class:`Task`) until it is told to stop. The
 per-row state of the steps (the pairwise running sums, the naive posterior) stays in the
-task, up to a budget; a block past it has its state rebuilt from its codes every step.
+task, up to a budget; a chunk past it has its state rebuilt from its codes every step.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ import numpy as np
 import pyarrow as pa
 
 from ...core import wide
-from ...core.blockstore import BlockStore
 from ...core.bound import (
-    BlockState,
+    ChunkState,
     NaiveState,
     StepOps,
     feature_counts,
@@ -27,8 +26,9 @@ from ...core.bound import (
     pair_counts_many,
     pairwise_partials,
 )
+from ...core.chunkstore import ChunkStore
 from ...core.stability import HalfSample
-from ..blocks.codes import decode_blocks
+from ..chunks.codes import decode_chunks
 from . import wire
 from .resident_protocol import (
     MAX_REQUEST_BYTES,
@@ -43,20 +43,20 @@ CONNECT_SECONDS = 120.0
 
 
 class Task:
-    """What one resident task holds and computes: its blocks, tables and per-row state.
+    """What one resident task holds and computes: its chunks, tables and per-row state.
 
-    ``blocks`` is ``[(block id, codes (D, n) uint8, y (n,) intp, w (n,) int64 or None)]``
+    ``chunks`` is ``[(chunk id, codes (D, n) uint8, y (n,) intp, w (n,) int64 or None)]``
     (``w``: a weighted table's weight units); ``state_budget`` the bytes of per-row state
     kept from step to step. A request with a ``mask`` (a stability run's
     :class:`~vmi_spark.core.stability.HalfSample`) is answered over the rows it keeps: the
-    task keeps those rows of its blocks while the mask stays the same, and starts the
+    task keeps those rows of its chunks while the mask stays the same, and starts the
     per-row state afresh when it changes.
     """
 
-    def __init__(self, blocks: list, num_features: int, arity: int, num_classes: int,
+    def __init__(self, chunks: list, num_features: int, arity: int, num_classes: int,
                  state_budget: int):
-        self.all_blocks = blocks
-        self.blocks = blocks
+        self.all_chunks = chunks
+        self.chunks = chunks
         self.mask: dict | None = None
         self.num_features = num_features
         self.arity = arity
@@ -65,9 +65,9 @@ class Task:
         self.prior: np.ndarray | None = None
         self.cond: np.ndarray | None = None
         self.tables: dict[int, np.ndarray] = {}
-        # per-row states by (kind, block id): the first that fit the budget stay; a block
+        # per-row states by (kind, chunk id): the first that fit the budget stay; a chunk
         # beyond it rebuilds its state every step (from its codes: the same integers)
-        self.states = BlockStore(state_budget, evict=False)
+        self.states = ChunkStore(state_budget, evict=False)
 
     def _view(self, mask: dict | None) -> None:
         """Hold the rows of ``mask`` (None: all of them); a new mask drops the states."""
@@ -77,14 +77,14 @@ class Task:
         self.states.reset()
         self.prior = self.cond = None  # tables of other rows: the driver sends them again
         self.tables = {}
-        self.blocks = []  # the old view goes before the new one is made
+        self.chunks = []  # the old view goes before the new one is made
         self.mask = mask
         if keep is None:
-            self.blocks = self.all_blocks
+            self.chunks = self.all_chunks
             return
-        for bid, codes, y, w in self.all_blocks:
+        for bid, codes, y, w in self.all_chunks:
             m = keep(codes, y)
-            self.blocks.append((bid, np.ascontiguousarray(codes[:, m]), y[m],
+            self.chunks.append((bid, np.ascontiguousarray(codes[:, m]), y[m],
                                 None if w is None else w[m]))
 
     def handle(self, header: dict, arrays: list[np.ndarray]) -> tuple[dict, list[np.ndarray]]:
@@ -94,14 +94,14 @@ class Task:
             self._view(header.get("mask"))
         if op == "counts":
             total = np.zeros((self.num_features, self.arity, self.num_classes), dtype=np.int64)
-            for _, codes, y, w in self.blocks:
+            for _, codes, y, w in self.chunks:
                 total += feature_counts(codes, y, self.arity, self.num_classes, w)
             return {}, [total]
         if op == "pairs":
             fs = [int(f) for f in header["fs"]]
             total = np.zeros((len(fs), self.num_features, self.arity, self.arity,
                               self.num_classes), dtype=np.int64)
-            for _, codes, y, w in self.blocks:
+            for _, codes, y, w in self.chunks:
                 total += pair_counts_many(codes, y, fs, self.arity, self.num_classes, w)
             return {}, [total]
         if op == "step":
@@ -121,7 +121,7 @@ class Task:
         hi = np.zeros(self.num_features, dtype=np.int64)
         lo = np.zeros(self.num_features, dtype=np.int64)
         try:
-            for bid, codes, y, w in self.blocks:
+            for bid, codes, y, w in self.chunks:
                 if ops.pairwise:
                     p = pairwise_partials(codes, y, self._state(bid, codes.shape[1]), ops, w)
                 else:
@@ -136,16 +136,16 @@ class Task:
             raise
         return hi, lo
 
-    def _state(self, bid: int, n: int) -> BlockState:
+    def _state(self, bid: int, n: int) -> ChunkState:
         state = self.states.get(("pairwise", bid))
         if state is None:
             assert self.prior is not None
-            state = BlockState.initial(self.prior, n, self.num_features)
+            state = ChunkState.initial(self.prior, n, self.num_features)
             self.states.put(("pairwise", bid), state, state.nbytes)  # or used once
         return state
 
     def _naive_state(self, bid: int, n: int) -> NaiveState | None:
-        """The block's naive posterior state, or None (rebuilt) when the budget is spent."""
+        """The chunk's naive posterior state, or None (rebuilt) when the budget is spent."""
         state = self.states.get(("naive", bid))
         if state is None:
             state = NaiveState()  # empty until the step fills it: counted at its full size
@@ -169,7 +169,7 @@ def connect(address: tuple[str, int], deadline: float) -> socket.socket:
             time.sleep(0.5)
 
 
-def greet(address: tuple[str, int], header: dict, blocks: np.ndarray,
+def greet(address: tuple[str, int], header: dict, chunks: np.ndarray,
           deadline: float) -> tuple[socket.socket, dict, list[np.ndarray]]:
     """Connect, present the hello ``header`` and wait for the first request:
     ``(sock, header, arrays)``.
@@ -179,7 +179,7 @@ def greet(address: tuple[str, int], header: dict, blocks: np.ndarray,
     while True:
         sock = connect(address, deadline)
         try:
-            wire.send(sock, header, [blocks])
+            wire.send(sock, header, [chunks])
             header_in, arrays = wire.recv(sock, MAX_REQUEST_BYTES, MAX_REQUEST_HEADER)
             return sock, header_in, arrays
         except OSError:  # WireError too: refused or dropped before being served
@@ -208,7 +208,7 @@ def serve(sock: socket.socket, task: Task, header: dict, arrays: list[np.ndarray
 
 def task_fn(address: tuple[str, int], secret: str, num_features: int, arity: int,
             num_classes: int, state_budget: int):
-    """The barrier task's function (``mapInArrow``): read the partition's blocks, connect,
+    """The barrier task's function (``mapInArrow``): read the partition's chunks, connect,
     serve until told to stop, then yield one row of :data:`.resident_protocol.TASK_SCHEMA`."""
     def fn(batches):
         from pyspark import BarrierTaskContext
@@ -216,7 +216,7 @@ def task_fn(address: tuple[str, int], secret: str, num_features: int, arity: int
         ctx = BarrierTaskContext.get()
         held = []
         for rb in batches:
-            for bid, _, codes, y, w in decode_blocks(rb, num_features):
+            for bid, _, codes, y, w in decode_chunks(rb, num_features):
                 held.append((int(bid), np.array(codes, copy=True), y, w))
         held.sort(key=lambda b: b[0])
         task = Task(held, num_features, arity, num_classes, state_budget)
@@ -231,7 +231,7 @@ def task_fn(address: tuple[str, int], secret: str, num_features: int, arity: int
             sock.close()
         yield pa.RecordBatch.from_pydict({
             "partition": pa.array([ctx.partitionId()], pa.int32()),
-            "blocks": pa.array([len(held)], pa.int32()),
+            "chunks": pa.array([len(held)], pa.int32()),
             "rows": pa.array([rows], pa.int64()),
             "requests": pa.array([served], pa.int64())})
     return fn

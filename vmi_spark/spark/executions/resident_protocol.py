@@ -9,7 +9,7 @@ op        request (header; arrays)                 reply (arrays)
 ========  =======================================  =====================================
 hello     the run's secret, the task's partition,  (the task's first message; the
           attempt, rows and number of tasks;       driver answers with a request)
-          its block ids (int64)
+          its chunk ids (int64)
 counts    --                                       n(x_i, y): (D, A, L) int64
 pairs     ``fs``: features                         n(x_i, x_f, y): (len(fs), D, A, A, L)
 step      ``method``, ``block``, ``cond`` (the     the candidates' exact sums as two
@@ -41,14 +41,14 @@ from ...core.bound import StepOps
 MAX_REQUEST_BYTES = 4 << 30
 #: most bytes of a request's header a task accepts (the fields are small; arrays follow)
 MAX_REQUEST_HEADER = 1 << 20
-#: largest hello header (fixed small fields; the block ids follow as an array)
+#: largest hello header (fixed small fields; the chunk ids follow as an array)
 MAX_HELLO_HEADER = 1024
-#: largest block id array in a hello (8 bytes a block), read only after the secret matched
-MAX_HELLO_BLOCK_BYTES = 8 << 20
+#: largest chunk id array in a hello (8 bytes a chunk), read only after the secret matched
+MAX_HELLO_CHUNK_BYTES = 8 << 20
 
-#: what each task returns when the job ends: its partition, blocks, rows, requests served
+#: what each task returns when the job ends: its partition, chunks, rows, requests served
 TASK_SCHEMA = T.StructType([T.StructField("partition", T.IntegerType()),
-                            T.StructField("blocks", T.IntegerType()),
+                            T.StructField("chunks", T.IntegerType()),
                             T.StructField("rows", T.LongType()),
                             T.StructField("requests", T.LongType())])
 
@@ -56,7 +56,7 @@ _HELLO_FIELDS = ("partition", "attempt", "rows", "tasks")
 
 
 def hello(secret: str, partition: int, tasks: int, attempt: int, rows: int) -> dict:
-    """A task's hello header (its block ids follow as one int64 array)."""
+    """A task's hello header (its chunk ids follow as one int64 array)."""
     return {"op": "hello", "secret": secret, "partition": partition, "tasks": tasks,
             "attempt": attempt, "rows": rows}
 

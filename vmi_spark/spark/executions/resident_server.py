@@ -34,7 +34,7 @@ from ...errors import raised_line
 from ..session import task_slots
 from . import wire
 from .resident_protocol import (
-    MAX_HELLO_BLOCK_BYTES,
+    MAX_HELLO_CHUNK_BYTES,
     MAX_HELLO_HEADER,
     TASK_SCHEMA,
     Held,
@@ -71,13 +71,13 @@ class _Restart(Exception):
 
 @dataclass
 class Peer:
-    """One task's authenticated connection: its partition, attempt, blocks and rows, and
+    """One task's authenticated connection: its partition, attempt, chunks and rows, and
     what it holds of the step tables."""
 
     sock: socket.socket
     partition: int
     attempt: int
-    blocks: list[int]
+    chunks: list[int]
     rows: int
     held: Held = field(default_factory=Held)
 
@@ -90,7 +90,7 @@ class Pending:
     deadline: float
     buf: bytearray = field(default_factory=bytearray)
     need: int = 4  # bytes of the part being read
-    part: int = 0  # which: 0 the header's length, 1 the header, 2 the block ids
+    part: int = 0  # which: 0 the header's length, 1 the header, 2 the chunk ids
     header: dict = field(default_factory=dict)
     shapes: list = field(default_factory=list)
 
@@ -101,7 +101,7 @@ class Acceptor:
     Every connection is read without blocking, in parts whose sizes are checked before
     they are read: the header's length (at most :data:`MAX_HELLO_HEADER`), the header
     (parsed by :func:`.wire.parse_header`; the secret is compared with
-    :func:`hmac.compare_digest`), then, only for the right secret, the block ids. A
+    :func:`hmac.compare_digest`), then, only for the right secret, the chunk ids. A
     connection has :data:`HELLO_TIMEOUT` seconds for all of it; at most
     :data:`MAX_PENDING` connections wait (a new one closes the oldest). Anything else
     closes the connection without a word.
@@ -197,29 +197,29 @@ class Acceptor:
             p.part, p.need, p.buf = 1, size, bytearray()
             return None
         if p.part == 1:  # the header: only the right secret goes on
-            header, shapes, total = wire.parse_header(p.buf, MAX_HELLO_BLOCK_BYTES)
+            header, shapes, total = wire.parse_header(p.buf, MAX_HELLO_CHUNK_BYTES)
             secret = header.get("secret")
             if not (header.get("op") == "hello" and type(secret) is str
                     and hmac.compare_digest(secret.encode(), self.secret)):
                 raise ValueError("not a resident task of this run")
             if [(d.str, len(s)) for d, s in shapes] != [("<i8", 1)]:
-                raise ValueError("a hello without its block ids")
+                raise ValueError("a hello without its chunk ids")
             p.header, p.shapes, p.part, p.need, p.buf = header, shapes, 2, total, bytearray()
             if total:
                 return None
-        (blocks,) = wire.arrays_from(p.shapes, p.buf)
+        (chunks,) = wire.arrays_from(p.shapes, p.buf)
         partition, attempt, rows, tasks = hello_fields(p.header)
         self.pending.pop(p.sock, None)
         self.sel.unregister(p.sock)
         p.sock.setblocking(True)
         p.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return Peer(p.sock, partition, attempt, [int(b) for b in blocks], rows), tasks
+        return Peer(p.sock, partition, attempt, [int(b) for b in chunks], rows), tasks
 
 
 class ResidentTasks:
     """The resident job, seen from the driver: the tasks' connections and their requests.
 
-    Listens on the driver's host, starts the barrier job over ``blocks`` (one task per
+    Listens on the driver's host, starts the barrier job over ``chunks`` (one task per
     partition running ``task_fn(address, secret, num_features, arity, num_classes,
     state_budget)``, described as ``description``) and waits until every task has
     connected; :class:`ResidentUnavailable` if they do not within ``start_timeout``
@@ -242,7 +242,7 @@ class ResidentTasks:
         One row per task (:data:`.resident_protocol.TASK_SCHEMA`) once the job has ended.
     """
 
-    def __init__(self, blocks: DataFrame, num_features: int, arity: int, num_classes: int,
+    def __init__(self, chunks: DataFrame, num_features: int, arity: int, num_classes: int,
                  description: str, task_fn: Callable, start_timeout: float,
                  state_budget: int,
                  listen_hook: Callable[[tuple[str, int]], None] | None = None):
@@ -252,14 +252,14 @@ class ResidentTasks:
         self.task_seconds: list[list[float]] = []
         self.peers: dict[int, Peer] = {}
         self.num_tasks: int | None = None
-        self._spark = blocks.sparkSession
+        self._spark = chunks.sparkSession
         self._sc = self._spark.sparkContext
         self._listen()
         self._secret = secrets.token_hex(16)
         self._group = f"vmi_spark-resident-{uuid.uuid4().hex[:12]}"
         self._done = threading.Event()
         self._error: BaseException | None = None
-        self._block_ids: list[int] | None = None
+        self._chunk_ids: list[int] | None = None
         self._num_rows: int | None = None
         self._closed = False
         self._arrived: queue.SimpleQueue[tuple[Peer, int]] = queue.SimpleQueue()
@@ -271,7 +271,7 @@ class ResidentTasks:
         self._acceptor.start()
         if listen_hook is not None:
             listen_hook(self.address)
-        self._start_job(blocks, description, task_fn(
+        self._start_job(chunks, description, task_fn(
             self.address, self._secret, num_features, arity, num_classes, state_budget))
         try:
             self._regroup(start_timeout, starting=True)
@@ -293,7 +293,7 @@ class ResidentTasks:
             raise ResidentUnavailable(f"cannot listen on {bind} ({exc})") from None
         self.address = (host, self._server.getsockname()[1])
 
-    def _start_job(self, blocks: DataFrame, description: str, fn: Callable) -> None:
+    def _start_job(self, chunks: DataFrame, description: str, fn: Callable) -> None:
         """Run the barrier job in a thread of its own (it ends when the tasks stop)."""
         def run_job() -> None:
             try:
@@ -301,7 +301,7 @@ class ResidentTasks:
                 # a shuffle after the barrier stage makes it a map stage, which Spark
                 # retries as a whole when a task is lost (a failed barrier result stage
                 # fails the job)
-                tasks = blocks.mapInArrow(fn, TASK_SCHEMA, barrier=True).repartition(1)
+                tasks = chunks.mapInArrow(fn, TASK_SCHEMA, barrier=True).repartition(1)
                 self.task_rows = tasks.collect()
             except BaseException as exc:  # reported to the driver's loop
                 self._error = exc
@@ -382,18 +382,18 @@ class ResidentTasks:
                 self._take(0.5)
             except _Restart:
                 pass
-        self._check_blocks()
+        self._check_chunks()
 
-    def _check_blocks(self) -> None:
-        """Every block is held by exactly one task, and it is the same set as before."""
-        ids = sorted(b for p in self.peers.values() for b in p.blocks)
+    def _check_chunks(self) -> None:
+        """Every chunk is held by exactly one task, and it is the same set as before."""
+        ids = sorted(b for p in self.peers.values() for b in p.chunks)
         rows = sum(p.rows for p in self.peers.values())
         if len(set(ids)) != len(ids):
-            raise RuntimeError("resident tasks hold overlapping blocks")
-        if self._block_ids is None:
-            self._block_ids, self._num_rows = ids, rows
-        elif ids != self._block_ids or rows != self._num_rows:
-            raise RuntimeError("the resident tasks came back with different blocks")
+            raise RuntimeError("resident tasks hold overlapping chunks")
+        if self._chunk_ids is None:
+            self._chunk_ids, self._num_rows = ids, rows
+        elif ids != self._chunk_ids or rows != self._num_rows:
+            raise RuntimeError("the resident tasks came back with different chunks")
 
     def _drop(self, peer: Peer) -> None:
         if self.peers.get(peer.partition) is peer:

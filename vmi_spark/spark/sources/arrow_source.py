@@ -5,12 +5,12 @@ Spark hands wide rows to Python workers at a few hundred nanoseconds per cell: a
 cell then crosses from the JVM's row format into Arrow one at a time. pyarrow reads
 the same Parquet file at about 20 ns per cell. So when the input is a plain Parquet
 scan, the three passes that touch every cell -- the column statistics, the sample the
-bin edges are placed on, and the encoding into one-byte blocks -- read the files
+bin edges are placed on, and the encoding into one-byte chunks -- read the files
 directly: Spark schedules one task per group of Parquet row groups (the same unit
 Spark's own reader splits files by), and each task reads its row groups with pyarrow.
-Only counts, the sample and the one-byte blocks go back through the JVM.
+Only counts, the sample and the one-byte chunks go back through the JVM.
 
-The result is the same plan and the same blocks as the Spark reader would give: the
+The result is the same plan and the same chunks as the Spark reader would give: the
 values are typed the same way as :func:`vmi_spark.spark.sources.spark_source.prepare_frame` (doubles
 with -0.0 as 0.0, booleans as 0/1, strings), the same rows are dropped, and the
 sample is chosen by the same ``xxhash64`` of the typed row (:mod:`.sparkhash`). A
@@ -58,7 +58,7 @@ from ...core.rows import (
 )
 from ...core.weights import units
 from .. import plan
-from ..blocks.codes import BLOCK_SCHEMA, block_encoder
+from ..chunks.codes import CHUNK_SCHEMA, chunk_encoder
 from ..compat import arrow_reader_note
 from .sparkhash import SEED, hash_column, in_sample
 
@@ -383,7 +383,7 @@ class BatchReader:
     make themselves (a :class:`vmi_spark.spark.plan.RowSource`): ``frame(partitions)`` is
     the DataFrame the passes map over, ``read(columns)`` turns its batches into typed
     batches of ``columns`` (label first), ``kinds`` gives each column's kind. The plan and
-    blocks are those :class:`vmi_spark.spark.sources.spark_source.SparkSource` gives the same rows.
+    chunks are those :class:`vmi_spark.spark.sources.spark_source.SparkSource` gives the same rows.
     """
 
     kinds: dict[str, str]
@@ -532,23 +532,23 @@ class BatchReader:
                 return dict(splits)
         return _quantile_splits(self, req)
 
-    def encode_blocks(self, plan: EncodingPlan, block_rows: int,
+    def encode_chunks(self, plan: EncodingPlan, chunk_rows: int,
                       skip_cols: list[str], partitions: int | None = None) -> DataFrame:
-        """The kept rows as block rows (same codes, in blocks); with ``partitions``, in that
+        """The kept rows as chunk rows (same codes, in chunks); with ``partitions``, in that
         many partitions of the frame."""
         skip = bool(skip_cols)  # no other feature has a missing value in a labelled row
         weighted = self.weight_col is not None
         read = self.read_chunks(self._cols([plan.label, *plan.features]), whole=skip or weighted)
-        encode = block_encoder(plan, block_rows, chunks=True)
+        encode = chunk_encoder(plan, chunk_rows, chunks=True)
 
         def fn(batches):
             yield from encode((at, kept_rows(rb, skip, weighted)) for at, rb in read(batches))
 
-        return self.frame(partitions).mapInArrow(fn, BLOCK_SCHEMA)
+        return self.frame(partitions).mapInArrow(fn, CHUNK_SCHEMA)
 
     def evened(self, parts: int) -> BatchReader | None:
         """This reader with ``parts`` partitions of the same rows (``frame(parts)``), so
-        that the blocks need no shuffle to spread them; None where it cannot be known
+        that the chunks need no shuffle to spread them; None where it cannot be known
         without reading the rows (here)."""
         return None
 

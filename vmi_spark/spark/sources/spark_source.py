@@ -3,7 +3,7 @@
 Any DataFrame with the label and feature columns (numeric, boolean or string) is a
 row source here. The values are typed in the Python workers (see :func:`packed`),
 the same way as :func:`prepare_frame` types them and as the pyarrow reader
-(:mod:`.arrow_source`) does, so both give the same plan and the same blocks.
+(:mod:`.arrow_source`) does, so both give the same plan and the same chunks.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from ...core.planning import FLOATING
 from ...core.rows import column_stats_fn, feature_array, merge_stats, typed_array
 from ...core.weights import FRACTION_SCALE, units
 from .. import plan
-from ..blocks.codes import BLOCK_SCHEMA, block_encoder
-from ..blocks.storage import keep
+from ..chunks.codes import CHUNK_SCHEMA, chunk_encoder
+from ..chunks.storage import keep
 from ..compat import to_arrow
 from ..plan import SparkRows, quote, value_sql, value_type
 
@@ -274,10 +274,10 @@ class SparkSource(SparkRows):
         return top_values_of(self.kept(label, skip_cols), cols, most, self.weight_col,
                              weight_scale)
 
-    def encode_blocks(self, plan: EncodingPlan, block_rows: int,
+    def encode_chunks(self, plan: EncodingPlan, chunk_rows: int,
                       skip_cols: list[str]) -> DataFrame:
-        """The kept rows as block rows of codes (:mod:`.blocks`)."""
+        """The kept rows as chunk rows of codes (:mod:`.chunks`)."""
         df = self.kept(plan.label, skip_cols)
         cols = self._cols([plan.label, *plan.features])
         return packed(df, cols).mapInArrow(
-            unpacked(block_encoder(plan, block_rows), column_kinds(df, cols)), BLOCK_SCHEMA)
+            unpacked(chunk_encoder(plan, chunk_rows), column_kinds(df, cols)), CHUNK_SCHEMA)

@@ -55,7 +55,7 @@ from ...core.units import show_state
 from ...errors import InputError, ParameterError, literal
 from ...params import Settings
 from ...run import Policy, Ran, run_planned
-from ..blocks.storage import check_checkpoint_dir
+from ..chunks.storage import check_checkpoint_dir
 from ..plan import quote, value_type
 from ..session import parallelism
 from .vector_source import vector_attribute_names

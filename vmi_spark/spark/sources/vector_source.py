@@ -29,7 +29,7 @@ from pyspark.sql import types as T
 from ...core.planning import FLOATING
 from ...core.rows import ByteColumns, feature_array, missing_mask, typed_array
 from ...errors import InputError
-from ..blocks.storage import session_confs
+from ..chunks.storage import session_confs
 from ..plan import is_numeric, is_vector_type, quote, value_sql, value_type
 from .arrow_source import READ_CELLS, BatchReader, ParquetSource, RowGroups, row_group_batches
 

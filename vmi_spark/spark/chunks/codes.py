@@ -1,12 +1,12 @@
-"""The block format: typed rows become blocks of one-byte codes, and back.
+"""The chunk format: typed rows become chunks of one-byte codes, and back.
 
-A block row holds up to ``block_rows`` input rows: ``codes`` is the (D, n) uint8
+A chunk row holds up to ``chunk_rows`` input rows: ``codes`` is the (D, n) uint8
 matrix in feature-major order (one byte per cell), ``y`` the (n,) uint16 class
-codes, ``block_id`` a number unique in the run (the partition in the high 32 bits),
+codes, ``chunk_id`` a number unique in the run (the partition in the high 32 bits),
 ``w`` the (n,) int64 weight units of a weighted table's rows
 (:mod:`vmi_spark.core.weights`; null without row weights: nothing is stored).
-Both row sources write blocks with :func:`block_encoder`; both executions read them
-with :func:`decode_blocks`. This module also holds the byte budgets the executions
+Both row sources write chunks with :func:`chunk_encoder`; both executions read them
+with :func:`decode_chunks`. This module also holds the byte budgets the executions
 share.
 """
 
@@ -29,12 +29,12 @@ from ...core.encoding import (
 from ...core.rows import ByteColumns, weight_values, without_weight
 from ...core.weights import units
 
-BLOCK_SCHEMA = "block_id long, n int, codes binary, y binary, w binary"
+CHUNK_SCHEMA = "chunk_id long, n int, codes binary, y binary, w binary"
 #: bytes of pairwise state one Python worker process keeps between passes
 WORKER_STATE_BYTES = 2 << 30
 #: bytes of counts one task sends per count request (bulk pair counts are split to fit)
 COUNT_PASS_BYTES = 32 << 20
-#: cells a block encoder encodes at once (one byte of codes each, no more than the input
+#: cells a chunk encoder encodes at once (one byte of codes each, no more than the input
 #: batch itself holds: one to eight bytes a cell). Each slice costs about 17 us a column:
 #: at 64 Mi cells a 4,096-row row group of 30,000 columns took two slices and 10.4 ns a
 #: cell, in one 5.6 ns
@@ -118,18 +118,18 @@ class _ByteTables:
         return self._tables[at:at + w]
 
 
-def block_encoder(plan: EncodingPlan, block_rows: int, chunks: bool = False,
+def chunk_encoder(plan: EncodingPlan, chunk_rows: int, chunks: bool = False,
                   encode_cells: int = ENCODE_CELLS
                   ) -> Callable[[Iterator[Any]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function from typed batches (label first, then ``plan.features``)
-    to block rows (:data:`BLOCK_SCHEMA`) of ``block_rows`` rows (the last one fewer);
+    to chunk rows (:data:`CHUNK_SCHEMA`) of ``chunk_rows`` rows (the last one fewer);
     with ``chunks``, from the ``(at, batch)`` column chunks of :func:`encode_chunks`.
 
     Each input batch is encoded column by column in slices of up to ``encode_cells``
-    cells (:data:`ENCODE_CELLS`; and at least a block), then cut into blocks: the per-column cost is paid once
-    per slice, not once per block (a block of a table of 30,000 columns holds a few
-    hundred rows). Every code depends on its own value only, so the blocks are those of
-    encoding block by block.
+    cells (:data:`ENCODE_CELLS`; and at least a chunk), then cut into chunks: the per-column cost is paid once
+    per slice, not once per chunk (a chunk of a table of 30,000 columns holds a few
+    hundred rows). Every code depends on its own value only, so the chunks are those of
+    encoding chunk by chunk.
     """
     scale = plan.weight_scale
 
@@ -140,10 +140,10 @@ def block_encoder(plan: EncodingPlan, block_rows: int, chunks: bool = False,
         base = (ctx.partitionId() if ctx is not None else 0) << 32
         serial = 0
 
-        def block(codes, y, w):
+        def chunk(codes, y, w):
             nonlocal serial
             out = pa.RecordBatch.from_pydict({
-                "block_id": pa.array([base + serial], pa.int64()),
+                "chunk_id": pa.array([base + serial], pa.int64()),
                 "n": pa.array([codes.shape[1]], pa.int32()),
                 "codes": pa.array([np.ascontiguousarray(codes).tobytes()], pa.binary()),
                 "y": pa.array([np.ascontiguousarray(y).tobytes()], pa.binary()),
@@ -153,10 +153,10 @@ def block_encoder(plan: EncodingPlan, block_rows: int, chunks: bool = False,
             serial += 1
             return out
 
-        # encoded rows not yet in a block: (codes, y, weight units or None)
+        # encoded rows not yet in a chunk: (codes, y, weight units or None)
         held: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
         count = 0
-        step = max(block_rows, encode_cells // max(1, len(plan.columns)))
+        step = max(chunk_rows, encode_cells // max(1, len(plan.columns)))
         pairs = batches if chunks else ((0, rb) for rb in batches)
         rows = (encode_chunks(pairs, plan, step) if scale is None
                 else _weighted_rows(pairs, plan, step, scale))
@@ -164,18 +164,18 @@ def block_encoder(plan: EncodingPlan, block_rows: int, chunks: bool = False,
             codes, y = item[0], item[1]
             held.append((codes, y, item[2] if len(item) > 2 else None))
             count += codes.shape[1]
-            if count < block_rows:
+            if count < chunk_rows:
                 continue
             codes, y, w = _joined(held)
-            full = count - count % block_rows
-            for s in range(0, full, block_rows):
-                yield block(codes[:, s:s + block_rows], y[s:s + block_rows],
-                            None if w is None else w[s:s + block_rows])
+            full = count - count % chunk_rows
+            for s in range(0, full, chunk_rows):
+                yield chunk(codes[:, s:s + chunk_rows], y[s:s + chunk_rows],
+                            None if w is None else w[s:s + chunk_rows])
             held = [(codes[:, full:].copy(), y[full:].copy(),
                      None if w is None else w[full:].copy())] if full < count else []
             count -= full
         if count:
-            yield block(*_joined(held))
+            yield chunk(*_joined(held))
 
     return encode
 
@@ -211,13 +211,13 @@ def binary_values(arr: pa.Array) -> list[memoryview]:
     return [data[offsets[k]:offsets[k + 1]] for k in range(len(arr))]
 
 
-def decode_blocks(rb: pa.RecordBatch, num_features: int
+def decode_chunks(rb: pa.RecordBatch, num_features: int
                   ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray | None]]:
-    """(block id, n, codes (D, n) uint8, y (n,) intp, w (n,) int64 or None) of every block
+    """(chunk id, n, codes (D, n) uint8, y (n,) intp, w (n,) int64 or None) of every chunk
     row of a record batch (the codes are read-only views of the batch; ``w`` the weight
     units of a weighted table's rows)."""
     ns = rb.column("n").to_pylist()
-    ids = rb.column("block_id").to_pylist()
+    ids = rb.column("chunk_id").to_pylist()
     codes = binary_values(rb.column("codes"))
     ys = binary_values(rb.column("y"))
     wcol = rb.column("w") if "w" in rb.schema.names else None

@@ -1,10 +1,10 @@
-"""Where the encoded blocks live between passes: Spark's cache, a staging directory, or
+"""Where the encoded chunks of rows live between passes: Spark's cache, a staging directory, or
 nowhere (recomputed from the source by every pass).
 
-Classic clusters and Spark Connect servers cache the blocks (``DataFrame.persist``).
+Classic clusters and Spark Connect servers cache the chunks (``DataFrame.persist``).
 Databricks serverless compute is Spark Connect with caching switched off: ``persist``,
 ``cache`` and the checkpoints fail with ``[NOT_SUPPORTED_WITH_SERVERLESS] PERSIST TABLE
-is not supported on serverless compute``. There the blocks are written once, as
+is not supported on serverless compute``. There the chunks are written once, as
 Parquet, to a fresh directory under a staging location the user names (for example a
 Unity Catalog volume, ``/Volumes/catalog/schema/volume/tmp``) and read back by every
 pass; without a staging location every pass recomputes them from the source (read,
@@ -12,8 +12,10 @@ encode, shuffle), which gives the same answer at the cost of a full read per pas
 The choice is made by trying ``persist`` once (``mode="auto"``) or asked for
 explicitly, and the report says which was used.
 
-A staging copy is a directory ``vmi-blocks-<16 hex digits>`` holding the job's marker
-(:data:`BLOCKS_MARKER`, written first) and Spark's Parquet files (``data``). On the
+A staging copy is a directory ``vmi-chunks-<16 hex digits>`` holding the job's marker
+(:data:`CHUNKS_MARKER`, written first) and Spark's Parquet files (``data``); versions
+that called runs of rows "blocks" wrote ``vmi-blocks-*`` and ``_VMI_SPARK_BLOCKS``, still
+recognised (:data:`SPELLINGS`). On the
 driver's file system (a local path, or ``/Volumes/...`` on Databricks) the run holds an
 exclusive lock on that directory until it removes it; the lock dies with the process, so a
 copy a killed run left is recognised by the next run that uses the same staging directory
@@ -43,16 +45,21 @@ from ...params import ParameterError, ParameterWarning
 
 __all__ = ["STORAGES", "Kept", "caching_refused", "keep"]
 
-#: how the blocks are kept: try the cache first (``auto``), or one way only
+#: how the chunks are kept: try the cache first (``auto``), or one way only
 STORAGES = ("auto", "cache", "staging", "recompute")
 
 #: name prefix of a staging copy under the staging directory
-BLOCKS_PREFIX = "vmi-blocks-"
-#: the marker file a run writes first into its staging copy
-BLOCKS_MARKER = "_VMI_SPARK_BLOCKS"
+CHUNKS_PREFIX = "vmi-chunks-"
+#: the marker file a run writes first into its staging copy, and the ``kind`` it names
+CHUNKS_MARKER = "_VMI_SPARK_CHUNKS"
+CHUNKS_KIND = "chunks"
 #: the Parquet files of a staging copy, inside its directory
-BLOCKS_DATA = "data"
-_BLOCKS_NAME = re.compile(r"^vmi-blocks-[0-9a-f]{16}$")
+CHUNKS_DATA = "data"
+#: (prefix, marker, kind) of a staging copy: the one a run writes, then the one versions
+#: before the rename wrote (their runs of rows were "blocks"), which :func:`sweep` still
+#: recognises and :func:`check_staging` still keeps out of the input
+SPELLINGS = ((CHUNKS_PREFIX, CHUNKS_MARKER, CHUNKS_KIND),
+             ("vmi-blocks-", "_VMI_SPARK_BLOCKS", "blocks"))
 
 #: text of the errors with which a session refuses to cache (Databricks serverless)
 _REFUSALS = ("NOT_SUPPORTED_WITH_SERVERLESS", "PERSIST TABLE is not supported")
@@ -60,20 +67,20 @@ _REFUSALS = ("NOT_SUPPORTED_WITH_SERVERLESS", "PERSIST TABLE is not supported")
 
 #: the conf that bounds the rows of one cached columnar batch (Spark's default: 10,000)
 BATCH_SIZE_CONF = "spark.sql.inMemoryColumnarStorage.batchSize"
-#: bytes of encoded blocks in one cached batch
+#: bytes of encoded chunks in one cached batch
 CACHE_BATCH_BYTES = 16 << 20
 
 
-def cache_batch_rows(block_bytes: int, most_bytes: int | None = None) -> int:
-    """Block rows per cached batch so that a batch holds about :data:`CACHE_BATCH_BYTES`
-    (or ``most_bytes``, if less; at least one block).
+def cache_batch_rows(chunk_bytes: int, most_bytes: int | None = None) -> int:
+    """Chunk rows per cached batch so that a batch holds about :data:`CACHE_BATCH_BYTES`
+    (or ``most_bytes``, if less; at least one chunk).
 
-    A block row carries up to 64k encoded rows (megabytes); at Spark's default of 10,000
-    rows per batch one batch would hold a whole partition's blocks, which the memory store
+    A chunk row carries up to 64k encoded rows (megabytes); at Spark's default of 10,000
+    rows per batch one batch would hold a whole partition's chunks, which the memory store
     must build in the heap before it can spill it (the "Java heap space" of a 5M-row
     table under the default 1g driver).
     """
-    return max(1, min(CACHE_BATCH_BYTES, most_bytes or CACHE_BATCH_BYTES) // max(1, block_bytes))
+    return max(1, min(CACHE_BATCH_BYTES, most_bytes or CACHE_BATCH_BYTES) // max(1, chunk_bytes))
 
 
 @contextmanager
@@ -163,7 +170,7 @@ def keep(df, storage_level, mode: str = "auto", staging_dir: str | None = None,
     Parameters
     ----------
     df : DataFrame
-        The encoded blocks.
+        The encoded chunks.
     storage_level : StorageLevel
         For the cache.
     mode : {"auto", "cache", "staging", "recompute"}
@@ -171,7 +178,7 @@ def keep(df, storage_level, mode: str = "auto", staging_dir: str | None = None,
         the staging directory when one is given, else recomputation.
     staging_dir : str, optional
         A directory Spark can write and read (a Unity Catalog volume on Databricks);
-        the copy goes to a new subdirectory ``vmi-blocks-<random>`` of it.
+        the copy goes to a new subdirectory ``vmi-chunks-<random>`` of it.
     materialize : bool
         Run the job that fills the cache now (a count).
     warn : bool
@@ -182,9 +189,9 @@ def keep(df, storage_level, mode: str = "auto", staging_dir: str | None = None,
     Kept
     """
     if mode not in STORAGES:
-        raise InputError(f"unknown block storage {mode!r} (choose from {', '.join(STORAGES)})")
+        raise InputError(f"unknown chunk storage {mode!r} (choose from {', '.join(STORAGES)})")
     if mode == "staging" and not staging_dir:
-        raise InputError("block storage 'staging' needs a staging directory")
+        raise InputError("chunk storage 'staging' needs a staging directory")
     if mode in ("auto", "cache"):
         try:
             kept = df.persist(storage_level)
@@ -209,7 +216,7 @@ def keep(df, storage_level, mode: str = "auto", staging_dir: str | None = None,
         return Kept(df, "recompute")
     kept = _staging_copy(df, staging_dir)
     try:
-        data = kept.path + "/" + BLOCKS_DATA  # type: ignore[operator]
+        data = kept.path + "/" + CHUNKS_DATA  # type: ignore[operator]
         df.write.mode("error").parquet(data)
         kept.df = df.sparkSession.read.parquet(data)
     except BaseException:
@@ -241,15 +248,15 @@ def _staging_copy(df, staging_dir: str) -> Kept:
     written first and, on the driver's file system, the run's lock held on it (copies
     killed runs left there are removed first)."""
     spark = df.sparkSession
-    name = BLOCKS_PREFIX + uuid.uuid4().hex[:16]
+    name = CHUNKS_PREFIX + uuid.uuid4().hex[:16]
     path = staging_dir.rstrip("/") + "/" + name
-    marker = json.dumps({"writer": "vmi_spark", "kind": "blocks", "name": name,
+    marker = json.dumps({"writer": "vmi_spark", "kind": CHUNKS_KIND, "name": name,
                          "pid": os.getpid()}) + "\n"
     local = _local_dir(spark, staging_dir)
     if local is None:  # another file system (HDFS, S3, ...): the marker, no lock
         fs = files.hadoop_fs(spark)
         if fs is not None:
-            fs.write_text(fs.join(path, BLOCKS_MARKER), marker)
+            fs.write_text(fs.join(path, CHUNKS_MARKER), marker)
         return Kept(df, "staging", path)
     made = files.LocalFS().makedirs(local)
     for gone in sweep(local):
@@ -267,7 +274,7 @@ def _staging_copy(df, staging_dir: str) -> Kept:
             if isinstance(exc, BlockingIOError) or exc.errno not in (
                     errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL):
                 raise
-        files.create_at(fd, BLOCKS_MARKER, marker)
+        files.create_at(fd, CHUNKS_MARKER, marker)
     except BaseException:
         kept.release()
         raise
@@ -277,9 +284,10 @@ def _staging_copy(df, staging_dir: str) -> Kept:
 def sweep(directory: str) -> list[str]:
     """Remove the staging copies killed runs left in local ``directory``; returns their names.
 
-    A copy is removed only if it is a directory (not a link) named ``vmi-blocks-<16 hex
-    digits>`` whose lock nobody holds (its run is gone) and which holds the run's marker
-    naming it and nothing but the marker and ``data``; it is emptied through directory
+    A copy is removed only if it is a directory (not a link) named ``vmi-chunks-<16 hex
+    digits>`` (or an earlier version's ``vmi-blocks-<16 hex digits>``: :data:`SPELLINGS`)
+    whose lock nobody holds (its run is gone) and which holds the marker of its spelling
+    naming it and nothing but that marker and ``data``; it is emptied through directory
     descriptors (no link is followed). Anything else is left alone.
     """
     removed: list[str] = []
@@ -289,8 +297,10 @@ def sweep(directory: str) -> list[str]:
         return removed
     try:
         for name in sorted(os.listdir(root)):
-            if not _BLOCKS_NAME.match(name):
+            spelling = _spelling(name)
+            if spelling is None:
                 continue
+            _, marker, kind = spelling
             try:
                 fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=root)
             except OSError:  # a link, a file, gone: not a copy this run can prove is one
@@ -300,9 +310,9 @@ def sweep(directory: str) -> list[str]:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError:  # a live run holds it (or no locks here: unprovable)
                     continue
-                mark = files.marker_of(fd, BLOCKS_MARKER, "blocks")
+                mark = files.marker_of(fd, marker, kind)
                 if mark is None or mark.get("name") != name or \
-                        set(os.listdir(fd)) - {BLOCKS_MARKER, BLOCKS_DATA}:
+                        set(os.listdir(fd)) - {marker, CHUNKS_DATA}:
                     continue
                 if files.same_file(os.lstat(name, dir_fd=root), os.fstat(fd)):
                     files.empty_at(fd)
@@ -313,6 +323,14 @@ def sweep(directory: str) -> list[str]:
     finally:
         os.close(root)
     return removed
+
+
+def _spelling(name: str) -> tuple[str, str, str] | None:
+    """The :data:`SPELLINGS` entry whose copies are named like ``name``, else None."""
+    for spelling in SPELLINGS:
+        if re.fullmatch(re.escape(spelling[0]) + "[0-9a-f]{16}", name):
+            return spelling
+    return None
 
 
 def _remove_locked(local: str, fd: int) -> None:
@@ -335,7 +353,8 @@ _FLAG = "\x00staging_dir\x00"
 
 def check_staging(df, staging_dir: str) -> None:
     """Refuse a staging directory a run could not write its copy in, or whose copy
-    (``vmi-blocks-*``) would be, contain or lie inside the input of ``df``; before anything
+    (``vmi-chunks-*``; nor an earlier version's ``vmi-blocks-*``, which :func:`sweep`
+    removes) would be, contain or lie inside the input of ``df``; before anything
     is read, with the job's rules (:func:`vmi_spark.files.check_staging_dir`,
     :func:`vmi_spark.files.check_overlaps`).
 
@@ -353,10 +372,11 @@ def check_staging(df, staging_dir: str) -> None:
     try:
         qualified = files.check_staging_dir(files.hadoop_fs(spark), staging_dir, _FLAG)
         copy = files.resolve(qualified, _FLAG)
-        copy = files.Location(_FLAG, staging_dir, copy.root, copy.parts + (BLOCKS_PREFIX + "*",))
-        files.check_overlaps([copy], [files.Location("input", root, loc.root, loc.parts)
-                                        for root in input_roots(df)
-                                        for loc in [files.resolve(root, "the input")]])
+        inputs = [files.Location("input", root, loc.root, loc.parts)
+                  for root in input_roots(df) for loc in [files.resolve(root, "the input")]]
+        for prefix, _, _ in SPELLINGS:
+            files.check_overlaps([files.Location(_FLAG, staging_dir, copy.root,
+                                                 copy.parts + (prefix + "*",))], inputs)
     except InputError as exc:
         text = str(exc).replace("{", "{{").replace("}", "}}")
         raise ParameterError("staging_dir", text.replace(_FLAG, "{staging_dir}")) from None

@@ -1,12 +1,12 @@
-"""What an execution keeps between greedy steps: blocks of encoded rows and their
+"""What an execution keeps between greedy steps: chunks of encoded rows and their
 per-row state, within a byte budget.
 
-One store serves the three executions: the in-memory backend keeps every block's state
+One store serves the three executions: the in-memory backend keeps every chunk's state
 (no budget), a resident task keeps the states that fit its budget (the first that fit
-stay; a block beyond the budget rebuilds its state every step), and a Spark Python worker
-keeps blocks it has decoded and their states, the least recently used going first when a
+stay; a chunk beyond the budget rebuilds its state every step), and a Spark Python worker
+keeps chunks it has decoded and their states, the least recently used going first when a
 new one does not fit (partitions move between workers, so the newest is the likeliest to
-be asked for again). What is kept only saves work: a block or state that is not there is
+be asked for again). What is kept only saves work: a chunk or state that is not there is
 rebuilt from the codes, with the same integers, so a store never changes a result.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Hashable
 from typing import Any
 
 
-class BlockStore:
+class ChunkStore:
     """Items by key, each with a size in bytes, at most ``budget`` bytes in all.
 
     Parameters
@@ -30,7 +30,7 @@ class BlockStore:
 
     Examples
     --------
-    >>> s = BlockStore(10)
+    >>> s = ChunkStore(10)
     >>> s.put("a", "x", 6), s.put("b", "y", 6), "a" in s, "b" in s, s.nbytes
     ([], ['a'], False, True, 6)
     """

@@ -1,8 +1,8 @@
-"""The block encoder: typed batches in, blocks of one-byte codes out (Spark-free).
+"""The chunk encoder: typed batches in, chunks of one-byte codes out (Spark-free).
 
-Expected blocks come from encoding every column of the whole input at once and cutting the
-result into consecutive ``block_rows`` slices; the encoder must give exactly those, with
-serial block ids, whatever the input batches' sizes and however it slices them.
+Expected chunks come from encoding every column of the whole input at once and cutting the
+result into consecutive ``chunk_rows`` slices; the encoder must give exactly those, with
+serial chunk ids, whatever the input batches' sizes and however it slices them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from vmi_spark.core.encoding import ColumnPlan, EncodingPlan, encode_column, encode_label
-from vmi_spark.spark.blocks import codes as B
+from vmi_spark.spark.chunks import codes as B
 
 
 def _plan_and_batches(sizes, seed=0):
@@ -38,23 +38,23 @@ def _plan_and_batches(sizes, seed=0):
 
 
 @pytest.mark.parametrize("sizes", [[1000], [7, 0, 300, 1, 692], [250] * 4, [999, 1], [3]])
-# 50 cells: slices of max(block_rows, 50 // 3) rows
+# 50 cells: slices of max(chunk_rows, 50 // 3) rows
 @pytest.mark.parametrize("encode_cells", [B.ENCODE_CELLS, 50])
-def test_blocks_are_the_whole_input_encoded_and_cut(sizes, encode_cells):
+def test_chunks_are_the_whole_input_encoded_and_cut(sizes, encode_cells):
     plan, whole, batches = _plan_and_batches(sizes)
-    block_rows = 128
+    chunk_rows = 128
     expected = np.stack([encode_column(whole.column(j + 1), c)
                          for j, c in enumerate(plan.columns)])
     expected_y = encode_label(whole.column(0), plan)
-    out = list(B.block_encoder(plan, block_rows, encode_cells=encode_cells)(iter(batches)))
-    got = [b for rb in out for b in B.decode_blocks(rb, len(plan.columns))]
+    out = list(B.chunk_encoder(plan, chunk_rows, encode_cells=encode_cells)(iter(batches)))
+    got = [b for rb in out for b in B.decode_chunks(rb, len(plan.columns))]
     n = whole.num_rows
     assert [g[0] for g in got] == list(range(len(got)))  # serial ids, partition 0
-    assert [g[1] for g in got] == [min(block_rows, n - s) for s in range(0, n, block_rows)]
-    for (_, _, codes, y, w), s in zip(got, range(0, n, block_rows)):
+    assert [g[1] for g in got] == [min(chunk_rows, n - s) for s in range(0, n, chunk_rows)]
+    for (_, _, codes, y, w), s in zip(got, range(0, n, chunk_rows)):
         assert w is None  # unweighted: no weight column stored
-        assert np.array_equal(codes, expected[:, s:s + block_rows])
-        assert np.array_equal(y, expected_y[s:s + block_rows])
+        assert np.array_equal(codes, expected[:, s:s + chunk_rows])
+        assert np.array_equal(y, expected_y[s:s + chunk_rows])
     # and by hand for a few rows: a bin is the number of split points <= v, NaN and None
     # the missing (last) code
     x1 = whole.column(1).to_numpy(zero_copy_only=False)
@@ -64,16 +64,16 @@ def test_blocks_are_the_whole_input_encoded_and_cut(sizes, encode_cells):
     assert expected[2, :50].tolist() == [3 if v is None else "uvw".index(v) for v in x3[:50]]
 
 
-def test_no_rows_no_blocks():
+def test_no_rows_no_chunks():
     plan, whole, _ = _plan_and_batches([0])
-    assert list(B.block_encoder(plan, 16)(iter([whole]))) == []
+    assert list(B.chunk_encoder(plan, 16)(iter([whole]))) == []
 
 
 @pytest.mark.parametrize("sizes", [[1000], [7, 0, 300, 1, 692], [3]])
 @pytest.mark.parametrize("width", [1, 2, 3])
-def test_column_chunks_give_the_blocks_of_the_whole_batches(sizes, width):
+def test_column_chunks_give_the_chunks_of_the_whole_batches(sizes, width):
     """Each batch given as ``(at, batch)`` chunks of ``width`` features (the label in
-    each; width 3 is every feature, encoded as a whole batch): the same blocks."""
+    each; width 3 is every feature, encoded as a whole batch): the same chunks."""
     plan, whole, batches = _plan_and_batches(sizes)
 
     def chunks():
@@ -83,8 +83,8 @@ def test_column_chunks_give_the_blocks_of_the_whole_batches(sizes, width):
                 yield at, pa.RecordBatch.from_arrays([rb.column(j) for j in idx],
                                                      names=[f"_c{j}" for j in idx])
 
-    want = list(B.block_encoder(plan, 128)(iter(batches)))
-    got = list(B.block_encoder(plan, 128, chunks=True)(chunks()))
+    want = list(B.chunk_encoder(plan, 128)(iter(batches)))
+    got = list(B.chunk_encoder(plan, 128, chunks=True)(chunks()))
     assert got == want and len(want) == -(-sum(sizes) // 128)
 
 
@@ -92,6 +92,6 @@ def test_a_chunk_that_does_not_continue_its_rows_is_refused():
     plan, whole, _ = _plan_and_batches([10])
     two = pa.RecordBatch.from_arrays([whole.column(0), whole.column(1)], names=["_c0", "_c1"])
     with pytest.raises(ValueError, match="does not continue"):
-        list(B.block_encoder(plan, 4, chunks=True)(iter([(1, two)])))  # no chunk at 0 first
+        list(B.chunk_encoder(plan, 4, chunks=True)(iter([(1, two)])))  # no chunk at 0 first
     with pytest.raises(ValueError, match="does not continue"):
-        list(B.block_encoder(plan, 4, chunks=True)(iter([(0, two), (1, two.slice(0, 5))])))
+        list(B.chunk_encoder(plan, 4, chunks=True)(iter([(0, two), (1, two.slice(0, 5))])))

@@ -1,2 +1,0 @@
-"""Blocks of encoded rows: how they are coded and decoded, where they are kept
-between passes, and the memory budgets that size them."""
