@@ -37,8 +37,11 @@ def test_run_selection_reads_the_earlier_keyword():
     parameter's (its 'staging' needs a staging_dir), and both keywords are refused."""
     from vmi_spark.spark.select import run_selection
 
-    with pytest.raises(P.ParameterError, match=r"^chunk_storage 'staging' needs a staging_dir$"):
+    with pytest.raises(P.ParameterError, match=r"^chunk_storage \(given as block_storage\) "
+                                               r"'staging' needs a staging_dir$"):
         run_selection(None, "y", block_storage="staging")  # type: ignore[arg-type]
+    with pytest.raises(P.ParameterError, match=r"^chunk_storage 'staging' needs a staging_dir$"):
+        run_selection(None, "y", chunk_storage="staging")  # type: ignore[arg-type]
     with pytest.raises(P.ParameterError, match=r"^chunk_storage and block_storage \(its "
                                                r"earlier name\) are both given: give one$"):
         run_selection(None, "y", block_storage="cache",  # type: ignore[arg-type]
@@ -79,8 +82,29 @@ def test_the_estimator_reads_the_earlier_param_name():
     with pytest.raises(P.ParameterError, match=r"^chunkStorage and blockStorage \(its earlier "
                                                r"name\) are both given: give one$"):
         VMISelector(blockStorage="cache", chunkStorage="cache")
+    # a bad value is named as the user gave it, by any way of giving it
+    given = r"^unknown chunkStorage \(given as blockStorage\) 'disk'"
+    for give in (lambda: VMISelector(blockStorage="disk"),
+                 lambda: VMISelector().setParams(blockStorage="disk"),
+                 lambda: VMISelector().setBlockStorage("disk")):
+        with pytest.raises(P.ParameterError, match=given):
+            give()
     with pytest.raises(P.ParameterError, match=r"^unknown chunkStorage 'disk'"):
-        VMISelector(blockStorage="disk")
+        VMISelector(chunkStorage="disk")
+
+
+@pytest.mark.parametrize("flag, shown", [("--block-storage", "--chunk-storage (given as "
+                                                             "--block-storage)"),
+                                         ("--chunk-storage", "--chunk-storage")])
+def test_the_job_names_the_flag_as_given(flag, shown, capsys):
+    """A value the flags cannot have together (staging without a staging directory) is
+    refused naming the flag the user typed: exit 2, one line, before Spark."""
+    from vmi_spark.job import main
+
+    rc = main([flag, "staging"])
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert rc == 2 and lines == [f"select_features: error: {shown} 'staging' needs a "
+                                 "--staging-dir"]
 
 
 def _as_saved_before(path, clash: bool = False) -> None:

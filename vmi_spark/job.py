@@ -30,9 +30,9 @@ from .params import (
     ParameterError,
     ParameterWarning,
     Settings,
+    as_given,
     default,
     parameter,
-    unalias,
     validate,
 )
 
@@ -144,7 +144,12 @@ def check_args(parsed: argparse.Namespace) -> CheckedArgs:
     :class:`InputError` (one line naming the flag) otherwise. One decision: :func:`main`
     makes it once, before Spark starts, and :func:`run` takes its result.
     """
-    args = argparse.Namespace(**unalias(vars(parsed), "python", "cli"))
+    with as_given(vars(parsed), "python", "cli") as given:  # an earlier flag named as given
+        return _checked(argparse.Namespace(**given))
+
+
+def _checked(args: argparse.Namespace) -> CheckedArgs:
+    """:func:`check_args` of the flags ``args`` (a copy, under the flags' present names)."""
     demo = not (args.input or args.table)
     if demo and (args.label or args.output or args.write_selected or args.output_table
                  or args.previous or args.weight_col):

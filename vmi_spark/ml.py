@@ -46,7 +46,17 @@ from pyspark.sql import functions as F
 
 from .core.report_schema import SelectionReport
 from .errors import InputError, one_line
-from .params import METHOD_NAMES, SPEC, Settings, check, defaults, is_vmi, parameter, unalias
+from .params import (
+    METHOD_NAMES,
+    SPEC,
+    Settings,
+    as_given,
+    check,
+    defaults,
+    is_vmi,
+    parameter,
+    unalias,
+)
 from .progress import StepLogger
 from .spark.compat import handle_overwrite, load_metadata, save_metadata
 from .spark.plan import is_vector_type, quote
@@ -270,6 +280,17 @@ def _setter(name: str, cls_name: str) -> Callable[[Any, Any], Any]:
     return setter
 
 
+def _earlier_setter(old: str, name: str) -> Callable[[Any, Any], Any]:
+    """``set<Old>(value)``: sets Param ``name`` by its earlier name ``old`` (an error names
+    ``old`` as given: :func:`vmi_spark.params.as_given`), returns ``self``."""
+    def setter(self: Any, value: Any) -> Any:
+        return self.setParams(**{old: value})
+    setter.__name__ = setter.__qualname__ = "set" + old[0].upper() + old[1:]
+    setter.__doc__ = (f"Sets the value of :py:attr:`{name}` (its earlier name ``{old}``); "
+                      "returns this VMISelector.")
+    return setter
+
+
 class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultParamsReadable,
                   DefaultParamsWritable):
     """Feature selection by variational information maximisation (VMI).
@@ -311,12 +332,11 @@ class VMISelector(Estimator["VMISelectorModel"], _VMISelectorParams, DefaultPara
     @keyword_only
     def setParams(self, **params: Any) -> VMISelector:
         """Sets the Params given as keywords (checked); returns this VMISelector."""
-        given = unalias(self._input_kwargs, "ml")
-        unknown = sorted(set(given) - set(_ml_signature().parameters))
-        if unknown:
-            raise TypeError(f"VMISelector got an unexpected keyword argument '{unknown[0]}'")
-        kwargs = {k: v for k, v in given.items() if v is not None}
-        return self._set(**kwargs)
+        with as_given(self._input_kwargs, "ml") as given:
+            unknown = sorted(set(given) - set(_ml_signature().parameters))
+            if unknown:
+                raise TypeError(f"VMISelector got an unexpected keyword argument '{unknown[0]}'")
+            return self._set(**{k: v for k, v in given.items() if v is not None})
 
     def write(self) -> MLWriter:
         """A writer that saves this estimator's Params as JSON (``overwrite()`` works
@@ -385,7 +405,7 @@ for _name in list(_ml_signature().parameters)[1:]:  # one setter a Param, from t
 for _p in SPEC:  # and one under each earlier name (setBlockStorage)
     if "ml" in _p.aliases:
         _old = _p.aliases["ml"]
-        setattr(VMISelector, "set" + _old[0].upper() + _old[1:], _setter(_p.name("ml"), "VMISelector"))
+        setattr(VMISelector, "set" + _old[0].upper() + _old[1:], _earlier_setter(_old, _p.name("ml")))
 
 
 class VMISelectorModel(Model, _VMISelectorParams, DefaultParamsWritable):

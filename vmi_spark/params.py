@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ from .errors import ParameterError, ParameterWarning, literal, register_names
 
 __all__ = ["Settings", "Method", "METHODS", "METHOD_NAMES", "VMI_METHODS", "is_vmi", "method",
            "Parameter", "SPEC", "STYLES", "ParameterError", "ParameterWarning", "validate",
-           "unalias",
+           "unalias", "as_given",
            "check", "default", "defaults", "display_name", "cap_num_features", "plan_size", "corrections", "markdown_table",
            "selection_size", "stops_on_evidence", "DEFAULT_THRESHOLDS", "AUTO_MAX_FEATURES"]
 
@@ -393,6 +394,37 @@ def unalias(values: Mapping[str, Any], style: str, message_style: str | None = N
                                         "given: give one", message_style or style)
         out[p.name(style)] = out.pop(old)
     return out
+
+
+@contextmanager
+def as_given(values: Mapping[str, Any], style: str, message_style: str | None = None
+             ) -> Iterator[dict[str, Any]]:
+    """:func:`unalias` of ``values`` for the block, whose :class:`ParameterError` about a
+    parameter given under its earlier name names it as the user gave it (in
+    ``message_style``'s names, else ``style``'s).
+
+    Examples
+    --------
+    >>> with as_given({"block_storage": "x"}, "python") as given:
+    ...     check("chunk_storage", given["chunk_storage"], "python")
+    Traceback (most recent call last):
+    ...
+    vmi_spark.errors.ParameterError: unknown chunk_storage (given as block_storage) 'x' (choose from auto, cache, staging, recompute)
+    """
+    out = unalias(values, style, message_style)
+    shown = message_style or style
+    old = {p.key: p.aliases.get(shown, p.aliases[style]) for p in SPEC
+           if p.aliases.get(style) in values}
+    try:
+        yield out
+    except ParameterError as exc:
+        template = exc.template
+        for key, name in old.items():
+            template = template.replace("{" + key + "}",
+                                        "{" + key + "} (given as " + literal(name) + ")", 1)
+        if template == exc.template:
+            raise
+        raise ParameterError(exc.key, template, exc.style) from None
 
 
 def _phrase(template: str, style: str) -> str:

@@ -23,7 +23,7 @@ from ..core.report_schema import SelectionReport
 from ..core.summary import selection_report
 from ..core.units import count_text
 from ..errors import literal, phrase, phrased
-from ..params import Settings, unalias
+from ..params import Settings, as_given
 from ..run import run_planned
 from .chunks.storage import check_checkpoint_dir, check_staging
 from .grid import grid_plan
@@ -223,10 +223,10 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
 def _settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
     """``settings`` with the keyword ``values`` applied (spec keys or their earlier names),
     checked once."""
-    values = unalias(values, "python")
-    if settings is None:
-        return Settings.of(values, "python")
-    return settings.replace(**values) if values else settings
+    with as_given(values, "python") as values:
+        if settings is None:
+            return Settings.of(values, "python")
+        return settings.replace(**values) if values else settings
 
 
 def _plan(route: RowRoute, label: str, settings: Settings, phases: Phases) -> Planned:
