@@ -277,6 +277,66 @@ def test_tasks_that_cannot_start_fall_back_or_fail_clearly(spark, monkeypatch):
         run_selection(df, "y", num_features=3, execution="fast")
 
 
+def _lung_parquet(tmp_path) -> str:
+    path = str(tmp_path / "lung.parquet")
+    lung_frame().to_parquet(path, index=False, row_group_size=25)  # 73 rows: 3 row groups
+    return path
+
+
+def test_resident_tasks_encode_their_own_parquet_rows(spark, tmp_path):
+    """Parquet read by pyarrow, chunk storage auto: the resident tasks encode the rows they
+    hold (nothing cached, ``storage`` "in_tasks"), with the answer of the cached chunks
+    and of the core; asked for the cache, the chunks are cached as before."""
+    expected = _lung_core("vmi_pairwise", 8, 0.01)
+    df = spark.read.parquet(_lung_parquet(tmp_path))
+    runs = {storage: run_selection(df, "label", bias_correction="none", method="vmi_pairwise",
+                                   num_features=8, restart_tolerance=0.01,
+                                   chunk_storage=storage)
+            for storage in ("auto", "cache")}
+    assert {k: (r.execution, r.reader, r.storage) for k, r in runs.items()} == {
+        "auto": ("resident", "pyarrow", "in_tasks"), "cache": ("resident", "pyarrow", "cache")}
+    for run in runs.values():
+        assert run.selection.selected == expected.selected
+        assert run.selection.scores == expected.scores
+    assert not any("cached" in w or "recomput" in w for w in runs["auto"].warnings)
+    assert spark.sparkContext._jsc.getPersistentRDDs().size() == 0  # nothing left cached
+
+
+def test_tasks_that_encode_their_rows_hand_over_to_cached_passes(spark, tmp_path, monkeypatch):
+    """Lost mid-selection or unable to start, resident tasks that encoded their own rows
+    leave the steps to passes over a cached copy (``storage`` "cache"): the same answer."""
+    expected = _lung_core("vmi_naive", 8)
+    df = spark.read.parquet(_lung_parquet(tmp_path))
+    original, calls = ResidentTasks.request, {"n": 0}
+
+    def lost_at_the_fourth_request(self, make):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise R.ResidentLost("only 1 task slots left for 2 resident tasks")
+        return original(self, make)
+
+    with monkeypatch.context() as m:
+        m.setattr(ResidentTasks, "request", lost_at_the_fourth_request)
+        lost = run_selection(df, "label", bias_correction="none", num_features=8)
+    assert calls["n"] == 4 and (lost.execution, lost.storage) == ("resident", "cache")
+    assert any("went on with one Spark job per pass" in w for w in lost.warnings)
+
+    def broken_task_fn(*args, **kwargs):
+        def fn(batches):
+            raise RuntimeError("no route to the driver")
+            yield  # pragma: no cover
+        return fn
+
+    monkeypatch.setattr(R.ResidentBackend, "task_fn", staticmethod(broken_task_fn))
+    with pytest.warns(UserWarning, match="resident tasks could not start"):
+        unstarted = run_selection(df, "label", bias_correction="none", num_features=8)
+    assert (unstarted.execution, unstarted.storage) == ("passes", "cache")
+    for run in (lost, unstarted):
+        assert run.selection.selected == expected.selected
+        assert run.selection.scores == expected.scores
+    assert spark.sparkContext._jsc.getPersistentRDDs().size() == 0
+
+
 def test_dynamic_allocation_means_passes(spark):
     from types import SimpleNamespace
 

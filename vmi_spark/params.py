@@ -274,9 +274,10 @@ SPEC: tuple[Parameter, ...] = (
     Parameter("output_col", str, None, "output vector column (vector input only)",
               ml="outputCol", readme_default="`<uid>__output`", role="columns"),
     Parameter("chunk_storage", str, "auto", "where the encoded rows live between passes: "
-              "`auto` (Spark's cache; where the session refuses caching, as Databricks "
-              "serverless does, a copy under `{staging_dir}` if given, else recomputed per "
-              "pass), `cache`, `staging` or `recompute`", ml="chunkStorage",
+              "`auto` (resident tasks over Parquet read by pyarrow encode the rows they "
+              "hold, nothing cached; else Spark's cache; where the session refuses caching, "
+              "as Databricks serverless does, a copy under `{staging_dir}` if given, else "
+              "recomputed per pass), `cache`, `staging` or `recompute`", ml="chunkStorage",
               flag="--chunk-storage", choices=("auto", "cache", "staging", "recompute"), role="run",
               aliases={"python": "block_storage", "ml": "blockStorage", "cli": "--block-storage"}),
     Parameter("staging_dir", str, None, "a directory Spark can write and read (e.g. a Unity "

@@ -24,6 +24,7 @@ kind in :func:`choose_execution` and :func:`start_execution`.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
@@ -57,7 +58,7 @@ from .executions.driver import (
     probed_rows,
 )
 from .executions.passes import SparkBackend
-from .executions.resident import ResidentBackend, ResidentUnavailable
+from .executions.resident import START_TIMEOUT, ResidentBackend, ResidentUnavailable
 from .plan import RowSource, check_weight_col, resolve_columns
 from .session import (
     parallelism,
@@ -273,27 +274,34 @@ def start_execution(route: ExecutionRoute, rows: RowRoute, plan: EncodingPlan,
     over them. ``laps(name)`` closes a phase of the run's timings. ``steps`` holds what
     the steps run under until the caller closes it (the Arrow batches of chunks sized
     for the heap, :func:`chunk_batches`); without it that setting is left as it was
-    when this returns."""
+    when this returns.
+
+    Resident tasks over Parquet row groups read by pyarrow with ``chunk_storage`` ``auto``
+    encode the rows they hold themselves (:func:`_encoded_in_tasks`): nothing is cached
+    unless the steps go on as passes."""
     d, num_classes = len(rows.features), len(plan.classes)
     if route.kind == "driver":
         assert rows.driver is not None
         codes, y, w = rows.driver.codes(plan, skip_cols)
         laps("encode")
         return DriverBackend(codes, y, plan.arity, num_classes, w=w), None
-    kept = _encoded(rows, plan, skip_cols, route, settings, storage_level, notes, laps)
-    laps("encode")
     stack = steps if steps is not None else ExitStack()
     try:
-        if kept.how != "recompute" or rows.read_by == "pyarrow":
-            # the steps' tasks read chunks: a few per Arrow batch, not the partition's
-            # 10,000 (recomputed from Spark's reader, the stage reads rows: left alone)
-            stack.enter_context(chunk_batches(rows.df.sparkSession,
-                                              route.chunk_rows * (d + 2)))
-        return _backend(kept.df, d, plan.arity, num_classes, settings, route.why_not,
-                        notes), kept
-    except BaseException:
-        kept.release()
-        raise
+        kept: Kept | None = _encoded_in_tasks(rows, plan, skip_cols, route, settings,
+                                              storage_level, notes, laps)
+        if kept is None:
+            kept = _encoded(rows, plan, skip_cols, route, settings, storage_level, notes, laps)
+        laps("encode")
+        try:
+            if kept.how != "recompute" or rows.read_by == "pyarrow":
+                # the steps' tasks read chunks: a few per Arrow batch, not the partition's
+                # 10,000 (recomputed from Spark's reader, the stage reads rows: left alone)
+                stack.enter_context(chunk_batches(rows.df.sparkSession,
+                                                  route.chunk_rows * (d + 2)))
+            return _backend(kept, d, plan.arity, num_classes, settings, route, notes), kept
+        except BaseException:
+            kept.release()
+            raise
     finally:
         if steps is None:
             stack.close()
@@ -302,27 +310,90 @@ def start_execution(route: ExecutionRoute, rows: RowRoute, plan: EncodingPlan,
 def _encoded(rows: RowRoute, plan: EncodingPlan, skip_cols: list[str], route: ExecutionRoute,
              settings: Settings, storage_level: StorageLevel, notes: list[str], laps) -> Kept:
     """The encoded chunks, kept for the passes (cached, staged or recomputed)."""
-    spark, d = rows.df.sparkSession, len(rows.features)
     source, parts, chunk_rows = rows.source, route.parts, route.chunk_rows
-    level = cache_level(spark, storage_level, plan.num_rows * (d + 2), parts, notes)
-    # one shuffle of the one-byte chunks spreads them evenly over the slots (by range of
-    # chunk id, so a partition's chunks stay together), whatever the input's partitioning.
-    # The range partitioner samples its input in a job of its own: the encoded chunks are
-    # kept for the shuffle to read, so that every row is read and encoded once, not twice.
-    # A cached batch holds a few chunks, not a whole partition (see cache_batch_rows).
-    cap = route.disk_cap if level.useDisk else None
-    with batch_rows(spark, cache_batch_rows(chunk_rows * (d + 2), cap)), source.reading():
+    with source.reading():
         even = source.evened(parts)
         if even is not None:
             # row groups (and pieces of them) split evenly over the task slots: encoded
             # straight into the cache, no range shuffle (one job instead of three)
             encoded = even.encode_chunks(plan, chunk_rows, skip_cols, partitions=parts)
             laps("plan")
-            return keep(encoded, level, settings.chunk_storage, settings.staging_dir)
+            return _kept(encoded, rows, plan, route, settings, storage_level, notes)
         encoded = source.encode_chunks(plan, chunk_rows, skip_cols)
         laps("plan")
-        return keep_chunks(encoded, parts, level, settings.chunk_storage,
-                           settings.staging_dir)
+        return _kept(encoded, rows, plan, route, settings, storage_level, notes, spread=True)
+
+
+def _kept(encoded: DataFrame, rows: RowRoute, plan: EncodingPlan, route: ExecutionRoute,
+          settings: Settings, storage_level: StorageLevel, notes: list[str],
+          spread: bool = False) -> Kept:
+    """``encoded`` kept for the passes as ``chunk_storage`` says; with ``spread``, first
+    spread evenly over the partitions (:func:`keep_chunks`)."""
+    spark, d = rows.df.sparkSession, len(rows.features)
+    level = cache_level(spark, storage_level, plan.num_rows * (d + 2), route.parts, notes)
+    # one shuffle of the one-byte chunks spreads them evenly over the slots (by range of
+    # chunk id, so a partition's chunks stay together), whatever the input's partitioning.
+    # The range partitioner samples its input in a job of its own: the encoded chunks are
+    # kept for the shuffle to read, so that every row is read and encoded once, not twice.
+    # A cached batch holds a few chunks, not a whole partition (see cache_batch_rows).
+    cap = route.disk_cap if level.useDisk else None
+    with batch_rows(spark, cache_batch_rows(route.chunk_rows * (d + 2), cap)), \
+            rows.source.reading():
+        if spread:
+            return keep_chunks(encoded, route.parts, level, settings.chunk_storage,
+                               settings.staging_dir)
+        return keep(encoded, level, settings.chunk_storage, settings.staging_dir)
+
+
+class InTasks(Kept):
+    """The encoded chunks of resident tasks that encode the rows they hold
+    (:func:`_encoded_in_tasks`): nothing is kept (``how`` ``"in_tasks"``) unless the steps
+    go on as passes (:meth:`for_passes`: then as ``chunk_storage`` says, ``how`` becomes
+    that copy's, and :meth:`release` releases it)."""
+
+    def __init__(self, encoded: DataFrame, num_rows: int,
+                 keep_for_passes: Callable[[], Kept]) -> None:
+        super().__init__(encoded, "in_tasks")
+        self.num_rows = num_rows
+        self._keep_for_passes = keep_for_passes
+        self._passes: Kept | None = None
+
+    def for_passes(self) -> DataFrame:
+        """The chunks for passes: kept once, the first time passes ask."""
+        if self._passes is None:
+            self._passes = self._keep_for_passes()
+            self.how = self._passes.how
+        return self._passes.df
+
+    def release(self) -> None:
+        """Release the copy kept for passes, if any."""
+        if self._passes is not None:
+            self._passes.release()
+
+
+def _encoded_in_tasks(rows: RowRoute, plan: EncodingPlan, skip_cols: list[str],
+                      route: ExecutionRoute, settings: Settings, storage_level: StorageLevel,
+                      notes: list[str], laps) -> InTasks | None:
+    """The chunks that resident tasks encode for themselves, or None where they do not.
+
+    Where the steps run in resident tasks, ``chunk_storage`` is ``auto`` and pyarrow reads
+    Parquet row groups that split evenly over the task slots (:meth:`evened`), each
+    resident task reads and encodes its own run of rows in the stage that holds them
+    (the encoding pipelined into the barrier stage): the encoded rows are not written to
+    Spark's cache and read back (on a 1g driver the cache of a large table is on disk).
+    The chunks and their order are those of the cached route: the same answer. If the
+    tasks cannot start or are lost, the passes keep a copy as ``chunk_storage`` says."""
+    if (route.kind != "resident" or settings.chunk_storage != "auto"
+            or rows.read_by != "pyarrow"):
+        return None
+    with rows.source.reading():
+        even = rows.source.evened(route.parts)
+        if even is None:
+            return None
+        encoded = even.encode_chunks(plan, route.chunk_rows, skip_cols, partitions=route.parts)
+    laps("plan")
+    return InTasks(encoded, plan.num_rows, partial(_kept, encoded, rows, plan, route, settings, storage_level,
+                                    notes))
 
 
 def keep_chunks(encoded: DataFrame, parts: int, storage_level: StorageLevel, mode: str,
@@ -342,19 +413,42 @@ def keep_chunks(encoded: DataFrame, parts: int, storage_level: StorageLevel, mod
         first.release()
 
 
-def _backend(chunks: DataFrame, d: int, arity: int, num_classes: int, settings: Settings,
-             why_not: str | None, notes: list[str]) -> Execution:
+#: the longest a resident task that encodes its own rows (:class:`InTasks`) may take a
+#: cell of them (read and encoded) before it connects: 7x the 14 ns a cell that the
+#: statistics pass's tasks took on a 2-core Xeon (docs/performance.md), added to
+#: :data:`~.executions.resident_server.START_TIMEOUT`
+ENCODE_CELL_SECONDS = 100e-9
+
+
+def _start_timeout(kept: Kept, d: int, route: ExecutionRoute) -> float:
+    """How long the resident tasks may take to connect: :data:`START_TIMEOUT`, and where
+    they encode their rows first, :data:`ENCODE_CELL_SECONDS` a cell of a task's rows."""
+    if not isinstance(kept, InTasks):
+        return START_TIMEOUT
+    return START_TIMEOUT + kept.num_rows * (d + 1) / max(1, route.parts) * ENCODE_CELL_SECONDS
+
+
+def _backend(kept: Kept, d: int, arity: int, num_classes: int, settings: Settings,
+             route: ExecutionRoute, notes: list[str]) -> Execution:
     """Resident tasks where they can run (a fallback to passes if they cannot start,
-    unless ``execution`` is ``resident``), else the pass backend."""
-    passes: StartExecution = SparkBackend
-    if why_not is None:
+    unless ``execution`` is ``resident``), else the pass backend. Resident tasks read
+    ``kept.df``; passes read ``kept.for_passes()`` where the tasks encode their own rows
+    (:class:`InTasks`), else the same."""
+    start_passes: StartExecution = SparkBackend
+
+    def passes() -> Execution:
+        chunks = kept.for_passes() if isinstance(kept, InTasks) else kept.df
+        return start_passes(chunks, d, arity, num_classes)
+
+    if route.why_not is None:
         try:
-            return ResidentBackend(chunks, d, arity, num_classes, settings.method,
-                                   fallback=partial(passes, chunks, d, arity, num_classes))
+            return ResidentBackend(kept.df, d, arity, num_classes, settings.method,
+                                   start_timeout=_start_timeout(kept, d, route),
+                                   fallback=passes)
         except ResidentUnavailable as exc:
             if settings.execution == "resident":
                 raise InputError(f"resident execution failed to start: {exc}") from None
             notes.append(f"resident tasks could not start ({exc}); running one Spark job "
                          "per pass instead")
             warnings.warn(notes[-1], UserWarning, stacklevel=5)  # run_selection's caller
-    return passes(chunks, d, arity, num_classes)
+    return passes()

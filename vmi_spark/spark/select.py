@@ -210,7 +210,7 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
     phases.lap("release")
     notes += backend.notes()
     how = kept.how if kept is not None else "driver"
-    if how not in ("cache", "driver"):
+    if how in _STORAGE_WORDS:  # not cached though the session was asked to
         notes.append(f"the encoded rows were kept by {_STORAGE_WORDS[how]} (the session "
                      "cannot cache DataFrames)")
     return SelectionRun(plan=plan, selection=ran.selection, params=settings.result(),
