@@ -177,6 +177,9 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--job-args", default="", help="more arguments for the job, split on spaces")
+    ap.add_argument("--also", action="append", default=[],
+                    help="arguments of a second job variant run in turn after each job "
+                         "(repeatable; e.g. '--chunk-storage cache')")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     import platform
@@ -193,7 +196,7 @@ def main(argv=None) -> int:
                  "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
                  "machine": {"nproc": os.cpu_count(), "python": platform.python_version(),
                              "pyspark": pyspark.__version__},
-                 "job_args": args.job_args, "runs": []}
+                 "job_args": args.job_args, "also": args.also, "runs": []}
     base = [spark_submit(), "--master", "local[2]", "--conf", "spark.ui.enabled=false"]
     try:
         for name in args.tables:
@@ -205,7 +208,9 @@ def main(argv=None) -> int:
                 print(f"wrote {path} in {time.perf_counter() - t:.0f}s", flush=True)
             size = os.path.getsize(path)
             for rep in range(args.reps):
-                for what in ("count", "job"):
+                variants = [("count", ""), ("job", args.job_args),
+                            *(("job", f"{args.job_args} {a}".strip()) for a in args.also)]
+                for what, job_args in variants:
                     local = os.path.join(work, "local")
                     conf = ["--conf", f"spark.local.dir={local}"]
                     if what == "count":
@@ -216,9 +221,9 @@ def main(argv=None) -> int:
                         cmd = base + conf + [
                             os.path.join(ROOT, "jobs", "select_features.py"), "--input", path,
                             "--label", "label", "--num-features", str(k), "--output", out,
-                            "--quiet", *args.job_args.split()]
+                            "--quiet", *job_args.split()]
                     row = {"table": name, "rows": rows, "cols": cols, "file_bytes": size,
-                           "k": k, "what": what, "rep": rep,
+                           "k": k, "what": what, "rep": rep, "job_args": job_args,
                            **cold(cmd, env, local, args.timeout)}
                     if what == "job" and row["rc"] == 0:
                         with open(os.path.join(out, "selection.json")) as fh:
@@ -236,11 +241,14 @@ def main(argv=None) -> int:
         summary = {}
         for name in args.tables:
             count = [r["wall"] for r in res["runs"] if r["table"] == name and r["what"] == "count"]
-            job = [r["wall"] for r in res["runs"]
-                   if r["table"] == name and r["what"] == "job" and r["rc"] == 0]
-            if count and job:
-                summary[name] = {"count_wall": min(count), "job_wall": min(job),
-                                 "job_over_count": round(min(job) / min(count), 2)}
+            for variant in dict.fromkeys(r["job_args"] for r in res["runs"]
+                                         if r["what"] == "job"):
+                job = [r["wall"] for r in res["runs"] if r["table"] == name and r["what"] == "job"
+                       and r["rc"] == 0 and r["job_args"] == variant]
+                if count and job:
+                    summary[f"{name} {variant}".strip()] = {
+                        "count_wall": min(count), "job_wall": min(job),
+                        "job_over_count": round(min(job) / min(count), 2)}
         res["summary"] = summary
         res["finished_utc"] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
     finally:

@@ -27,7 +27,6 @@ import warnings
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Protocol
 
 from pyspark import StorageLevel
@@ -40,6 +39,7 @@ from ..core.greedy import Backend
 from ..core.stability import HalfSample
 from ..errors import InputError
 from ..params import Settings
+from .chunks.codes import ChunkStage
 from .chunks.memory import (
     cache_level,
     chunk_batches,
@@ -351,9 +351,9 @@ class InTasks(Kept):
     go on as passes (:meth:`for_passes`: then as ``chunk_storage`` says, ``how`` becomes
     that copy's, and :meth:`release` releases it)."""
 
-    def __init__(self, encoded: DataFrame, num_rows: int,
+    def __init__(self, stage: ChunkStage, num_rows: int,
                  keep_for_passes: Callable[[], Kept]) -> None:
-        super().__init__(encoded, "in_tasks")
+        super().__init__(stage, "in_tasks")
         self.num_rows = num_rows
         self._keep_for_passes = keep_for_passes
         self._passes: Kept | None = None
@@ -379,8 +379,9 @@ def _encoded_in_tasks(rows: RowRoute, plan: EncodingPlan, skip_cols: list[str],
     Where the steps run in resident tasks, ``chunk_storage`` is ``auto`` and pyarrow reads
     Parquet row groups that split evenly over the task slots (:meth:`evened`), each
     resident task reads and encodes its own run of rows in the stage that holds them
-    (the encoding pipelined into the barrier stage): the encoded rows are not written to
-    Spark's cache and read back (on a 1g driver the cache of a large table is on disk).
+    (:meth:`.ChunkStage.then`: the encoder and the task in one Python worker): the
+    encoded rows never go through the JVM, into Spark's cache and back (on a 1g driver
+    the cache of a large table is on disk).
     The chunks and their order are those of the cached route: the same answer. If the
     tasks cannot start or are lost, the passes keep a copy as ``chunk_storage`` says."""
     if (route.kind != "resident" or settings.chunk_storage != "auto"
@@ -390,10 +391,10 @@ def _encoded_in_tasks(rows: RowRoute, plan: EncodingPlan, skip_cols: list[str],
         even = rows.source.evened(route.parts)
         if even is None:
             return None
-        encoded = even.encode_chunks(plan, route.chunk_rows, skip_cols, partitions=route.parts)
+        stage = even.chunk_stage(plan, route.chunk_rows, skip_cols, partitions=route.parts)
     laps("plan")
-    return InTasks(encoded, plan.num_rows, partial(_kept, encoded, rows, plan, route, settings, storage_level,
-                                    notes))
+    return InTasks(stage, plan.num_rows, lambda: _kept(stage.df(), rows, plan, route, settings,
+                                                       storage_level, notes))
 
 
 def keep_chunks(encoded: DataFrame, parts: int, storage_level: StorageLevel, mode: str,

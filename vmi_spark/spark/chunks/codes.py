@@ -30,6 +30,44 @@ from ...core.rows import ByteColumns, weight_values, without_weight
 from ...core.weights import units
 
 CHUNK_SCHEMA = "chunk_id long, n int, codes binary, y binary, w binary"
+
+
+class ChunkStage:
+    """Encoded chunks before they are a DataFrame: ``encode`` maps the Arrow batches of
+    ``frame`` to chunk batches (:data:`CHUNK_SCHEMA`). :meth:`df` is that DataFrame;
+    :meth:`then` runs a consumer of the chunk batches in the same ``mapInArrow`` (the same
+    Python worker), so the encoded rows never go through the JVM (the resident tasks that
+    encode their own rows, :mod:`vmi_spark.spark.routes`)."""
+
+    def __init__(self, frame: Any, encode: Callable[[Iterable[pa.RecordBatch]],
+                                                    Iterator[pa.RecordBatch]]) -> None:
+        self.frame = frame
+        self.encode = encode
+
+    @property
+    def sparkSession(self) -> Any:  # noqa: N802 - as a DataFrame's
+        """The session of ``frame``."""
+        return self.frame.sparkSession
+
+    def df(self) -> Any:
+        """The chunks as a DataFrame (``frame.mapInArrow(encode)``)."""
+        return self.frame.mapInArrow(self.encode, CHUNK_SCHEMA)
+
+    def then(self, fn: Callable, schema: Any, barrier: bool = False) -> Any:
+        """``fn`` over the chunk batches, in the stage that encodes them."""
+        encode = self.encode
+
+        def both(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            yield from fn(encode(batches))
+        return self.frame.mapInArrow(both, schema, barrier=barrier)
+
+
+def map_chunks(chunks: Any, fn: Callable, schema: Any, barrier: bool = False) -> Any:
+    """``fn`` over the chunk batches of ``chunks``: a DataFrame of chunks, or a
+    :class:`ChunkStage` (then in the stage that encodes them)."""
+    if isinstance(chunks, ChunkStage):
+        return chunks.then(fn, schema, barrier=barrier)
+    return chunks.mapInArrow(fn, schema, barrier=barrier)
 #: bytes of pairwise state one Python worker process keeps between passes
 WORKER_STATE_BYTES = 2 << 30
 #: bytes of counts one task sends per count request (bulk pair counts are split to fit)

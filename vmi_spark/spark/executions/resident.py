@@ -45,7 +45,7 @@ from pyspark.sql import DataFrame
 
 from ...core.bound import StepOps
 from ...core.stability import HalfSample
-from ..chunks.codes import WORKER_STATE_BYTES, pair_count_chunks
+from ..chunks.codes import WORKER_STATE_BYTES, ChunkStage, pair_count_chunks
 from .resident_client import task_fn
 from .resident_protocol import joined, step_request
 from .resident_server import (
@@ -97,8 +97,8 @@ class ResidentBackend:
     #: the execution's name in the report
     execution = "resident"
 
-    def __init__(self, chunks: DataFrame, num_features: int, arity: int, num_classes: int,
-                 method: str, start_timeout: float = START_TIMEOUT,
+    def __init__(self, chunks: DataFrame | ChunkStage, num_features: int, arity: int,
+                 num_classes: int, method: str, start_timeout: float = START_TIMEOUT,
                  state_budget: int = WORKER_STATE_BYTES,
                  fallback: Callable[[], Any] | None = None):
         self.num_features = num_features

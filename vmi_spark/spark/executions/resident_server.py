@@ -31,6 +31,7 @@ import numpy as np
 from pyspark.sql import DataFrame
 
 from ...errors import raised_line
+from ..chunks.codes import ChunkStage, map_chunks
 from ..session import task_slots
 from . import wire
 from .resident_protocol import (
@@ -242,8 +243,8 @@ class ResidentTasks:
         One row per task (:data:`.resident_protocol.TASK_SCHEMA`) once the job has ended.
     """
 
-    def __init__(self, chunks: DataFrame, num_features: int, arity: int, num_classes: int,
-                 description: str, task_fn: Callable, start_timeout: float,
+    def __init__(self, chunks: DataFrame | ChunkStage, num_features: int, arity: int,
+                 num_classes: int, description: str, task_fn: Callable, start_timeout: float,
                  state_budget: int,
                  listen_hook: Callable[[tuple[str, int]], None] | None = None):
         self.requests = 0
@@ -293,7 +294,8 @@ class ResidentTasks:
             raise ResidentUnavailable(f"cannot listen on {bind} ({exc})") from None
         self.address = (host, self._server.getsockname()[1])
 
-    def _start_job(self, chunks: DataFrame, description: str, fn: Callable) -> None:
+    def _start_job(self, chunks: DataFrame | ChunkStage, description: str,
+                   fn: Callable) -> None:
         """Run the barrier job in a thread of its own (it ends when the tasks stop)."""
         def run_job() -> None:
             try:
@@ -301,7 +303,7 @@ class ResidentTasks:
                 # a shuffle after the barrier stage makes it a map stage, which Spark
                 # retries as a whole when a task is lost (a failed barrier result stage
                 # fails the job)
-                tasks = chunks.mapInArrow(fn, TASK_SCHEMA, barrier=True).repartition(1)
+                tasks = map_chunks(chunks, fn, TASK_SCHEMA, barrier=True).repartition(1)
                 self.task_rows = tasks.collect()
             except BaseException as exc:  # reported to the driver's loop
                 self._error = exc

@@ -58,7 +58,7 @@ from ...core.rows import (
 )
 from ...core.weights import units
 from .. import plan
-from ..chunks.codes import CHUNK_SCHEMA, chunk_encoder
+from ..chunks.codes import ChunkStage, chunk_encoder
 from ..compat import arrow_reader_note
 from .sparkhash import SEED, hash_column, in_sample
 
@@ -536,6 +536,11 @@ class BatchReader:
                       skip_cols: list[str], partitions: int | None = None) -> DataFrame:
         """The kept rows as chunk rows (same codes, in chunks); with ``partitions``, in that
         many partitions of the frame."""
+        return self.chunk_stage(plan, chunk_rows, skip_cols, partitions).df()
+
+    def chunk_stage(self, plan: EncodingPlan, chunk_rows: int, skip_cols: list[str],
+                    partitions: int | None = None) -> ChunkStage:
+        """:meth:`encode_chunks` before it is a DataFrame (:class:`.ChunkStage`)."""
         skip = bool(skip_cols)  # no other feature has a missing value in a labelled row
         weighted = self.weight_col is not None
         read = self.read_chunks(self._cols([plan.label, *plan.features]), whole=skip or weighted)
@@ -544,7 +549,7 @@ class BatchReader:
         def fn(batches):
             yield from encode((at, kept_rows(rb, skip, weighted)) for at, rb in read(batches))
 
-        return self.frame(partitions).mapInArrow(fn, CHUNK_SCHEMA)
+        return ChunkStage(self.frame(partitions), fn)
 
     def evened(self, parts: int) -> BatchReader | None:
         """This reader with ``parts`` partitions of the same rows (``frame(parts)``), so
