@@ -77,3 +77,19 @@ def test_threads_of_a_pool_see_the_block_s_limits():
                     for f in [pool.submit(limits.current) for _ in range(4)]]
         after = pool.submit(limits.current).result()
     assert seen == [128] * 4 and after == limits.DEFAULT
+
+
+def test_a_limit_measured_by_default_takes_none_and_a_version_takes_a_version():
+    with limits.overridden(driver_available_bytes=1 << 20, arrow_reader_min=(999, 0)):
+        assert limits.current().driver_available_bytes == 1 << 20
+        with limits.overridden(driver_available_bytes=None):
+            assert limits.current().driver_available_bytes is None
+        assert limits.current().arrow_reader_min == (999, 0)
+    for bad in [(14,), (14, -1), (14.0, 0), "14.0", None]:
+        with pytest.raises(ValueError, match="^limit arrow_reader_min must be a version"):
+            with limits.overridden(arrow_reader_min=bad):
+                pass
+    with pytest.raises(ValueError, match="^limit driver_available_bytes must be"):
+        with limits.overridden(driver_available_bytes=0):
+            pass
+    assert limits.current() == limits.DEFAULT

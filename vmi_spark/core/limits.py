@@ -63,6 +63,16 @@ class Limits:
     #: the longest a call of ``tracking.log_selection`` waits for MLflow (seconds): an
     #: unreachable or silent tracking server ends in a TimeoutError, never a hang
     deadline_seconds: float = 30.0
+    #: the least width of a sparse vector column read from its non-zeros (narrower ones
+    #: are read as dense codes, whose results are those of the expanded columns)
+    sparse_min_width: int = 10_000
+    #: bytes available to the driver's Python that a sparse selection's estimate is
+    #: checked against; None: measured (``resources.available_memory``)
+    driver_available_bytes: int | None = None
+    #: the oldest pyarrow (major, minor) the pyarrow reader (Parquet files read by pyarrow
+    #: in the Python workers) is used with: the oldest a supported runtime ships that runs
+    #: here, Databricks 15.4 LTS's 14.0.1 (older: Spark's reader)
+    arrow_reader_min: tuple[int, int] = (14, 0)
 
 
 #: the defaults (the module constants that documents name are aliases of its fields)
@@ -77,12 +87,22 @@ def current() -> Limits:
 
 def _checked(changes: dict[str, object]) -> Limits:
     """``current()`` with ``changes``: a TypeError naming an unknown field, a ValueError
-    naming a field whose value is not a positive number of the default's kind."""
+    naming a field whose value is not a positive number of the default's kind (or None,
+    where that is the default; a version where the default is one)."""
     fields = {f.name: f for f in dataclasses.fields(Limits)}
     for name, value in changes.items():
         if name not in fields:
             raise TypeError(f"overridden() got an unknown limit {name!r}")
-        kinds = (int,) if isinstance(getattr(DEFAULT, name), int) else (int, float)
+        default = getattr(DEFAULT, name)
+        if value is None and default is None:
+            continue
+        if isinstance(default, tuple):  # a version: as many whole numbers >= 0
+            if not (isinstance(value, tuple) and len(value) == len(default) and all(
+                    isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)):
+                raise ValueError(f"limit {name} must be a version of {len(default)} whole "
+                                 f"numbers like {default!r}, got {value!r}")
+            continue
+        kinds = (int, float) if isinstance(default, float) else (int,)
         if isinstance(value, bool) or not isinstance(value, kinds) or not value > 0:
             kind = "an int" if kinds == (int,) else "a number"
             raise ValueError(f"limit {name} must be {kind} > 0, got {value!r}")
@@ -94,7 +114,8 @@ def overridden(**changes: object) -> Iterator[Limits]:
     """Run the block with the named limits changed (the others as they are); they are put
     back when it ends, also on an exception. Nested blocks stack. Yields the limits in
     force inside the block. A name that is not a field of :class:`Limits`: TypeError;
-    a value that is not a positive number (an int where the default is one): ValueError.
+    a value that is not a positive number (an int where the default is one; None where
+    the default is None: measured; a version where the default is one): ValueError.
     """
     global _current
     before, _current = _current, _checked(changes)
