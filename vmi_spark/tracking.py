@@ -54,6 +54,7 @@ ARTIFACT_PATH = "vmi_spark"
 _MAX_VALUE = 5000
 _REPORT_FILES = ("selection.json", "report.md", "steps.csv", "bounds.png")
 #: the longest a call of :func:`log_selection` waits for MLflow (seconds)
+#: (the default: the code reads ``limits.current().deadline_seconds``)
 DEADLINE_SECONDS = DEFAULT.deadline_seconds
 #: MLflow's HTTP client settings the job uses unless the environment sets them: one try
 #: per request, 10 s each (MLflow's own: 7 retries with exponential backoff, 120 s)

@@ -35,6 +35,7 @@ CHUNK_SCHEMA = "chunk_id long, n int, codes binary, y binary, w binary"
 #: bytes of pairwise state one Python worker process keeps between passes
 WORKER_STATE_BYTES = 2 << 30
 #: bytes of counts one task sends per count request (bulk pair counts are split to fit)
+#: (the default: the code reads ``limits.current().count_pass_bytes``)
 COUNT_PASS_BYTES = DEFAULT.count_pass_bytes
 #: cells a chunk encoder encodes at once (one byte of codes each, no more than the input
 #: batch itself holds: one to eight bytes a cell). Each slice costs about 17 us a column:

@@ -21,14 +21,17 @@ from .storage import session_confs
 #: smallest chunk (rows) when the rows are spread over the task slots
 MIN_CHUNK_ROWS = 4096
 #: most of a block manager's cache memory the encoded rows may take before they go to disk
+#: (the default: the code reads ``limits.current().cache_share``)
 CACHE_SHARE = DEFAULT.cache_share
 #: most bytes of one encoded chunk (its codes and classes)
+#: (the default: the code reads ``limits.current().chunk_bytes``)
 CHUNK_BYTES = DEFAULT.chunk_bytes
 #: bytes of per-row state (a pairwise selection's) a chunk may hold
 PAIR_CHUNK_BYTES = 32 << 20
 #: the conf that bounds the rows of one Arrow batch a task sends its Python worker
 ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
 #: most bytes of encoded chunks in one such batch (less where the heap is small)
+#: (the default: the code reads ``limits.current().arrow_batch_bytes``)
 ARROW_BATCH_BYTES = DEFAULT.arrow_batch_bytes
 
 

@@ -44,11 +44,14 @@ from ..plan import SparkRows, value_sql, value_type
 
 #: largest table (rows x (features + 1)) selected in the driver when its rows are counted
 #: without Spark (a Parquet input pyarrow reads from the driver)
+#: (the default: the code reads ``limits.current().driver_cells``)
 DRIVER_CELLS = DEFAULT.driver_cells
 #: largest table selected in the driver when Spark is asked for its rows (a ``limit`` job)
+#: (the default: the code reads ``limits.current().probe_cells``)
 PROBE_CELLS = DEFAULT.probe_cells
 #: most bytes of pairwise state (8 per row, feature and class) the driver keeps; a larger
 #: pairwise selection ships the driver's codes to the executors instead
+#: (the default: the code reads ``limits.current().driver_pair_bytes``)
 DRIVER_PAIR_BYTES = DEFAULT.driver_pair_bytes
 
 

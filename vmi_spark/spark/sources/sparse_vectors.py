@@ -65,6 +65,7 @@ log = logging.getLogger("vmi_spark")
 
 #: the least width of a sparse vector column read sparsely (narrower ones are read as
 #: dense codes, whose results are those of the expanded columns)
+#: (the default: the code reads ``limits.current().sparse_min_width``)
 SPARSE_MIN_WIDTH = DEFAULT.sparse_min_width
 
 #: rows a worker reads before it counts or codes them: its memory is then the partition's

@@ -46,6 +46,7 @@ def vector_array(features_col: str):
 
 
 #: bytes of vector elements in one batch read from the input (see VectorReader.reading)
+#: (the default: the code reads ``limits.current().vector_batch_bytes``)
 VECTOR_BATCH_BYTES = DEFAULT.vector_batch_bytes
 #: the batch sizes (rows) reading a vector column goes through, and their defaults
 _BATCH_CONFS = {"spark.sql.parquet.columnarReaderBatchSize": 4096,
@@ -58,12 +59,15 @@ UNKNOWN_WIDTH = 32768
 #: batches from the JVM (at most VECTOR_BATCH_BYTES each) are joined up to the fewer rows
 #: of the two (per value, reading and the statistics cost least from about 1,000 to 2,000
 #: rows; larger batches cost more again)
+#: (the default: the code reads ``limits.current().vector_join_rows``)
 VECTOR_JOIN_ROWS = DEFAULT.vector_join_rows
+#: (the default: the code reads ``limits.current().vector_join_cells``)
 VECTOR_JOIN_CELLS = DEFAULT.vector_join_cells
 #: rows the column chunks of small-integer vectors are joined up to instead
 #: (:meth:`VectorReader.read_chunks`): their one-byte slabs cost nothing per column, and
 #: smaller batches decode into memory that stays warm (one process, 20k rows x 10,000
 #: elements: the statistics pass 1.7-2.4 s with batches of 2,048 rows, 1.1-1.3 s with 256)
+#: (the default: the code reads ``limits.current().vector_byte_rows``)
 VECTOR_BYTE_ROWS = DEFAULT.vector_byte_rows
 
 
