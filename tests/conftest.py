@@ -19,10 +19,11 @@ tiered without edits:
 An explicit ``@pytest.mark.unit`` / ``spark`` / ``system`` / ``lint`` on a test or module wins.
 
 The tests' tables are small, and ``execution="auto"`` selects a small table in the driver
-(:mod:`vmi_spark.spark.executions.driver`). In this process the tests keep them on the executors, the
-paths they were written for, unless marked ``driver_auto`` (``tests/test_driver.py``,
-which checks that the driver gives the executors' result bit for bit). Subprocesses (the
-job under spark-submit, Connect, the cluster) use the real thresholds.
+(:mod:`vmi_spark.spark.executions.driver`). In this process the tests keep them on the
+executors, the paths they were written for (``limits.overridden``: no table fits the
+driver), unless marked ``driver_auto`` (``tests/test_driver.py``, which checks that the
+driver gives the executors' result bit for bit). Subprocesses (the job under
+spark-submit, Connect, the cluster) use the real thresholds.
 ``tests/run_tiers.sh`` runs the tiers as separate steps; ``pytest -m unit`` is the fast tier.
 """
 
@@ -31,8 +32,11 @@ from __future__ import annotations
 import inspect
 import os
 import sys
+from contextlib import ExitStack
 
 import pytest
+
+from vmi_spark.core import limits
 
 TIERS = ("lint", "system", "spark", "unit", "spark35")
 SYSTEM_MODULES = frozenset({"test_cluster", "test_connect", "test_serverless"})
@@ -42,19 +46,22 @@ SYSTEM_WORDS = ("spark-submit", "spark_submit", "SparkCluster", "SIGKILL", ".rem
 
 
 @pytest.fixture(autouse=True)
-def _executors_for_small_tables(request, monkeypatch):
+def _executors_for_small_tables(request):
     """No driver execution under ``auto`` unless the test is marked ``driver_auto``."""
     if request.node.get_closest_marker("driver_auto") is not None or not any(
             request.node.get_closest_marker(t) for t in ("spark", "system")):
-        return  # unit and lint tests do not import Spark
-    mod = sys.modules.get("vmi_spark.spark.executions.driver")
-    if mod is None:
-        try:
-            import vmi_spark.spark.executions.driver as mod  # noqa: PLC0415
-        except ImportError:  # no pyspark: nothing to keep off the driver
-            return
-    monkeypatch.setattr(mod, "DRIVER_CELLS", 0)
-    monkeypatch.setattr(mod, "PROBE_CELLS", 0)
+        yield  # unit and lint tests do not run Spark
+        return
+    with limits.overridden(driver_cells=1, probe_cells=1):  # every table is larger
+        yield
+
+
+@pytest.fixture
+def set_limits():
+    """``set_limits(name=value, ...)``: the named :mod:`vmi_spark.core.limits` for the rest
+    of the test (``limits.overridden``, undone at its end; calls stack)."""
+    with ExitStack() as stack:
+        yield lambda **changes: stack.enter_context(limits.overridden(**changes))
 
 
 def _source(fn) -> str:

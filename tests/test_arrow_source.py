@@ -16,7 +16,6 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
-from vmi_spark.core import encoding
 from vmi_spark.job import main
 from vmi_spark.spark.select import run_selection
 from vmi_spark.spark.sources import sparkhash
@@ -153,10 +152,10 @@ def test_pieces_of_row_groups_read_their_own_rows(files, batch_rows):
 
 @pytest.mark.parametrize("handle_invalid", ["keep", "skip"])
 @pytest.mark.parametrize("sample_rows", [None, 1500])
-def test_same_plan_selection_and_scores_as_spark(spark, files, monkeypatch, handle_invalid,
+def test_same_plan_selection_and_scores_as_spark(spark, files, set_limits, handle_invalid,
                                                  sample_rows):
     if sample_rows is not None:  # bin edges from the hashed sample, not all rows
-        monkeypatch.setattr(encoding, "SAMPLE_ROWS", sample_rows)
+        set_limits(sample_rows=sample_rows)
     df = spark.read.parquet(str(files))
     source = parquet_source(df, df.columns)
     assert source is not None and len(source.files) == 3 and len(source.units) == 10
@@ -179,12 +178,12 @@ def test_same_plan_selection_and_scores_as_spark(spark, files, monkeypatch, hand
         assert ref.plan.rows_skipped > 0
 
 
-def test_sample_keeps_the_rows_spark_keeps(spark, files, monkeypatch):
+def test_sample_keeps_the_rows_spark_keeps(spark, files, set_limits):
     """The sampled split points differ from the full-data ones, and equal Spark's."""
     df = spark.read.parquet(str(files))
     source = parquet_source(df, df.columns)
     full = run_selection(df, "label", num_features=1, num_bins=7, source=source)
-    monkeypatch.setattr(encoding, "SAMPLE_ROWS", 1200)
+    set_limits(sample_rows=1200)
     spark_sample = run_selection(df, "label", num_features=1, num_bins=7, reader="spark")
     arrow_sample = run_selection(df, "label", num_features=1, num_bins=7, source=source)
     edges = {r: {c.name: c.splits for c in x.plan.columns if c.kind == "bins"}
@@ -285,14 +284,13 @@ def test_row_groups_are_cut_into_even_runs_without_a_shuffle(spark, files, monke
     assert fast.selection.scores == ref.selection.scores
 
 
-def test_chunks_larger_than_the_cache_share_go_to_disk(spark, files, monkeypatch):
+def test_chunks_larger_than_the_cache_share_go_to_disk(set_limits, spark, files, monkeypatch):
     """Encoded rows above CACHE_SHARE of a block manager's cache memory are cached on disk
     (the default 1g driver ran out of heap on 5M x 100 otherwise); the result is the same.
     Chunks hold at most CHUNK_BYTES."""
     from pyspark import StorageLevel
 
     from vmi_spark.spark import routes, select
-    from vmi_spark.spark.chunks import memory
     from vmi_spark.spark.session import storage_memory
 
     assert storage_memory(spark) > 0
@@ -305,8 +303,7 @@ def test_chunks_larger_than_the_cache_share_go_to_disk(spark, files, monkeypatch
     original = routes.keep
     monkeypatch.setattr(routes, "keep", lambda df_, level, *a, **k: levels.append(level)
                         or original(df_, level, *a, **k))
-    monkeypatch.setattr(memory, "CACHE_SHARE", 1e-9)
-    monkeypatch.setattr(memory, "CHUNK_BYTES", 2000)  # 2,000 bytes: 333 rows of 6 columns
+    set_limits(cache_share=1e-9, chunk_bytes=2000)  # 2,000 bytes: 333 rows of 6 columns
     with pytest.warns(UserWarning):
         run = select.run_selection(df, "label", **kw)
     assert any("cached on disk" in w for w in run.warnings)
@@ -340,13 +337,13 @@ def labelled_files(tmp_path_factory):
 @pytest.mark.parametrize("columns, presampled", [(["f32", "f64", "i8"], True),
                                                  (["f32", "f64", "i8", "late"], False)])
 def test_statistics_pass_places_the_bin_edges_spark_places(spark, labelled_files, monkeypatch,
-                                                           columns, presampled):
+                                                           set_limits, columns, presampled):
     """The columns binned in a first batch are all the binned columns: the one pass gives
     Spark's plan (the hashed sample of 1,000 of 2,800 rows). ``late`` is binned only after
     its second file: a second pass, the same plan."""
     from vmi_spark.spark.sources import arrow_source
 
-    monkeypatch.setattr(encoding, "SAMPLE_ROWS", 1000)
+    set_limits(sample_rows=1000)
     df = spark.read.parquet(str(labelled_files)).select("y", *columns)
     path_df = spark.read.parquet(str(labelled_files))
     kw = dict(method="vmi_naive", num_features=3, num_bins=7, max_categories=8,

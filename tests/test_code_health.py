@@ -1,10 +1,12 @@
 """Code health: ruff and mypy pass (as configured in pyproject.toml), the package's
-import graph has no cycles and no private cross-module imports, and the Spark-free
-modules never load pyspark."""
+import graph has no cycles and no private cross-module imports, the Spark-free
+modules never load pyspark, and no more tests than ``CONSTANT_PATCHES`` monkeypatch a
+module constant (sizes are set through ``vmi_spark.core.limits``)."""
 
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -180,3 +182,22 @@ def test_the_orchestrator_asks_routes_and_never_a_class():
              if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
     assert "isinstance" not in calls
     assert {"choose_rows", "choose_execution", "start_execution"} <= set(calls)
+
+
+# ---------------------------------------------------------------- tests through public seams
+#: ``monkeypatch.setattr(<module>, "<UPPER_CASE>", ...)`` lines left in tests/: the loop
+#: backend (kernels.BACKEND, state the kernels' own fallback sets) and outputs.LOCAL_SCHEMES
+#: (which schemes are local, not a size). Sizes are set through ``vmi_spark.core.limits``
+#: (the ``set_limits`` fixture); lower this number when one goes, never raise it.
+CONSTANT_PATCHES = 5
+_CONSTANT_PATCH = re.compile(r'monkeypatch\.setattr\(\s*[\w.]+,\s*"[A-Z][A-Z0-9_]*"')
+
+
+@pytest.mark.unit
+def test_no_more_tests_monkeypatch_a_module_constant():
+    found = [f"{p.name}:{n}" for p in sorted((ROOT / "tests").glob("*.py"))
+             for n, line in enumerate(p.read_text().splitlines(), 1)
+             if _CONSTANT_PATCH.search(line)]
+    assert len(found) <= CONSTANT_PATCHES, (
+        f"{len(found)} tests monkeypatch a module constant (at most {CONSTANT_PATCHES}): "
+        f"set sizes with vmi_spark.core.limits.overridden or the set_limits fixture; {found}")

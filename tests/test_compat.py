@@ -91,12 +91,11 @@ def test_collected_arrow_is_to_arrow(spark):
     assert [str(t) for t in empty.schema.types] == ["int64", "double", "string", "bool"]
 
 
-def test_old_pyarrow_reads_with_spark_and_says_so(spark, tmp_path, monkeypatch):
+def test_old_pyarrow_reads_with_spark_and_says_so(spark, tmp_path, set_limits):
     """Where pyarrow is older than the pyarrow reader runs with (Databricks 14.3 LTS has
     8.0.0), a Parquet input is read with Spark's reader, with a note in the warnings, and
     the selection is the same bits."""
     from helpers import random_discrete
-    from vmi_spark.spark import compat
     from vmi_spark.spark.select import run_selection
 
     path = str(tmp_path / "t.parquet")
@@ -105,7 +104,7 @@ def test_old_pyarrow_reads_with_spark_and_says_so(spark, tmp_path, monkeypatch):
     kw = dict(num_features=3, method="mrmr", execution="passes")
     fast = run_selection(df, "y", **kw).report()
     assert fast["reader"] == "pyarrow" and not fast["warnings"]
-    monkeypatch.setattr(compat, "ARROW_READER_MIN", (999, 0))
+    set_limits(arrow_reader_min=(999, 0))
     with pytest.warns(UserWarning, match="pyarrow .* is older than 999.0"):
         slow = run_selection(df, "y", **kw).report()
     assert slow["reader"] == "spark"

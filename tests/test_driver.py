@@ -92,26 +92,24 @@ def test_driver_with_skip_and_a_continuous_label(spark, mixed_parquet):
         assert rep.get("label_binning") == ref.get("label_binning")
 
 
-def test_auto_leaves_a_large_table_to_the_executors(spark, monkeypatch):
-    from vmi_spark.spark import routes, select
-    from vmi_spark.spark.executions import driver
+def test_auto_leaves_a_large_table_to_the_executors(spark, set_limits):
+    from vmi_spark.spark import select
 
     df = spark.createDataFrame(_mixed(n=400).drop(columns=["price"]))
-    monkeypatch.setattr(driver, "PROBE_CELLS", 100)  # 400 rows x 6 columns is "large" now
-    monkeypatch.setattr(routes, "PROBE_CELLS", 100)
+    set_limits(probe_cells=100)  # 400 rows x 6 columns is "large" now
     run = select.run_selection(df, "y", num_features=2)
     assert run.execution != "driver"
     with pytest.raises(InputError, match="execution 'driver' takes tables of at most"):
         select.run_selection(df, "y", num_features=2, execution="driver")
 
 
-def test_a_pairwise_state_too_large_for_the_driver_goes_to_the_executors(spark, monkeypatch):
-    from vmi_spark.spark import routes, select
+def test_a_pairwise_state_too_large_for_the_driver_goes_to_the_executors(spark, set_limits):
+    from vmi_spark.spark import select
 
     df = spark.createDataFrame(_mixed(n=500).drop(columns=["price"]))
     ref = select.run_selection(df, "y", method="vmi_pairwise", num_features=3).report()
     assert ref["execution"] == "driver"
-    monkeypatch.setattr(routes, "DRIVER_PAIR_BYTES", 1)
+    set_limits(driver_pair_bytes=1)
     run = select.run_selection(df, "y", method="vmi_pairwise", num_features=3)
     assert run.execution in ("resident", "passes")
     _same(run.report(), ref)

@@ -181,14 +181,13 @@ def test_many_valued_integer_labels_are_a_continuous_target_by_default(spark):
             f"a numeric label with {len(set(y))} distinct values, at most label_bins")
 
 
-def test_a_sampled_continuous_label_is_the_same_in_both_readers(spark, tmp_path, monkeypatch):
+def test_a_sampled_continuous_label_is_the_same_in_both_readers(spark, tmp_path, set_limits):
     """Above the sample size the label's edges come from the hashed sample of whole rows,
     also when no feature is binned (all categorical): both readers pick the same rows."""
-    from vmi_spark.core import encoding
     from vmi_spark.spark.select import run_selection
     from vmi_spark.spark.sources.arrow_source import parquet_source
 
-    monkeypatch.setattr(encoding, "SAMPLE_ROWS", 300)
+    set_limits(sample_rows=300)
     rng = np.random.default_rng(6)
     n = 1500
     cat = rng.integers(0, 4, (n, 2)).astype(float)

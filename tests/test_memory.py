@@ -70,7 +70,7 @@ def test_the_steps_run_with_small_arrow_batches_and_the_setting_is_restored(spar
     assert spark.conf.get(key) == before
 
 
-def test_small_arrow_batches_give_the_same_selection(spark, monkeypatch):
+def test_small_arrow_batches_give_the_same_selection(spark, set_limits):
     """Batches of one chunk through the steps select what the default batches select."""
     from vmi_spark.spark.select import run_selection
 
@@ -83,7 +83,7 @@ def test_small_arrow_batches_give_the_same_selection(spark, monkeypatch):
     rows = [(int(y[i]), *map(int, x[i])) for i in range(n)]
     df = spark.createDataFrame(rows, ["label", *[f"f{j}" for j in range(d)]]).repartition(3)
     plain = run_selection(df, "label", num_features=5, execution="passes")
-    monkeypatch.setattr(memory, "ARROW_BATCH_BYTES", 1)  # one chunk per batch
+    set_limits(arrow_batch_bytes=1)  # one chunk per batch
     small = run_selection(df, "label", num_features=5, execution="passes")
     assert small.selection.selected == plain.selection.selected
     assert small.selection.scores == plain.selection.scores

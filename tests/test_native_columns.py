@@ -164,13 +164,12 @@ def native_files(tmp_path_factory):
 
 @pytest.mark.parametrize("reader", ["parquet", "spark"])
 def test_native_columns_select_what_typed_columns_select(spark, native_files, monkeypatch,
-                                                         reader):
-    from vmi_spark.core import encoding
+                                                         set_limits, reader):
     from vmi_spark.spark.select import run_selection
     from vmi_spark.spark.sources import arrow_source, spark_source
     from vmi_spark.spark.sources.arrow_source import parquet_source
 
-    monkeypatch.setattr(encoding, "SAMPLE_ROWS", 2000)  # the hashed sample too
+    set_limits(sample_rows=2000)  # the hashed sample too
     df = spark.read.parquet(str(native_files))
 
     def run():

@@ -34,8 +34,8 @@ from vmi_spark.core.greedy import select_classic, select_vmi
 from vmi_spark.core.inmemory import InMemoryBackend
 from vmi_spark.errors import InputError
 from vmi_spark.params import Settings
-from vmi_spark.spark.executions import driver, wire
 from vmi_spark.spark.executions import resident as R
+from vmi_spark.spark.executions import wire
 from vmi_spark.spark.executions.resident_server import ResidentTasks
 from vmi_spark.spark.select import run_selection
 from vmi_spark.spark.session import task_slots, unavailable_reason
@@ -234,7 +234,7 @@ def test_one_backend_serves_selections_with_different_tables(spark):
         assert g.selected == e.selected and g.scores == e.scores
 
 
-def test_lost_tasks_mid_selection_hand_over_to_passes(spark, monkeypatch):
+def test_lost_tasks_mid_selection_hand_over_to_passes(set_limits, spark, monkeypatch):
     """If the resident tasks are gone for good, the selection goes on with passes."""
     expected = _lung_core("vmi_pairwise", 8, 0.01)
     original = ResidentTasks.request
@@ -247,7 +247,7 @@ def test_lost_tasks_mid_selection_hand_over_to_passes(spark, monkeypatch):
         return original(self, make)
 
     monkeypatch.setattr(ResidentTasks, "request", lost_at_the_fifth_request)
-    monkeypatch.setattr(driver, "PROBE_CELLS", 0)  # not in the driver: a small table
+    set_limits(probe_cells=1)  # not in the driver: a small table
     run = run_selection(spark.createDataFrame(lung_frame()).repartition(3), "label",
                         bias_correction="none", method="vmi_pairwise", num_features=8, restart_tolerance=0.01)
     assert calls["n"] == 5  # nothing more ran on the resident tasks
@@ -257,7 +257,7 @@ def test_lost_tasks_mid_selection_hand_over_to_passes(spark, monkeypatch):
     assert run.selection.scores == expected.scores
 
 
-def test_tasks_that_cannot_start_fall_back_or_fail_clearly(spark, monkeypatch):
+def test_tasks_that_cannot_start_fall_back_or_fail_clearly(set_limits, spark, monkeypatch):
     def broken_task_fn(*args, **kwargs):
         def fn(batches):
             raise RuntimeError("no route to the driver")
@@ -265,7 +265,7 @@ def test_tasks_that_cannot_start_fall_back_or_fail_clearly(spark, monkeypatch):
         return fn
 
     monkeypatch.setattr(R.ResidentBackend, "task_fn", staticmethod(broken_task_fn))
-    monkeypatch.setattr(driver, "PROBE_CELLS", 0)  # not in the driver: a small table
+    set_limits(probe_cells=1)  # not in the driver: a small table
     df = spark.createDataFrame(random_discrete(2))
     with pytest.warns(UserWarning, match="resident tasks could not start"):
         run = run_selection(df, "y", num_features=3)

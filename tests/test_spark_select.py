@@ -286,14 +286,13 @@ def test_restart_tolerance_minus_inf_never_restarts(spark):
     assert run.report()["parameters"]["restart_tolerance"] == "-inf"
 
 
-def test_many_binned_columns_take_split_points_from_one_cached_sample(spark, monkeypatch):
+def test_many_binned_columns_take_split_points_from_one_cached_sample(spark, set_limits):
     """More columns than one driver chunk (the sample is cached and fetched chunk by chunk):
     the splits still equal exact per-column quantiles."""
     import pandas as pd
 
-    from vmi_spark.spark import plan as plan_mod
 
-    monkeypatch.setattr(plan_mod, "SPLIT_CHUNK", 3)
+    set_limits(split_chunk=3)
     rng = np.random.default_rng(5)
     n, d = 400, 8
     pdf = pd.DataFrame({f"c{j}": rng.normal(size=n) * (j + 1) for j in range(d)})
@@ -460,11 +459,10 @@ def test_first_count_pass_alone_gives_ownership():
     cache.reset()
 
 
-def test_count_passes_sum_in_the_task_and_split_bulk_pair_counts(spark, monkeypatch):
+def test_count_passes_sum_in_the_task_and_split_bulk_pair_counts(set_limits, spark, monkeypatch):
     """A count pass sends one array per task (its chunks summed there), and bulk pair
     counts are split into passes that fit the transfer budget; the totals equal a plain
     numpy count over all rows."""
-    from vmi_spark.spark.chunks import codes as chunks_mod
     from vmi_spark.spark.executions import passes as B
 
     chunks, plan = _encoded_chunks(spark, random_discrete(6, n=900, d=7), 100)
@@ -489,7 +487,7 @@ def test_count_passes_sum_in_the_task_and_split_bulk_pair_counts(spark, monkeypa
         passes = []
         counts = be._counts
         monkeypatch.setattr(be, "_counts", lambda fs: passes.append(fs) or counts(fs))
-        monkeypatch.setattr(chunks_mod, "COUNT_PASS_BYTES", 3 * 7 * a * a * L * 8)
+        set_limits(count_pass_bytes=3 * 7 * a * a * L * 8)
         got = be.pair_counts_many(list(range(7)))
         assert passes == [[0, 1, 2], [3, 4, 5], [6]]
         assert got.shape == expected.shape and (got == expected).all()

@@ -142,17 +142,16 @@ def test_the_bound_is_refused_on_the_sparse_tables():
         select(backend, "vmi_pairwise", 3)
 
 
-def test_spark_sparse_fit_equals_the_dense_path_and_transform_stays_sparse(spark, monkeypatch):
+def test_spark_sparse_fit_equals_the_dense_path_and_transform_stays_sparse(spark, set_limits):
     """A sparse vector column read from its non-zeros selects as the dense path does on
     the same vectors densified (mrmr, bit for bit); transform gives sparse vectors of the
     selected elements in selection order, names kept."""
     from pyspark.ml.linalg import SparseVector
 
     from vmi_spark import VMISelector
-    from vmi_spark.spark.sources import sparse_vectors
 
-    # the front ends' limits (public): vectors of 100 elements read sparsely
-    monkeypatch.setattr(sparse_vectors, "LIMITS", sparse_vectors.SparseLimits(min_width=100))
+    # the limits (vmi_spark.core.limits): vectors of 100 elements read sparsely
+    set_limits(sparse_min_width=100)
     sdf, ddf = _spark_frames(spark, 300, 200, seed=6, partitions=3)
     args = dict(labelCol="y", method="mrmr", numTopFeatures=6, outputCol="picked")
     got = VMISelector(**args).fit(sdf)

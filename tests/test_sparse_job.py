@@ -166,16 +166,14 @@ def test_job_refuses_what_the_sparse_route_does_not_do(spark, tmp_path, capsys):
 
 
 def test_job_refuses_before_reading_when_the_driver_cannot_hold_the_tables(
-        spark, tmp_path, capsys, monkeypatch):
+        spark, tmp_path, capsys, set_limits):
     """The estimate before reading exceeds the driver's memory: exit 2, one line naming
     --max-categories, and no pass over the rows (no estimate from the first pass)."""
     from vmi_spark.job import main
-    from vmi_spark.spark.sources import sparse_vectors
 
     spath, _, _ = _frames(spark, tmp_path)
-    # the front ends' limits (public): a driver of 1 MiB
-    monkeypatch.setattr(sparse_vectors, "LIMITS",
-                        sparse_vectors.SparseLimits(driver=(1 << 20, None, None)))
+    # the limits (vmi_spark.core.limits): a driver of 1 MiB
+    set_limits(driver_available_bytes=1 << 20)
     assert main(["--input", spath, "--label", "y", "--features", "features", "--method",
                  "jmi", "--output", str(tmp_path / "o")], spark=spark) == 2
     lines = capsys.readouterr().err.strip().splitlines()

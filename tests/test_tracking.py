@@ -224,12 +224,11 @@ def test_an_unreachable_tracking_server_is_one_error_line(spark, tmp_path, monke
 
 
 def test_a_silent_tracking_server_is_abandoned_at_the_deadline(spark, tmp_path, monkeypatch,
-                                                               capsys, silent_server):
+                                                               set_limits, capsys, silent_server):
     """A server that never answers: the job waits DEADLINE_SECONDS at most, then prints one
     error line and exits 4 (the worker thread is left to time out on its own)."""
-    from vmi_spark import tracking
 
-    monkeypatch.setattr(tracking, "DEADLINE_SECONDS", 1.0)
+    set_limits(deadline_seconds=1.0)
     line = _job_with_tracking(spark, tmp_path, silent_server, monkeypatch, capsys)
     assert "MLflow did not answer within 1 s" in line
 

@@ -11,7 +11,6 @@ import pyarrow as pa
 import pytest
 from pyspark.ml.linalg import Vectors
 
-from vmi_spark.core import encoding
 from vmi_spark.errors import InputError
 from vmi_spark.spark.sources.vector_source import (
     VectorLengthError,
@@ -146,9 +145,8 @@ def _abc_reader():
     return reader
 
 
-def test_vector_reader_cuts_joined_batches_as_it_cuts_single_ones(monkeypatch):
+def test_vector_reader_cuts_joined_batches_as_it_cuts_single_ones(set_limits):
     """The typed columns do not depend on how the JVM's batches were joined."""
-    from vmi_spark.spark.sources import vector_source as V
 
     rng = np.random.default_rng(5)
     rows = [[float(x) for x in rng.integers(0, 4, 3)] for _ in range(50)]
@@ -161,7 +159,7 @@ def test_vector_reader_cuts_joined_batches_as_it_cuts_single_ones(monkeypatch):
     cols = ["y", "c", "a"]
 
     def table(join_cells):
-        monkeypatch.setattr(V, "VECTOR_JOIN_CELLS", join_cells)
+        set_limits(vector_join_cells=join_cells)
         got = list(reader.read(cols)(iter(parts)))
         # a batch without a null vector holds these small integers as int8: as doubles
         doubles = [pa.RecordBatch.from_arrays([c.cast(pa.float64()) for c in rb.columns],
@@ -177,12 +175,11 @@ def test_vector_reader_cuts_joined_batches_as_it_cuts_single_ones(monkeypatch):
 
 
 @pytest.mark.parametrize("cells", [1, 60, 10_000])
-def test_vector_chunks_side_by_side_are_the_read_batches(monkeypatch, cells):
+def test_vector_chunks_side_by_side_are_the_read_batches(set_limits, cells):
     """read_chunks: the chunks of ``cells`` elements (1, 2 or every element column of a
     joined batch), put side by side from each chunk at 0 on, are read's batches, with a
     null vector and int8 / float64 columns as read makes them."""
     from vmi_spark.core.rows import ByteColumns
-    from vmi_spark.spark.sources import vector_source as V
 
     rng = np.random.default_rng(6)
     rows = [[float(x) for x in rng.integers(0, 4, 3)] for _ in range(50)]
@@ -194,7 +191,7 @@ def test_vector_chunks_side_by_side_are_the_read_batches(monkeypatch, cells):
              for s in range(0, 50, 6)]
     reader = _abc_reader()
     reader.chunk_cells = cells
-    monkeypatch.setattr(V, "VECTOR_JOIN_CELLS", 3 * 20)  # groups of 20 rows or more
+    set_limits(vector_join_cells=3 * 20)  # groups of 20 rows or more
     cols = ["y", "c", "a", "b"]
     want = list(reader.read(cols)(iter(parts)))
     got = list(reader.read_chunks(cols)(iter(parts)))
@@ -245,14 +242,14 @@ def _vector_frame(spark, n=1200, seed=0):
 
 @pytest.mark.parametrize("sample_rows", [None, 500])
 @pytest.mark.parametrize("chunk_cells", [None, 400])
-def test_vector_reader_plans_and_selects_as_the_expanded_columns(spark, monkeypatch,
+def test_vector_reader_plans_and_selects_as_the_expanded_columns(set_limits, spark, monkeypatch,
                                                                   sample_rows, chunk_cells):
     from vmi_spark.spark import select
     from vmi_spark.spark.sources import vector_source
     from vmi_spark.spark.sources import vector_source as V
 
     if sample_rows is not None:  # bin edges from the hashed sample
-        monkeypatch.setattr(encoding, "SAMPLE_ROWS", sample_rows)
+        set_limits(sample_rows=sample_rows)
     if chunk_cells is not None:  # element chunks of a column or two
         monkeypatch.setattr(V.VectorReader, "chunk_cells", chunk_cells)
     df = _vector_frame(spark).repartition(3)
@@ -269,14 +266,14 @@ def test_vector_reader_plans_and_selects_as_the_expanded_columns(spark, monkeypa
 
 
 @pytest.mark.parametrize("sample_rows", [None, 500])
-def test_vector_parquet_is_read_with_pyarrow_and_selects_as_spark(spark, tmp_path,
+def test_vector_parquet_is_read_with_pyarrow_and_selects_as_spark(set_limits, spark, tmp_path,
                                                                    monkeypatch, sample_rows):
     """A vector column of a Parquet scan (dense, sparse and null vectors) is read by
     pyarrow in the workers: the plan, selection and scores of Spark's reading of it."""
     from vmi_spark.spark import routes, select
 
     if sample_rows is not None:
-        monkeypatch.setattr(encoding, "SAMPLE_ROWS", sample_rows)
+        set_limits(sample_rows=sample_rows)
     path = str(tmp_path / "vectors.parquet")
     _vector_frame(spark).repartition(3).write.parquet(path)
     df = spark.read.parquet(path)
@@ -301,7 +298,7 @@ def test_vector_parquet_is_read_with_pyarrow_and_selects_as_spark(spark, tmp_pat
 @pytest.mark.parametrize("reader", ["auto", "spark"])
 @pytest.mark.parametrize("chunk_cells", [None, 300])
 def test_small_integer_elements_select_as_the_expanded_columns(spark, tmp_path, monkeypatch,
-                                                               reader, chunk_cells):
+                                                               set_limits, reader, chunk_cells):
     """Elements read as one-byte columns in some batches and as doubles in others (a NaN,
     a 0.5 or a 300 in one batch only; -0.0 among the codes): the plan, sample, selection
     and scores of the expanded columns read by Spark, also in element chunks."""
@@ -309,8 +306,7 @@ def test_small_integer_elements_select_as_the_expanded_columns(spark, tmp_path, 
     from vmi_spark.spark.sources import vector_source
     from vmi_spark.spark.sources import vector_source as V
 
-    monkeypatch.setattr(encoding, "SAMPLE_ROWS", 700)
-    monkeypatch.setattr(V, "VECTOR_JOIN_ROWS", 128)  # many batches per task
+    set_limits(sample_rows=700, vector_join_rows=128)  # many batches per task
     if chunk_cells is not None:  # two element columns a chunk
         monkeypatch.setattr(V.VectorReader, "chunk_cells", chunk_cells)
     rng = np.random.default_rng(4)
@@ -337,21 +333,21 @@ def test_small_integer_elements_select_as_the_expanded_columns(spark, tmp_path, 
     assert kinds[2] == "bins" and kinds[0] == "category"
 
 
-def test_wide_vectors_are_read_in_batches_of_bounded_bytes(spark, monkeypatch):
+def test_wide_vectors_are_read_in_batches_of_bounded_bytes(spark, set_limits):
     """Reading a wide vector column sets Spark's Parquet and Arrow batch sizes so that a
     batch holds at most VECTOR_BATCH_BYTES of elements, and puts the session's back."""
     from vmi_spark.spark.sources import vector_source as V
 
     df = spark.createDataFrame([(1, Vectors.dense([0.0] * 50))], ["y", "v"])
     reader = V.VectorReader(df, "y", "v", [f"v[{i}]" for i in range(50)], 2)
-    monkeypatch.setattr(V, "VECTOR_BATCH_BYTES", 8 * 50 * 100)  # 100 rows a batch
+    set_limits(vector_batch_bytes=8 * 50 * 100)  # 100 rows a batch
     keys = ("spark.sql.parquet.columnarReaderBatchSize",
             "spark.sql.execution.arrow.maxRecordsPerBatch")
     before = [spark.conf.get(k, None) for k in keys]
     with reader.reading():
         assert [spark.conf.get(k) for k in keys] == ["100", "100"]
     assert [spark.conf.get(k, None) for k in keys] == before
-    monkeypatch.setattr(V, "VECTOR_BATCH_BYTES", 8 * 50 * 50_000)  # larger: left alone
+    set_limits(vector_batch_bytes=8 * 50 * 50_000)  # larger: left alone
     with reader.reading():
         assert [spark.conf.get(k, None) for k in keys] == before
 
@@ -448,12 +444,11 @@ def test_named_vectors_of_another_length_fail_in_the_passes_with_the_full_messag
         assert "\n" not in msg
 
 
-def test_vector_chunks_of_small_integers_come_in_smaller_groups(monkeypatch):
+def test_vector_chunks_of_small_integers_come_in_smaller_groups(set_limits):
     """read_chunks: the first group has the joined rows (what the driver's first look
     reads); after a group of one-byte slabs only, groups of VECTOR_BYTE_ROWS rows; after a
     slab that is not (a 0.5), the joined rows again. Side by side, read's values."""
     from vmi_spark.core.rows import ByteColumns
-    from vmi_spark.spark.sources import vector_source as V
 
     rng = np.random.default_rng(9)
     rows = [[float(x) for x in rng.integers(0, 4, 3)] for _ in range(60)]
@@ -463,8 +458,7 @@ def test_vector_chunks_of_small_integers_come_in_smaller_groups(monkeypatch):
     parts = [pa.RecordBatch.from_arrays([label.slice(s, 2), arr.slice(s, 2)], ["_label", "_v"])
              for s in range(0, 60, 2)]
     reader = _abc_reader()
-    monkeypatch.setattr(V, "VECTOR_JOIN_CELLS", 3 * 20)  # groups of 20 rows
-    monkeypatch.setattr(V, "VECTOR_BYTE_ROWS", 4)
+    set_limits(vector_join_cells=3 * 20, vector_byte_rows=4)  # groups of 20 rows
     cols = ["y", "c", "a", "b"]
     got = list(reader.read_chunks(cols)(iter(parts)))
     sizes = [rb.num_rows for at, rb in got if at == 0]

@@ -155,16 +155,15 @@ def test_a_weight_column_the_schema_refuses(spark, column, message):
     assert str(info.value) == message
 
 
-def test_the_hashed_sample_keeps_rows_with_their_weight(spark, weighted_parquet, monkeypatch):
+def test_the_hashed_sample_keeps_rows_with_their_weight(spark, weighted_parquet, set_limits):
     """Above SAMPLE_ROWS the bin edges are the weighted quantiles of the rows whose content
     hash (Spark's xxhash64 of the label and the binned columns, not the weight) falls below
     the threshold set by the number of rows: the same for both readers, and recomputed
     here from Spark's own hash."""
-    from vmi_spark.core import encoding
     from vmi_spark.core.binning import fit_binning
     from vmi_spark.spark.select import run_selection
 
-    monkeypatch.setattr(encoding, "SAMPLE_ROWS", 300)
+    set_limits(sample_rows=300)
     df = spark.read.parquet(weighted_parquet)
     reports = []
     for reader in ("spark", "auto"):

@@ -39,6 +39,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from .core import limits
+from .core.limits import DEFAULT
 from .core.report_schema import SelectionReport
 
 __all__ = ["log_selection", "log_if_active", "active_run", "check_tracking_uri", "MLFLOW_HINT"]
@@ -52,7 +54,8 @@ ARTIFACT_PATH = "vmi_spark"
 _MAX_VALUE = 5000
 _REPORT_FILES = ("selection.json", "report.md", "steps.csv", "bounds.png")
 #: the longest a call of :func:`log_selection` waits for MLflow (seconds)
-DEADLINE_SECONDS = 30.0
+#: (the default: the code reads ``limits.current().deadline_seconds``)
+DEADLINE_SECONDS = DEFAULT.deadline_seconds
 #: MLflow's HTTP client settings the job uses unless the environment sets them: one try
 #: per request, 10 s each (MLflow's own: 7 retries with exponential backoff, 120 s)
 JOB_HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
@@ -255,7 +258,7 @@ def log_selection(report: SelectionReport, report_dir: str | None = None,
 
     worker = threading.Thread(target=work, name="vmi_spark-mlflow", daemon=True)
     worker.start()
-    limit = DEADLINE_SECONDS if timeout is None else timeout
+    limit = limits.current().deadline_seconds if timeout is None else timeout
     worker.join(limit)
     if worker.is_alive():
         raise TimeoutError(f"MLflow did not answer within {limit:g} s (tracking URI "

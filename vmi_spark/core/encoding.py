@@ -34,10 +34,12 @@ import pyarrow.compute as pc
 
 from .binning import STRATEGIES, Binning, assign_codes, fit_binning, label_binning, value_counts
 from .binning import state_labels as binning_state_labels
+from .limits import DEFAULT
 from .units import show, show_state
 
-#: rows used to place bin edges; exact quantiles up to this many rows
-SAMPLE_ROWS = 200_000
+#: rows used to place bin edges; exact quantiles up to this many rows (the default of
+#: ``limits.current().sample_rows``, which the code reads)
+SAMPLE_ROWS = DEFAULT.sample_rows
 #: most states a feature may have (codes are one byte)
 MAX_ARITY = 256
 

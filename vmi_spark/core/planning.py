@@ -39,12 +39,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InputError, ParameterError, literal, phrase
+from . import limits
 from .binning import DEFAULT_LABEL_BINS, Binning
 from .binning import state_labels as binning_state_labels
 from .criteria import corrected
 from .encoding import (
     MIN_STATE_ROWS,
-    SAMPLE_ROWS,
     ColumnPlan,
     EncodingPlan,
     LabelRule,
@@ -625,9 +625,10 @@ class TableRows:
         row weights)."""
         label, cols, rows, rule, weight_scale = (req.label, req.cols, req.rows, req.rule,
                                                  req.weight_scale)
-        if rows > SAMPLE_ROWS and not self._sample_all:
+        sample_rows = limits.current().sample_rows
+        if rows > sample_rows and not self._sample_all:
             raise AssertionError(f"rows in memory are planned without a sample: at most "
-                                 f"{SAMPLE_ROWS} rows")
+                                 f"{sample_rows} rows")
         pos = {c: 1 + j for j, c in enumerate(self.features)}
         values: list[list[np.ndarray]] = [[] for _ in cols]
         keys: list[np.ndarray] = []

@@ -17,6 +17,8 @@ from typing import Any
 import pyarrow as pa
 
 from .._deps import spark_version
+from ..core import limits
+from ..core.limits import DEFAULT
 
 __all__ = ["ARROW_READER_MIN", "SPARK_VERSION", "arrow_reader_note", "collected_arrow",
            "handle_overwrite", "load_metadata", "save_metadata", "to_arrow"]
@@ -24,10 +26,10 @@ __all__ = ["ARROW_READER_MIN", "SPARK_VERSION", "arrow_reader_note", "collected_
 #: the (major, minor) of the PySpark in this process
 SPARK_VERSION: tuple[int, int] = spark_version() or (4, 0)
 
-#: the oldest pyarrow the pyarrow reader (Parquet files read by pyarrow in the Python
-#: workers) is used with: the oldest a supported runtime ships that runs here, Databricks
-#: 15.4 LTS's 14.0.1 (14.3 LTS and serverless environment 1 ship 8.0.0: Spark's reader)
-ARROW_READER_MIN = (14, 0)
+#: the oldest pyarrow the pyarrow reader is used with (the default of
+#: ``limits.current().arrow_reader_min``, which the code reads; 14.3 LTS and serverless
+#: environment 1 ship 8.0.0: Spark's reader)
+ARROW_READER_MIN = DEFAULT.arrow_reader_min
 
 
 def arrow_reader_note() -> str | None:
@@ -35,10 +37,10 @@ def arrow_reader_note() -> str | None:
     :data:`ARROW_READER_MIN`), or None if it may be used. The passes over Spark's
     rows use pyarrow too, through Spark's own Arrow batches, which every pyarrow that
     PySpark accepts reads."""
-    found = spark_version(pa.__version__)
-    if found is None or found >= ARROW_READER_MIN:
+    found, least = spark_version(pa.__version__), limits.current().arrow_reader_min
+    if found is None or found >= least:
         return None
-    return (f"pyarrow {pa.__version__} is older than {ARROW_READER_MIN[0]}.{ARROW_READER_MIN[1]}, "
+    return (f"pyarrow {pa.__version__} is older than {least[0]}.{least[1]}, "
             "the oldest the pyarrow reader runs with: the Parquet input was read with "
             "Spark's reader instead (the same rows, slower for wide tables)")
 

@@ -20,12 +20,14 @@ from pyspark.sql import types as T
 
 from ..core import planning
 from ..core.encoding import EncodingPlan, LabelRule, TopValues
+from ..core.limits import DEFAULT
 from ..core.planning import BOOLEAN, FLOATING, INTEGER, STRING, Planned, ValueType
 from ..core.planning import suggest_name as suggest
 from ..errors import InputError
 
-#: columns fetched to the driver at once when placing bin edges
-SPLIT_CHUNK = 64
+#: columns fetched to the driver at once when placing bin edges (the default of
+#: ``limits.current().split_chunk``, which the code reads)
+SPLIT_CHUNK = DEFAULT.split_chunk
 
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _FLOATING = (T.FloatType, T.DoubleType, T.DecimalType)

@@ -33,8 +33,9 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from ..core import limits
 from ..core.criteria import criterion
-from ..core.encoding import SAMPLE_ROWS, EncodingPlan
+from ..core.encoding import EncodingPlan
 from ..core.greedy import Backend
 from ..core.stability import HalfSample
 from ..errors import InputError
@@ -49,9 +50,6 @@ from .chunks.memory import (
 from .chunks.storage import Kept, batch_rows, cache_batch_rows, keep
 from .compat import arrow_reader_note
 from .executions.driver import (
-    DRIVER_CELLS,
-    DRIVER_PAIR_BYTES,
-    PROBE_CELLS,
     DriverBackend,
     DriverRows,
     parquet_rows,
@@ -176,8 +174,9 @@ def _driver_rows(df: DataFrame, label: str, features: list[str],
     else:
         rows = probed_rows(df, label, features, vector, weight_col)
     if rows is None and execution == "driver":
-        raise InputError(f"execution 'driver' takes tables of at most {SAMPLE_ROWS:,} rows and "
-                         f"{DRIVER_CELLS if source is not None else PROBE_CELLS:,} cells "
+        now = limits.current()
+        raise InputError(f"execution 'driver' takes tables of at most {now.sample_rows:,} rows and "
+                         f"{now.driver_cells if source is not None else now.probe_cells:,} cells "
                          "(rows x columns); use auto, resident or passes")
     return rows
 
@@ -250,12 +249,13 @@ def choose_execution(plan: EncodingPlan, rows: RowRoute, settings: Settings) -> 
     d, num_classes = len(rows.features), len(plan.classes)
     if rows.driver is not None:
         state = plan.num_rows * criterion(settings.method).row_state_bytes(d, num_classes)
-        if state <= DRIVER_PAIR_BYTES:
+        most = limits.current().driver_pair_bytes
+        if state <= most:
             return ExecutionRoute("driver", "not asked for", 0, 0)
         if settings.execution == "driver":
             raise InputError("execution 'driver': the pairwise state of this table "
                              f"({state >> 20} MiB) is more than "
-                             f"the driver keeps ({DRIVER_PAIR_BYTES >> 20} MiB); use auto")
+                             f"the driver keeps ({most >> 20} MiB); use auto")
     why_not = ("not asked for" if settings.execution == "passes"
                else unavailable_reason(spark))
     parts = parallelism(spark) if why_not is not None else task_slots(spark)

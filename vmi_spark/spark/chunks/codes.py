@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ...core import limits
 from ...core.encoding import (
     EncodingPlan,
     byte_table,
@@ -26,6 +27,7 @@ from ...core.encoding import (
     encode_column,
     encode_label,
 )
+from ...core.limits import DEFAULT
 from ...core.rows import ByteColumns, weight_values, without_weight
 from ...core.weights import units
 
@@ -71,7 +73,8 @@ def map_chunks(chunks: Any, fn: Callable, schema: Any, barrier: bool = False) ->
 #: bytes of pairwise state one Python worker process keeps between passes
 WORKER_STATE_BYTES = 2 << 30
 #: bytes of counts one task sends per count request (bulk pair counts are split to fit)
-COUNT_PASS_BYTES = 32 << 20
+#: (the default: the code reads ``limits.current().count_pass_bytes``)
+COUNT_PASS_BYTES = DEFAULT.count_pass_bytes
 #: cells a chunk encoder encodes at once (one byte of codes each, no more than the input
 #: batch itself holds: one to eight bytes a cell). Each slice costs about 17 us a column:
 #: at 64 Mi cells a 4,096-row row group of 30,000 columns took two slices and 10.4 ns a
@@ -272,5 +275,5 @@ def pair_count_chunks(fs: list[int], num_features: int, arity: int, num_classes:
     """``fs`` in chunks whose (len, D, A, A, L) int64 pair counts fit
     :data:`COUNT_PASS_BYTES` (at least one feature per chunk)."""
     per = num_features * arity * arity * num_classes * 8
-    step = max(1, COUNT_PASS_BYTES // max(1, per))
+    step = max(1, limits.current().count_pass_bytes // max(1, per))
     return [fs[i:i + step] for i in range(0, len(fs), step)]

@@ -11,23 +11,28 @@ from __future__ import annotations
 
 from pyspark import StorageLevel
 
+from ...core import limits
 from ...core.bound import MAX_CHUNK_ROWS, whole_strides
 from ...core.criteria import criterion
+from ...core.limits import DEFAULT
 from ..session import is_local, jvm_slots, storage_memory
 from .storage import session_confs
 
 #: smallest chunk (rows) when the rows are spread over the task slots
 MIN_CHUNK_ROWS = 4096
 #: most of a block manager's cache memory the encoded rows may take before they go to disk
-CACHE_SHARE = 0.5
+#: (the default: the code reads ``limits.current().cache_share``)
+CACHE_SHARE = DEFAULT.cache_share
 #: most bytes of one encoded chunk (its codes and classes)
-CHUNK_BYTES = 8 << 20
+#: (the default: the code reads ``limits.current().chunk_bytes``)
+CHUNK_BYTES = DEFAULT.chunk_bytes
 #: bytes of per-row state (a pairwise selection's) a chunk may hold
 PAIR_CHUNK_BYTES = 32 << 20
 #: the conf that bounds the rows of one Arrow batch a task sends its Python worker
 ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
 #: most bytes of encoded chunks in one such batch (less where the heap is small)
-ARROW_BATCH_BYTES = 64 << 20
+#: (the default: the code reads ``limits.current().arrow_batch_bytes``)
+ARROW_BATCH_BYTES = DEFAULT.arrow_batch_bytes
 
 
 def chunk_rows_for(num_rows: int, parts: int, num_features: int, method: str,
@@ -43,7 +48,8 @@ def chunk_rows_for(num_rows: int, parts: int, num_features: int, method: str,
     """
     rows = min(MAX_CHUNK_ROWS, max(MIN_CHUNK_ROWS, whole_strides(-(-num_rows // (4 * parts)),
                                                                  up=True)))
-    most = min(CHUNK_BYTES, most_bytes or CHUNK_BYTES) // (num_features + 2)
+    chunk_bytes = limits.current().chunk_bytes
+    most = min(chunk_bytes, most_bytes or chunk_bytes) // (num_features + 2)
     state = criterion(method).row_state_bytes(num_features, num_classes)
     if state:
         most = min(most, PAIR_CHUNK_BYTES // state)
@@ -72,7 +78,7 @@ def arrow_batch_budget(spark) -> int:
     """Bytes of chunks one task may hold in the JVM at once: :data:`ARROW_BATCH_BYTES`,
     or a quarter of a block manager's cache memory over the tasks its JVM runs at once
     if that is less (54 MB under a 1g local[2] driver)."""
-    budget = ARROW_BATCH_BYTES
+    budget = limits.current().arrow_batch_bytes
     memory = storage_memory(spark)
     if memory is not None:
         budget = min(budget, memory // (4 * jvm_slots(spark)))
@@ -104,7 +110,7 @@ def cached_on_disk(spark, encoded_bytes: int, parts: int,
     (:func:`cache_level`)."""
     memory = storage_memory(spark) if memory is None else memory
     share = encoded_bytes / max(1, parts) * (parts if is_local(spark) else 1)
-    return memory is not None and share > CACHE_SHARE * memory
+    return memory is not None and share > limits.current().cache_share * memory
 
 
 #: the conf that says after how many objects Spark's Java serializer forgets the ones

@@ -32,9 +32,10 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from ...core import encoding
+from ...core import limits
 from ...core.encoding import EncodingPlan
 from ...core.inmemory import ThreadedBackend
+from ...core.limits import DEFAULT
 from ...core.planning import FLOATING, TableRows
 from ...core.rows import typed_array
 from ..chunks.codes import CHUNK_SCHEMA
@@ -43,12 +44,15 @@ from ..plan import SparkRows, value_sql, value_type
 
 #: largest table (rows x (features + 1)) selected in the driver when its rows are counted
 #: without Spark (a Parquet input pyarrow reads from the driver)
-DRIVER_CELLS = 64_000_000
+#: (the default: the code reads ``limits.current().driver_cells``)
+DRIVER_CELLS = DEFAULT.driver_cells
 #: largest table selected in the driver when Spark is asked for its rows (a ``limit`` job)
-PROBE_CELLS = 8_000_000
+#: (the default: the code reads ``limits.current().probe_cells``)
+PROBE_CELLS = DEFAULT.probe_cells
 #: most bytes of pairwise state (8 per row, feature and class) the driver keeps; a larger
 #: pairwise selection ships the driver's codes to the executors instead
-DRIVER_PAIR_BYTES = 512 << 20
+#: (the default: the code reads ``limits.current().driver_pair_bytes``)
+DRIVER_PAIR_BYTES = DEFAULT.driver_pair_bytes
 
 
 class DriverRows(SparkRows, TableRows):
@@ -91,7 +95,8 @@ def parquet_rows(spark, source, label: str, features: list[str],
     from ..sources.arrow_source import read_fn
 
     n = source.num_rows
-    if n > encoding.SAMPLE_ROWS or n * (len(features) + 1) > DRIVER_CELLS:
+    now = limits.current()
+    if n > now.sample_rows or n * (len(features) + 1) > now.driver_cells:
         return None
     read = read_fn(source, [label, *features, *([weight_col] if weight_col else [])])
     units = pa.RecordBatch.from_pydict({"unit": pa.array(range(len(source.units)), pa.int64())})
@@ -105,7 +110,8 @@ def probed_rows(df: DataFrame, label: str, features: list[str],
     job brings at most one more row than that to the driver); else None. With ``vector``
     (a :class:`~.vector_source.VectorReader`) the rows are its two columns, typed by it.
     The weight column comes last, if any."""
-    limit = min(encoding.SAMPLE_ROWS, PROBE_CELLS // (len(features) + 1))
+    now = limits.current()
+    limit = min(now.sample_rows, now.probe_cells // (len(features) + 1))
     if limit < 1:
         return None
     cols = [label, *features, *([weight_col] if weight_col else [])]

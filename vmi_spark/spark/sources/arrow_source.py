@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from ...core import encoding
+from ...core import limits
 from ...core.encoding import (
     EncodingPlan,
     LabelRule,
@@ -747,12 +747,12 @@ _PASSED = -2
 
 def _threshold(rows: int) -> int | None:
     """The hash threshold that samples about ``SAMPLE_ROWS`` of ``rows`` rows (None: all)."""
-    sample_rows = encoding.SAMPLE_ROWS
+    sample_rows = limits.current().sample_rows
     return int(_MODULUS * sample_rows / rows) if rows > sample_rows else None
 
 
 def _chunks(num_cols: int, rule: LabelRule | None) -> list[list[int]]:
-    chunk = plan.SPLIT_CHUNK
+    chunk = limits.current().split_chunk
     chunks = [list(range(s, min(s + chunk, num_cols))) for s in range(0, num_cols, chunk)]
     return [[]] if not chunks and rule is not None else chunks  # [[]]: the label alone
 

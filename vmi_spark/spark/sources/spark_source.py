@@ -19,12 +19,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ...core import encoding
+from ...core import limits
 from ...core.encoding import EncodingPlan, SplitRequest, TopValues, fit_sample, label_keys
 from ...core.planning import FLOATING
 from ...core.rows import column_stats_fn, feature_array, merge_stats, typed_array
 from ...core.weights import FRACTION_SCALE, units
-from .. import plan
 from ..chunks.codes import CHUNK_SCHEMA, chunk_encoder
 from ..chunks.storage import keep
 from ..compat import to_arrow
@@ -222,17 +221,18 @@ class SparkSource(SparkRows):
         hashed = [label, *cols, *req.hash_extra]
         df = prepare_frame(self.kept(label, list(req.skip_cols)), label, hashed[1:], self.weight_col)
         sample = df
-        if rows > encoding.SAMPLE_ROWS:
+        sample_rows = limits.current().sample_rows
+        if rows > sample_rows:
             # keep a row iff a hash of its content falls below a threshold: the same rows
             # are kept however the table is partitioned or ordered
             modulus = 1 << 30
-            threshold = int(modulus * encoding.SAMPLE_ROWS / rows)
+            threshold = int(modulus * sample_rows / rows)
             h = f"pmod(xxhash64({', '.join(quote(c) for c in hashed)}), {modulus})"
             sample = df.where(F.expr(f"{h} < {threshold}"))
         out: dict[str, tuple[list[float], list[float]]] = {}
         # the columns come to the driver a chunk at a time; with more than one chunk the
         # sample is cached first, so that the input is read (and hashed) once, not per chunk
-        chunk = plan.SPLIT_CHUNK
+        chunk = limits.current().split_chunk
         weighted = self.weight_col is not None
         frame = positional(sample, self._cols([label, *cols]))
         kept = None

@@ -46,6 +46,7 @@ from ...core import criteria
 from ...core import sparse as sp
 from ...core.greedy import report_fields
 from ...core.inmemory import InMemoryBackend
+from ...core.limits import DEFAULT, current
 from ...core.planning import decide_label, label_classes
 from ...core.report_schema import SelectionReport
 from ...core.resources import available_memory
@@ -64,7 +65,8 @@ log = logging.getLogger("vmi_spark")
 
 #: the least width of a sparse vector column read sparsely (narrower ones are read as
 #: dense codes, whose results are those of the expanded columns)
-SPARSE_MIN_WIDTH = 10_000
+#: (the default: the code reads ``limits.current().sparse_min_width``)
+SPARSE_MIN_WIDTH = DEFAULT.sparse_min_width
 
 #: rows a worker reads before it counts or codes them: its memory is then the partition's
 #: counts or codes (growing with the non-zeros) and one batch of rows
@@ -77,8 +79,8 @@ DriverLimits = tuple[int | None, int | None, int | None]
 
 @dataclass(frozen=True)
 class SparseLimits:
-    """What the route and the selection of a wide sparse vector take as given, each the
-    module's default unless a caller (a test) gives another: ``min_width`` the least width
+    """What the route and the selection of a wide sparse vector take as given, when a
+    caller gives them (else :func:`vmi_spark.core.limits.current`'s): ``min_width`` the least width
     read sparsely (:data:`SPARSE_MIN_WIDTH`), ``batch_rows`` the rows a worker reads
     before it counts or codes them (:data:`BATCH_ROWS`), ``driver`` the driver's limits
     (None: read from the session, :func:`driver_limits`)."""
@@ -95,11 +97,6 @@ SUSPECT_RULES = {"kinds": ["leak"],
                                  "for strings and whole-number columns (the dense path finds "
                                  "none among a vector's elements either)",
                                  "missing_leak": "null vectors and NaN elements are refused"}}
-
-#: the limits the front ends (the estimator, the job) run with: read when a route is
-#: decided or a selection starts, so that a test may set smaller ones for them all
-LIMITS = SparseLimits()
-
 
 def is_sparse_input(df: DataFrame, features_col: str | None, min_width: int = SPARSE_MIN_WIDTH
                     ) -> bool:
@@ -123,8 +120,9 @@ def sparse_route(df: DataFrame, features_col: str | None, settings: Settings, *,
     the one route decision of the estimator and the job. True for a wide sparse vector
     column (:func:`is_sparse_input`); what that path does not do (row weights, the KDE
     estimator, excluded elements) is then refused in one line naming the parameter,
-    never ignored. ``limits``: :data:`LIMITS` unless given."""
-    if not is_sparse_input(df, features_col, (limits or LIMITS).min_width):
+    never ignored. ``limits``: from :func:`~vmi_spark.core.limits.current` unless given."""
+    min_width = current().sparse_min_width if limits is None else limits.min_width
+    if not is_sparse_input(df, features_col, min_width):
         return False
     unsupported = [(weight_col is not None, "weight_col"),
                    (settings.estimator != "histogram", "estimator"), (bool(exclude), "exclude")]
@@ -425,7 +423,8 @@ def _sample(df: DataFrame, label: str, features_col: str) -> tuple[float, int, i
 def driver_limits(spark) -> DriverLimits:
     """(bytes available to the driver's Python, :func:`~vmi_spark.core.resources.
     available_memory`; spark.driver.maxResultSize; the driver JVM's heap), each None where
-    it cannot be known (Spark Connect: no JVM here)."""
+    it cannot be known (Spark Connect: no JVM here). The first is
+    ``limits.current().driver_available_bytes`` where that is set."""
     result = heap = None
     try:
         sc = spark.sparkContext
@@ -434,7 +433,8 @@ def driver_limits(spark) -> DriverLimits:
         heap = int(sc._jvm.java.lang.Runtime.getRuntime().maxMemory())
     except Exception as exc:  # noqa: BLE001 - Connect: no SparkContext
         log.debug("no driver limits: %s", exc)
-    return available_memory(), result, heap
+    given = current().driver_available_bytes
+    return available_memory() if given is None else given, result, heap
 
 
 def _partitions(df: DataFrame) -> int:
@@ -471,9 +471,9 @@ def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Set
     estimated, logged and checked (one line naming the parameter to change). From the
     coded rows on it is the one run of every front end (:func:`vmi_spark.run.run_planned`:
     K, suspects, the checkpoint, the steps, the stability runs, the notes).
-    ``limits``: :data:`LIMITS` unless given."""
+    ``limits``: from :func:`~vmi_spark.core.limits.current` unless given."""
     t0 = time.perf_counter()
-    limits = limits or LIMITS
+    limits = limits or SparseLimits(min_width=current().sparse_min_width)
     crit = criteria.criterion(settings.method)
     if crit.all_pair_tables:
         raise ParameterError("method", f"{{method}} '{settings.method}' needs every pair "

@@ -26,6 +26,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ...core import limits
+from ...core.limits import DEFAULT
 from ...core.planning import FLOATING
 from ...core.rows import ByteColumns, feature_array, missing_mask, typed_array
 from ...errors import InputError
@@ -44,7 +46,8 @@ def vector_array(features_col: str):
 
 
 #: bytes of vector elements in one batch read from the input (see VectorReader.reading)
-VECTOR_BATCH_BYTES = 64 << 20
+#: (the default: the code reads ``limits.current().vector_batch_bytes``)
+VECTOR_BATCH_BYTES = DEFAULT.vector_batch_bytes
 #: the batch sizes (rows) reading a vector column goes through, and their defaults
 _BATCH_CONFS = {"spark.sql.parquet.columnarReaderBatchSize": 4096,
                 "spark.sql.execution.arrow.maxRecordsPerBatch": 10000}
@@ -56,13 +59,16 @@ UNKNOWN_WIDTH = 32768
 #: batches from the JVM (at most VECTOR_BATCH_BYTES each) are joined up to the fewer rows
 #: of the two (per value, reading and the statistics cost least from about 1,000 to 2,000
 #: rows; larger batches cost more again)
-VECTOR_JOIN_ROWS = 2048
-VECTOR_JOIN_CELLS = 32 << 20
+#: (the default: the code reads ``limits.current().vector_join_rows``)
+VECTOR_JOIN_ROWS = DEFAULT.vector_join_rows
+#: (the default: the code reads ``limits.current().vector_join_cells``)
+VECTOR_JOIN_CELLS = DEFAULT.vector_join_cells
 #: rows the column chunks of small-integer vectors are joined up to instead
 #: (:meth:`VectorReader.read_chunks`): their one-byte slabs cost nothing per column, and
 #: smaller batches decode into memory that stays warm (one process, 20k rows x 10,000
 #: elements: the statistics pass 1.7-2.4 s with batches of 2,048 rows, 1.1-1.3 s with 256)
-VECTOR_BYTE_ROWS = 256
+#: (the default: the code reads ``limits.current().vector_byte_rows``)
+VECTOR_BYTE_ROWS = DEFAULT.vector_byte_rows
 
 
 def vector_batches(spark: Any, width: int | None) -> AbstractContextManager[None]:
@@ -74,7 +80,7 @@ def vector_batches(spark: Any, width: int | None) -> AbstractContextManager[None
     ``width`` None (the length not known yet) assumes :data:`UNKNOWN_WIDTH` elements.
     """
     width = UNKNOWN_WIDTH if width is None else max(1, width)
-    rows = max(64, VECTOR_BATCH_BYTES // (8 * width))
+    rows = max(64, limits.current().vector_batch_bytes // (8 * width))
     confs = {}
     for conf, default in _BATCH_CONFS.items():
         try:
@@ -282,7 +288,8 @@ class VectorReader(BatchReader):
         """The label's kind, the positions of the elements ``columns[1:]`` in a vector,
         and the rows a batch is joined up to (see :func:`joined`)."""
         idx = np.array([self._pos[c] for c in columns[1:]], dtype=np.int64)
-        rows = max(1, min(VECTOR_JOIN_ROWS, VECTOR_JOIN_CELLS // len(self.names)))
+        now = limits.current()
+        rows = max(1, min(now.vector_join_rows, now.vector_join_cells // len(self.names)))
         return self.kinds[columns[0]], idx, rows
 
     def read(self, columns: list[str]):
@@ -317,7 +324,7 @@ class VectorReader(BatchReader):
             return super().read_chunks(columns, whole)
         label_kind, idx, rows = self._layout(columns)
         width, cells = len(self.names), self.chunk_cells
-        few = min(rows, VECTOR_BYTE_ROWS)
+        few = min(rows, limits.current().vector_byte_rows)
         raw, matrix = self._batches(few), self._matrix
 
         def batches(it):
