@@ -234,19 +234,33 @@ def test_one_backend_serves_selections_with_different_tables(spark):
         assert g.selected == e.selected and g.scores == e.scores
 
 
+def _lost_at(n: int, calls: dict):
+    """``ResidentTasks.request`` that counts its calls in ``calls["n"]`` and loses the
+    tasks for good at the ``n``-th."""
+    original = ResidentTasks.request
+
+    def request(self, make):
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise R.ResidentLost("only 1 task slots left for 2 resident tasks")
+        return original(self, make)
+    return request
+
+
+def _broken_task_fn(*args, **kwargs):
+    """A resident task function whose tasks fail before they connect."""
+    def fn(batches):
+        raise RuntimeError("no route to the driver")
+        yield  # pragma: no cover
+    return fn
+
+
 def test_lost_tasks_mid_selection_hand_over_to_passes(set_limits, spark, monkeypatch):
     """If the resident tasks are gone for good, the selection goes on with passes."""
     expected = _lung_core("vmi_pairwise", 8, 0.01)
-    original = ResidentTasks.request
     calls = {"n": 0}
-
-    def lost_at_the_fifth_request(self, make):  # counts, then pairs and steps in turn
-        calls["n"] += 1
-        if calls["n"] == 5:
-            raise R.ResidentLost("only 1 task slots left for 2 resident tasks")
-        return original(self, make)
-
-    monkeypatch.setattr(ResidentTasks, "request", lost_at_the_fifth_request)
+    # counts, then pairs and steps in turn: lost at the fifth request
+    monkeypatch.setattr(ResidentTasks, "request", _lost_at(5, calls))
     set_limits(probe_cells=1)  # not in the driver: a small table
     run = run_selection(spark.createDataFrame(lung_frame()).repartition(3), "label",
                         bias_correction="none", method="vmi_pairwise", num_features=8, restart_tolerance=0.01)
@@ -258,13 +272,7 @@ def test_lost_tasks_mid_selection_hand_over_to_passes(set_limits, spark, monkeyp
 
 
 def test_tasks_that_cannot_start_fall_back_or_fail_clearly(set_limits, spark, monkeypatch):
-    def broken_task_fn(*args, **kwargs):
-        def fn(batches):
-            raise RuntimeError("no route to the driver")
-            yield  # pragma: no cover
-        return fn
-
-    monkeypatch.setattr(R.ResidentBackend, "task_fn", staticmethod(broken_task_fn))
+    monkeypatch.setattr(R.ResidentBackend, "task_fn", staticmethod(_broken_task_fn))
     set_limits(probe_cells=1)  # not in the driver: a small table
     df = spark.createDataFrame(random_discrete(2))
     with pytest.warns(UserWarning, match="resident tasks could not start"):
@@ -314,27 +322,14 @@ def test_tasks_that_encode_their_rows_hand_over_to_cached_passes(spark, tmp_path
     expected = _lung_core("vmi_naive", 8)
     df = spark.read.parquet(_lung_parquet(tmp_path))
     before = _persisted(spark)
-    original, calls = ResidentTasks.request, {"n": 0}
-
-    def lost_at_the_fourth_request(self, make):
-        calls["n"] += 1
-        if calls["n"] == 4:
-            raise R.ResidentLost("only 1 task slots left for 2 resident tasks")
-        return original(self, make)
-
+    calls = {"n": 0}
     with monkeypatch.context() as m:
-        m.setattr(ResidentTasks, "request", lost_at_the_fourth_request)
+        m.setattr(ResidentTasks, "request", _lost_at(4, calls))
         lost = run_selection(df, "label", bias_correction="none", num_features=8)
     assert calls["n"] == 4 and (lost.execution, lost.storage) == ("resident", "cache")
     assert any("went on with one Spark job per pass" in w for w in lost.warnings)
 
-    def broken_task_fn(*args, **kwargs):
-        def fn(batches):
-            raise RuntimeError("no route to the driver")
-            yield  # pragma: no cover
-        return fn
-
-    monkeypatch.setattr(R.ResidentBackend, "task_fn", staticmethod(broken_task_fn))
+    monkeypatch.setattr(R.ResidentBackend, "task_fn", staticmethod(_broken_task_fn))
     with pytest.warns(UserWarning, match="resident tasks could not start"):
         unstarted = run_selection(df, "label", bias_correction="none", num_features=8)
     assert (unstarted.execution, unstarted.storage) == ("passes", "cache")
