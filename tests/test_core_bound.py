@@ -910,7 +910,7 @@ def test_count_passes_are_mapped_over_the_chunks_and_sum_every_row():
 
 
 @pytest.mark.parametrize("num_classes", [2, 3])
-def test_naive_state_folds_on_to_the_stateless_integers(monkeypatch, num_classes):
+def test_naive_state_folds_on_to_the_stateless_integers(num_classes):
     """A step that folds only its new features into the kept posterior (``NaiveState``)
     gives the integers of the step that rebuilds the posterior from all of them, over a
     selection path with a restart, a repeated block and a block that is not an extension;
@@ -939,14 +939,14 @@ def test_naive_state_folds_on_to_the_stateless_integers(monkeypatch, num_classes
     assert per_row >= 6  # long blocks leave the pattern kernel and fold on
     assert state.nbytes == 8 * n * num_classes
     # the numpy loops fold on to the same integers
-    from test_kernels import _numpy_loops
+    from vmi_spark.core import kernels
 
-    _numpy_loops(monkeypatch)
     state_np = bound.NaiveState()
-    for block in path:
-        ops = _naive_ops(codes, y, list(block))
-        assert np.array_equal(bound.naive_partials(codes, ops, state_np),
-                              bound.naive_partials(codes, ops)), block
+    with kernels.using("numpy"):
+        for block in path:
+            ops = _naive_ops(codes, y, list(block))
+            assert np.array_equal(bound.naive_partials(codes, ops, state_np),
+                                  bound.naive_partials(codes, ops)), block
 
 
 def test_in_memory_backend_keeps_the_naive_posterior_between_steps():

@@ -19,11 +19,6 @@ from vmi_spark.core.tables import conditional
 numba_only = pytest.mark.skipif(kernels.BACKEND != "numba", reason="numba is not installed")
 
 
-def _numpy_loops(monkeypatch):
-    for name in kernels.LOOPS:
-        monkeypatch.setattr(kernels, name, getattr(kernels, name + "_np"))
-
-
 def _case(seed, n, d, arity, num_classes, peaked=False):
     rng = np.random.default_rng(seed)
     y = rng.integers(0, num_classes, n)
@@ -81,7 +76,7 @@ def test_mix_log_sums_is_the_rounded_log_mixture():
 
 @pytest.mark.parametrize("m", [1, 3, 6])
 @pytest.mark.parametrize("peaked", [False, True])
-def test_naive_partials_same_with_numpy_loops(monkeypatch, m, peaked):
+def test_naive_partials_same_with_numpy_loops(m, peaked):
     codes, y, counts = _case(m, 9000, 12, 4, 3, peaked=peaked)
     cond = conditional(counts)
     prior = counts[0].sum(axis=0) / counts[0].sum()
@@ -91,8 +86,9 @@ def test_naive_partials_same_with_numpy_loops(monkeypatch, m, peaked):
     first = bound.naive_partials(codes, ops)
     ops = replace(ops, routes=bound.Routes(pattern_ratio=10**12))  # force the per-row loops
     rows = bound.naive_partials(codes, ops)
-    _numpy_loops(monkeypatch)
-    rows_np = bound.naive_partials(codes, ops)
+    with kernels.using("numpy"):
+        assert kernels.backend() == "numpy" and kernels.mix_log_sums is kernels.mix_log_sums_np
+        rows_np = bound.naive_partials(codes, ops)
     assert np.array_equal(first, rows) and np.array_equal(rows, rows_np)
     assert (first[~cands] == 0).all()
 
@@ -142,21 +138,40 @@ def test_environment_variable_forces_numpy_loops():
 
 
 @numba_only
-def test_a_loop_numba_cannot_compile_falls_back_to_numpy(monkeypatch):
+def test_a_loop_numba_cannot_compile_falls_back_to_numpy():
     from numba.core.errors import TypingError
 
     def broken(*args):
         raise TypingError("no implementation for these types")
 
-    monkeypatch.setattr(kernels, "BACKEND", "numba")
     call = kernels.Guarded(broken, kernels.pattern_counts_np)
     ids = np.array([0, 1, 1, 0], dtype=np.intp)
     codes = np.array([[2, 0, 2, 2]], dtype=np.uint8)
-    with pytest.warns(RuntimeWarning, match="numpy loops"):
-        got = call(codes, [0], ids, 2, 3)
-    assert got.tolist() == [[[0, 1], [0, 0], [2, 1]]]
-    assert kernels.BACKEND == "numpy" and call.impl is kernels.pattern_counts_np
-    assert call(codes, [0], ids, 2, 3).tolist() == got.tolist()  # no second warning needed
+    with kernels.using("numba"):
+        with pytest.warns(RuntimeWarning, match="numpy loops"):
+            got = call(codes, [0], ids, 2, 3)
+        assert got.tolist() == [[[0, 1], [0, 0], [2, 1]]]
+        assert kernels.backend() == "numpy" and call.impl is kernels.pattern_counts_np
+        assert call(codes, [0], ids, 2, 3).tolist() == got.tolist()  # no second warning
+    assert kernels.backend() == "numba"  # put back by the seam
+
+
+def test_the_loops_seam_binds_the_numpy_twins_and_puts_everything_back():
+    before = {name: getattr(kernels, name) for name in (*kernels.LOOPS, "_fused_fold_scores")}
+    backend = kernels.backend()
+    with pytest.raises(RuntimeError, match="inside"), kernels.using("numpy"):
+        assert kernels.backend() == "numpy" and kernels._fused_fold_scores is None
+        assert all(getattr(kernels, n) is getattr(kernels, n + "_np") for n in kernels.LOOPS)
+        raise RuntimeError("inside")
+    assert kernels.backend() == backend
+    assert all(getattr(kernels, n) is f for n, f in before.items())
+    with pytest.raises(ValueError, match="'numpy', 'numba' or None"):
+        with kernels.using("fast"):
+            pass
+    if backend == "numpy":  # numba is not installed or turned off: it cannot be asked for
+        with pytest.raises(ValueError, match="compiled loops are off"):
+            with kernels.using("numba"):
+                pass
 
 
 def test_a_numba_that_fails_to_load_falls_back_to_numpy(monkeypatch):
@@ -165,15 +180,17 @@ def test_a_numba_that_fails_to_load_falls_back_to_numpy(monkeypatch):
     def broken():
         raise kernels._NumbaUnusable("ImportError: numba's compiler is missing")
 
-    monkeypatch.setattr(kernels, "BACKEND", "numba")
     monkeypatch.setattr(kernels, "_compiled_loops", broken)
     call = kernels.Guarded("feature_counts", kernels.feature_counts_np)
     assert call.impl is None
     codes, y = np.array([[1, 0, 1]], dtype=np.uint8), np.array([0, 1, 1])
-    with pytest.warns(RuntimeWarning, match="numpy loops"):
-        got = call(codes, y, 2, 2)
-    assert got.tolist() == [[[0, 1], [1, 1]]]
-    assert kernels.BACKEND == "numpy" and call.impl is kernels.feature_counts_np
+    before = kernels.backend()
+    with kernels.using():
+        with pytest.warns(RuntimeWarning, match="numpy loops"):
+            got = call(codes, y, 2, 2)
+        assert got.tolist() == [[[0, 1], [1, 1]]]
+        assert kernels.backend() == "numpy" and call.impl is kernels.feature_counts_np
+    assert kernels.backend() == before
 
 
 def test_an_error_that_is_not_numbas_is_raised():
@@ -306,7 +323,7 @@ def test_compiled_pairwise_posterior_equals_numpy_and_the_plain_product(num_clas
 
 
 @numba_only
-def test_a_loop_failing_after_the_fold_does_not_fold_twice(monkeypatch):
+def test_a_loop_failing_after_the_fold_does_not_fold_twice():
     """A strided state: pair_fold_scores folds, then scores, each compiled loop guarded on
     its own. If the score's loop cannot compile, the numpy score runs on the state folded
     once (a guard around both would have run the numpy fold on it a second time)."""
@@ -327,12 +344,11 @@ def test_a_loop_failing_after_the_fold_does_not_fold_twice(monkeypatch):
     def fails(*args):
         raise TypingError("cannot compile here")
 
-    monkeypatch.setattr(kernels, "BACKEND", kernels.BACKEND)
-    monkeypatch.setattr(kernels.pair_scores, "impl", fails)  # the compiled pair_scores
     wide = np.zeros((d, n, 3))
     state = wide[:, :, :2]
     state[:] = start
-    with pytest.warns(RuntimeWarning, match="numba could not compile"):
+    with kernels.using(), pytest.warns(RuntimeWarning, match="numba could not compile"):
+        kernels.pair_scores.impl = fails  # the compiled pair_scores, put back by the seam
         got = kernels.pair_fold_scores(state, table, codes, codes[f], y, post, cands, m)
     assert np.array_equal(got, want) and np.array_equal(state, want_state)
 
@@ -383,7 +399,7 @@ def test_cell_scores_equal_the_per_row_scores(num_classes, n, num):
 
 
 @pytest.mark.parametrize("m", [2, 4])
-def test_pairwise_partials_same_with_numpy_loops(monkeypatch, m):
+def test_pairwise_partials_same_with_numpy_loops(m):
     from vmi_spark.core.bound import PAIRWISE, ChunkState, pair_counts, pairwise_partials
     from vmi_spark.core.tables import pair_conditional, safe_log
 
@@ -395,8 +411,8 @@ def test_pairwise_partials_same_with_numpy_loops(monkeypatch, m):
     cands[:m] = False
     ops = StepOps(PAIRWISE, prior, cond, cands, tuple(range(m)), tables)
     fast = pairwise_partials(codes, y, ChunkState.initial(prior, 5000, 10), ops)
-    _numpy_loops(monkeypatch)
-    slow = pairwise_partials(codes, y, ChunkState.initial(prior, 5000, 10), ops)
+    with kernels.using("numpy"):
+        slow = pairwise_partials(codes, y, ChunkState.initial(prior, 5000, 10), ops)
     assert np.array_equal(fast, slow) and (fast[:m] == 0).all()
 
 

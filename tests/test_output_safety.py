@@ -328,15 +328,27 @@ def test_overwrite_replaces_previous_outputs_with_umask_modes(spark, base, capsy
     assert sorted(os.listdir(base)) == ["data", "res", "sel"]
 
 
-def test_write_selected_through_hadoop_file_system(spark, base, capsys, monkeypatch):
+def test_file_uris_go_through_hadoop_only_inside_the_seam(tmp_path):
+    class Session:  # a session's Hadoop file system: it qualifies paths, nothing more here
+        def qualify(self, path):
+            return path
+
+    hfs, uri = Session(), f"file://{tmp_path}/sel"
+    with outputs.file_uris_through_hadoop():
+        assert outputs._on_session(hfs, "--write-selected", uri) == (hfs, uri)
+    fs, path = outputs._on_session(hfs, "--write-selected", uri)
+    assert isinstance(fs, outputs.LocalFS) and path == os.path.realpath(tmp_path / "sel")
+
+
+def test_write_selected_through_hadoop_file_system(spark, base, capsys):
     """The Hadoop code path (used for hdfs://, s3a://, ...) on file: URIs: claim, marker,
     commit and --overwrite of a previous output."""
-    monkeypatch.setattr(outputs, "LOCAL_SCHEMES", (None,))
     sel = base / "sel"
     for extra in ([], ["--overwrite"]):
-        assert main([str(a) for a in _args(base, "--output", base / f"o{len(extra)}",
-                                           "--write-selected", f"file://{sel}", *extra)],
-                    spark=spark) == 0, capsys.readouterr().err
+        with outputs.file_uris_through_hadoop():
+            assert main([str(a) for a in _args(base, "--output", base / f"o{len(extra)}",
+                                               "--write-selected", f"file://{sel}", *extra)],
+                        spark=spark) == 0, capsys.readouterr().err
     assert outputs.SELECTED_MARKER in os.listdir(sel)
     assert not [n for n in os.listdir(base) if n.startswith(".vmi-tmp-")]
     assert spark.read.parquet(str(sel)).count() == 120

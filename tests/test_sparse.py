@@ -204,12 +204,11 @@ def test_screened_dense_codes_equal_the_densified_codes():
 
 def _sparse_report(sdf, values: dict, **kwargs):
     """The sparse route's report of ``sdf`` (label ``y``, vectors ``features``) by the
-    spec ``values``, vectors of 100 elements and more read sparsely (the limits' seam)."""
+    spec ``values`` (the sparse selection itself, whatever the vectors' width)."""
     from vmi_spark.params import Settings
-    from vmi_spark.spark.sources.sparse_vectors import SparseLimits, sparse_selection
+    from vmi_spark.spark.sources.sparse_vectors import sparse_selection
 
-    return sparse_selection(sdf, "y", "features", Settings.of(values, "ml"),
-                            limits=SparseLimits(min_width=100), **kwargs)
+    return sparse_selection(sdf, "y", "features", Settings.of(values, "ml"), **kwargs)
 
 
 def test_spark_sparse_vmi_screened_equals_the_dense_path(spark):
@@ -307,27 +306,23 @@ def _leaky_frames(spark, rows: int, width: int, seed: int, partitions: int):
 
 
 @pytest.mark.parametrize("method", ["mrmr", "vmi_naive"])
-def test_spark_sparse_suspects_and_stability_equal_the_dense_path(spark, method):
+def test_spark_sparse_suspects_and_stability_equal_the_dense_path(spark, set_limits, method):
     """The one run (run.run_planned) on the sparse route: the same suspects (a planted
     leak), warnings, selection and stability section as the dense path on the same
     vectors densified (vmi_naive: screened, every element kept; its half-samples still
     hash every element's codes)."""
     from vmi_spark import VMISelector
     from vmi_spark.params import Settings
-    from vmi_spark.spark.sources.sparse_vectors import (
-        SparseLimits,
-        sparse_route,
-        sparse_selection,
-    )
+    from vmi_spark.spark.sources.sparse_vectors import sparse_route, sparse_selection
 
     sdf, ddf = _leaky_frames(spark, 240, 120, seed=13, partitions=3)
     args = dict(labelCol="y", method=method, numTopFeatures=4, stabilityRuns=3)
     settings = Settings.of({"method": method, "num_features": 4, "stability": 3}, "ml")
-    limits = SparseLimits(min_width=100)
-    assert sparse_route(sdf, "features", settings, limits=limits)
     assert not sparse_route(sdf, "features", settings)  # the default: 10,000 elements
+    set_limits(sparse_min_width=100)
+    assert sparse_route(sdf, "features", settings)
     with pytest.warns(UserWarning, match="possible leak: 'features\\[7\\]'"):
-        got = sparse_selection(sdf, "y", "features", settings, limits=limits)
+        got = sparse_selection(sdf, "y", "features", settings)
     want = VMISelector(**args).fit(ddf).report
     assert got["execution"] == "sparse" and want["execution"] != "sparse"
     assert got["selected"] == want["selected"] and got["scores"] == want["scores"]
@@ -355,10 +350,9 @@ def test_spark_sparse_checkpoint_resumes_and_refuses_another_input(spark, tmp_pa
     from vmi_spark.errors import InputError
     from vmi_spark.params import Settings
     from vmi_spark.spark.select import run_selection
-    from vmi_spark.spark.sources.sparse_vectors import SparseLimits, sparse_selection
+    from vmi_spark.spark.sources.sparse_vectors import sparse_selection
 
     sdf, ddf = _spark_frames(spark, 300, 200, seed=6, partitions=3)
-    limits = SparseLimits(min_width=100)
     values = {"method": "jmi", "num_features": 5, "report_candidates": 3}
     whole = _sparse_report(sdf, values)
     ckpt = str(tmp_path / "ckpt")
@@ -371,14 +365,14 @@ def test_spark_sparse_checkpoint_resumes_and_refuses_another_input(spark, tmp_pa
         if len(sel.selected) == 2:
             raise Stop
     with pytest.raises(Stop):
-        sparse_selection(sdf, "y", "features", settings, on_step=stop_after_two, limits=limits)
-    got = sparse_selection(sdf, "y", "features", settings, limits=limits)
+        sparse_selection(sdf, "y", "features", settings, on_step=stop_after_two)
+    got = sparse_selection(sdf, "y", "features", settings)
     assert "resumed from the checkpoint after step 2" in got["warnings"]
     for key in ("selected", "scores", "gains", "candidates"):
         assert got[key] == whole[key], key
     # another input (the same vectors, one row less): refused, as the dense path refuses
     with pytest.raises(InputError) as err:
-        sparse_selection(sdf.limit(299), "y", "features", settings, limits=limits)
+        sparse_selection(sdf.limit(299), "y", "features", settings)
     dense_dir = str(tmp_path / "dense")
     run_selection(ddf, "y", Settings.of({**values, "checkpoint_dir": dense_dir}, "ml"),
                   features_col="features")

@@ -125,7 +125,7 @@ def test_numba_is_imported_at_the_first_compiled_loop_not_with_the_job():
                              "vmi_spark.core.kernels_numba")
 
 
-def test_the_compiled_loops_are_warmed_on_a_daemon_thread(monkeypatch):
+def test_the_compiled_loops_are_warmed_on_a_daemon_thread():
     pytest.importorskip("numba")
     code = ("import sys\nfrom vmi_spark.core import kernels\n"
             "t = kernels.warm()\nassert t.daemon and t.name == 'vmi_spark-warm-kernels'\n"
@@ -134,8 +134,8 @@ def test_the_compiled_loops_are_warmed_on_a_daemon_thread(monkeypatch):
     assert _python(code) == "True vmi_spark.core.kernels_numba"
     from vmi_spark.core import kernels
 
-    monkeypatch.setattr(kernels, "BACKEND", "numpy")
-    assert kernels.warm() is None
+    with kernels.using("numpy"):
+        assert kernels.warm() is None
 
 
 def test_report_imports_are_warmed_on_a_daemon_thread():

@@ -148,12 +148,11 @@ def test_every_method_weighted_is_the_repeated_table_bit_for_bit(method):
 
 
 @pytest.mark.parametrize("method", [NAIVE, PAIRWISE])
-def test_weighted_selection_same_with_numpy_loops(monkeypatch, method):
+def test_weighted_selection_same_with_numpy_loops(method):
     codes, y, w = _table(12)
     want = select(InMemoryBackend(codes, y, 4, 3, chunk_rows=128, w=w), method, 5)
-    for name in kernels.LOOPS:
-        monkeypatch.setattr(kernels, name, getattr(kernels, name + "_np"))
-    got = select(InMemoryBackend(codes, y, 4, 3, chunk_rows=128, w=w), method, 5)
+    with kernels.using("numpy"):
+        got = select(InMemoryBackend(codes, y, 4, 3, chunk_rows=128, w=w), method, 5)
     assert got.selected == want.selected and _bits(got.scores) == _bits(want.scores)
 
 

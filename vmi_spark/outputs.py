@@ -19,7 +19,8 @@ import json
 import os
 import posixpath
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -390,14 +391,32 @@ class Claims:
         return self.targets.get(flag)
 
 
+#: the schemes of the Spark paths the job claims and writes on the driver's own file
+#: system (:func:`_on_session`); the others go through the session's Hadoop file system
+_session_local: tuple[str | None, ...] = LOCAL_SCHEMES
+
+
+@contextmanager
+def file_uris_through_hadoop() -> Iterator[None]:
+    """Claim, mark and commit ``file:`` URIs given to Spark (``--write-selected``) through
+    the session's Hadoop file system, the code path of ``hdfs://`` or ``s3a://`` outputs,
+    inside the block: the public seam that runs that path on a local disk (tests)."""
+    global _session_local
+    before, _session_local = _session_local, (None,)
+    try:
+        yield
+    finally:
+        _session_local = before
+
+
 def _on_session(hfs: HadoopFS | None, flag: str, path: str) -> tuple[Any, str]:
     """(file system, path) of a Spark path as the session resolves it."""
     if hfs is not None:
         path = hfs.qualify(path)
-    elif scheme_of(path) not in LOCAL_SCHEMES:
+    elif scheme_of(path) not in _session_local:
         raise InputError(f"{flag} '{path}': under Spark Connect the job writes and checks "
                          "outputs on the client's file system; give a local path both share")
-    if scheme_of(path) in LOCAL_SCHEMES:
+    if scheme_of(path) in _session_local:
         return LocalFS(), os.path.realpath(local_path(path))
     return hfs, path
 

@@ -26,7 +26,8 @@ import importlib.util
 import os
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -57,7 +58,8 @@ from .kernels_numpy import (
     row_posterior_np,
 )
 
-__all__ = ["SCALE", "TINY", "BACKEND", "LOOPS", "Loop", "Guarded", "load_numba", "fixed", "fixed_log",
+__all__ = ["SCALE", "TINY", "BACKEND", "LOOPS", "Loop", "Guarded", "backend", "using",
+           "load_numba", "fixed", "fixed_log",
            "normalise", "other_classes", "own_and_other_posteriors", "row_posterior",
            "mix_log_sums", "pattern_counts", "pair_fold", "pair_scores", "pair_cell_scores",
            "pair_counts", "pair_fold_scores", "pair_posterior", "row_posterior_np",
@@ -219,3 +221,44 @@ _fused_fold_scores: Loop | None = (Guarded("fused_fold_scores", pair_fold_scores
 #: which loops run: ``numba`` (compiled) or ``numpy`` (set to ``numpy`` by a loop that
 #: falls back)
 BACKEND = "numba" if _COMPILED else "numpy"
+
+
+def backend() -> str:
+    """Which loops run now: ``"numba"`` (compiled) or ``"numpy"`` (:data:`BACKEND`)."""
+    return BACKEND
+
+
+@contextmanager
+def using(loops: str | None = None) -> Iterator[None]:
+    """Run the block with the ``loops`` given and put back which loops run on exit, also
+    when a loop fell back to numpy inside it (the public seam of tests and benchmarks).
+
+    ``"numpy"`` binds every loop of :data:`LOOPS` to its numpy twin (and turns the fused
+    pairwise loop off); ``"numba"`` says the compiled loops run (only where numba is
+    installed and not turned off); None keeps them as they are and only restores.
+
+    Raises
+    ------
+    ValueError
+        ``loops`` is none of these, or ``"numba"`` where the compiled loops are off.
+    """
+    if loops not in (None, "numpy", "numba"):
+        raise ValueError(f"loops must be 'numpy', 'numba' or None, got {loops!r}")
+    if loops == "numba" and not _COMPILED:
+        raise ValueError("the compiled loops are off here (numba is not installed or "
+                         "VMI_SPARK_KERNELS=numpy)")
+    global BACKEND, _fused_fold_scores
+    here = globals()
+    before = {name: here[name] for name in (*LOOPS, "_fused_fold_scores", "BACKEND")}
+    impls = {name: before[name].impl for name in LOOPS if isinstance(before[name], Guarded)}
+    try:
+        if loops == "numpy":
+            here.update({name: here[name + "_np"] for name in LOOPS})
+            _fused_fold_scores = None
+        if loops is not None:
+            BACKEND = loops
+        yield
+    finally:
+        here.update(before)
+        for name, impl in impls.items():
+            before[name].impl = impl

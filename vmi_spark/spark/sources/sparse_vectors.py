@@ -79,13 +79,13 @@ DriverLimits = tuple[int | None, int | None, int | None]
 
 @dataclass(frozen=True)
 class SparseLimits:
-    """What the route and the selection of a wide sparse vector take as given, when a
-    caller gives them (else :func:`vmi_spark.core.limits.current`'s): ``min_width`` the least width
-    read sparsely (:data:`SPARSE_MIN_WIDTH`), ``batch_rows`` the rows a worker reads
-    before it counts or codes them (:data:`BATCH_ROWS`), ``driver`` the driver's limits
-    (None: read from the session, :func:`driver_limits`)."""
+    """What the selection of a wide sparse vector takes as given, when a caller gives it:
+    ``batch_rows`` the rows a worker reads before it counts or codes them
+    (:data:`BATCH_ROWS`), ``driver`` the driver's limits (None: read from the session,
+    :func:`driver_limits`). The least width read sparsely is
+    ``limits.current().sparse_min_width`` (:mod:`vmi_spark.core.limits`), read by
+    :func:`sparse_route` alone."""
 
-    min_width: int = SPARSE_MIN_WIDTH
     batch_rows: int = BATCH_ROWS
     driver: DriverLimits | None = None
 
@@ -114,15 +114,13 @@ def is_sparse_input(df: DataFrame, features_col: str | None, min_width: int = SP
 
 
 def sparse_route(df: DataFrame, features_col: str | None, settings: Settings, *,
-                 weight_col: str | None = None, exclude: list[str] | None = None,
-                 limits: SparseLimits | None = None) -> bool:
+                 weight_col: str | None = None, exclude: list[str] | None = None) -> bool:
     """Whether ``features_col`` is selected from its non-zeros (:func:`sparse_selection`):
     the one route decision of the estimator and the job. True for a wide sparse vector
     column (:func:`is_sparse_input`); what that path does not do (row weights, the KDE
     estimator, excluded elements) is then refused in one line naming the parameter,
-    never ignored. ``limits``: from :func:`~vmi_spark.core.limits.current` unless given."""
-    min_width = current().sparse_min_width if limits is None else limits.min_width
-    if not is_sparse_input(df, features_col, min_width):
+    never ignored. The least width is ``limits.current().sparse_min_width``."""
+    if not is_sparse_input(df, features_col, current().sparse_min_width):
         return False
     unsupported = [(weight_col is not None, "weight_col"),
                    (settings.estimator != "histogram", "estimator"), (bool(exclude), "exclude")]
@@ -473,7 +471,7 @@ def sparse_selection(df: DataFrame, label: str, features_col: str, settings: Set
     K, suspects, the checkpoint, the steps, the stability runs, the notes).
     ``limits``: from :func:`~vmi_spark.core.limits.current` unless given."""
     t0 = time.perf_counter()
-    limits = limits or SparseLimits(min_width=current().sparse_min_width)
+    limits = limits or SparseLimits()
     crit = criteria.criterion(settings.method)
     if crit.all_pair_tables:
         raise ParameterError("method", f"{{method}} '{settings.method}' needs every pair "
