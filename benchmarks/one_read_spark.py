@@ -49,12 +49,13 @@ def one_table(spark, path: str, reps: int) -> dict:
     from vmi_spark.spark import select as S
     from vmi_spark.spark.chunks.memory import cache_level
     from vmi_spark.spark.chunks.storage import batch_rows, cache_batch_rows, keep
+    from vmi_spark.spark.columns import resolve
 
     settings = Settings.of({}, "python")
     df = spark.read.parquet(path)
     phases = S.Phases()
-    route = R.choose_rows(df, "label", None, None, None, None, settings)
-    planned = S._plan(route, "label", settings, phases)  # noqa: SLF001 (the job's own plan)
+    route = R.choose_rows(resolve(df, "label"), None, settings)
+    planned = S._plan(route, settings, phases)  # noqa: SLF001 (the job's own plan)
     plan, skip = planned.plan, planned.skip_cols
     ex = R.choose_execution(plan, route, settings)
     d = len(route.features)

@@ -1,6 +1,7 @@
 """Spark data layer: plan the encoding, encode into cached chunks, run the greedy steps.
 
-``select.run_selection`` is the one orchestrator; ``routes`` makes its two decisions. It
+``select.run_selection`` is the one orchestrator; ``columns.resolve`` checks the columns once
+and ``routes`` makes the two decisions. It
 reads the rows through a row source of ``sources`` (``plan.RowSource``:
 ``spark_source.SparkSource``, ``arrow_source.ParquetReader``, the vector readers),
 computes the plan of ``vmi_spark.core.encoding`` (``plan.plan_from_schema``), encodes

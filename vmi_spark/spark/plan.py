@@ -2,7 +2,7 @@
 
 The rules are those of :mod:`vmi_spark.core.planning` (one planner for Spark and for
 memory); this module says how Spark's column types are read (:func:`value_type`,
-:func:`value_sql`), which columns are features (:func:`resolve_columns`), and runs
+:func:`value_sql`; :mod:`.columns` says which columns are features), and runs
 :func:`~vmi_spark.core.planning.build_plan` over a :class:`RowSource` (the Spark reader,
 :class:`.spark_source.SparkSource`, or the pyarrow reader,
 :class:`.arrow_source.ParquetReader`). The plan is a pure function of the data, not of
@@ -23,7 +23,6 @@ from ..core.encoding import EncodingPlan, LabelRule, TopValues
 from ..core.limits import DEFAULT
 from ..core.planning import BOOLEAN, FLOATING, INTEGER, STRING, Planned, ValueType
 from ..core.planning import suggest_name as suggest
-from ..errors import InputError
 
 #: columns fetched to the driver at once when placing bin edges (the default of
 #: ``limits.current().split_chunk``, which the code reads)
@@ -134,76 +133,6 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _listed(fields: Mapping[str, Any]) -> str:
-    names = list(fields)
-    return f"{', '.join(names[:10])}{'...' if len(names) > 10 else ''}"
-
-
-def resolve_columns(df: DataFrame | T.StructType, label: str, features: list[str] | None,
-                    exclude: list[str] | None = None) -> tuple[list[str], list[str]]:
-    """The feature columns and the notes about columns left out.
-
-    Without ``features``, every column but the label and ``exclude`` whose type can be
-    read (:func:`value_type`) is a feature; a column of another type (binary, array,
-    map, struct) is left out with a note. A column named in ``features`` or
-    ``exclude`` must exist, and one named in ``features`` must have a usable type.
-
-    Raises
-    ------
-    InputError
-        A missing column (with the closest name), the label listed as a feature, a
-        feature listed twice or of an unusable type, no feature left.
-    """
-    schema = df if isinstance(df, T.StructType) else df.schema
-    fields = {f.name: f.dataType for f in schema.fields}
-    if label not in fields:
-        raise InputError(f"label column '{label}' not found in the input{suggest(label, list(fields))} "
-                         f"(columns: {_listed(fields)})")
-    if value_type(fields[label]) is None:
-        raise InputError(f"label column '{label}' has unsupported type "
-                         f"{fields[label].simpleString()}")
-    for c in exclude or []:
-        if c not in fields:
-            raise InputError(f"excluded column '{c}' not found in the input"
-                             f"{suggest(c, list(fields))}")
-    notes: list[str] = []
-    if features is None:
-        skipped = [c for c in fields if c != label and c not in (exclude or [])
-                   and value_type(fields[c]) is None]
-        features = [c for c in fields if c != label and c not in (exclude or [])
-                    and c not in skipped]
-        if skipped:
-            notes.append(f"left out {len(skipped)} column(s) whose type cannot be a feature: "
-                         + ", ".join(f"'{c}' ({fields[c].simpleString()})" for c in skipped[:10])
-                         + ("..." if len(skipped) > 10 else ""))
-    else:
-        _check_named(features, fields, label, exclude or [])
-        features = [c for c in features if c not in (exclude or [])]
-    if not features:
-        raise InputError("no feature columns: the input has only the label column"
-                         + (" and excluded or unusable columns" if exclude or notes else ""))
-    return features, notes
-
-
-def _check_named(features: list[str], fields: Mapping[str, T.DataType], label: str,
-                 exclude: list[str]) -> None:
-    """Refuse a named feature that is missing, the label, listed twice or unusable."""
-    missing = [c for c in features if c not in fields]
-    if missing:
-        raise InputError(f"feature column '{missing[0]}' not found in the input"
-                         f"{suggest(missing[0], list(fields))}")
-    if label in features:
-        raise InputError(f"label column '{label}' is also listed as a feature")
-    if len(set(features)) != len(features):
-        dup = next(c for c in features if features.count(c) > 1)
-        raise InputError(f"feature column '{dup}' is listed twice")
-    for c in features:
-        if value_type(fields[c]) is None:
-            raise InputError(f"feature column '{c}' has unsupported type "
-                             f"{fields[c].simpleString()} (use numeric, string, boolean, date, "
-                             "timestamp or interval columns, or a vector column)")
-
-
 def plan_from_schema(df: DataFrame | T.StructType, label: str, features: list[str],
                params: Mapping[str, Any], source: planning.PlanSource,
                weight_col: str | None = None) -> Planned:
@@ -217,31 +146,5 @@ def plan_from_schema(df: DataFrame | T.StructType, label: str, features: list[st
                                params, source, weight_col)
 
 
-def check_weight_col(df: DataFrame | T.StructType, weight_col: str, label: str,
-                     features: list[str] | None, features_col: str | None) -> None:
-    """Refuse a weight column that is missing, not a number (a string, a boolean, a
-    vector), the label, the vector column or a named feature: a
-    :class:`~vmi_spark.errors.ParameterError` naming the weight parameter, before any
-    pass over the rows."""
-    from ..errors import ParameterError, literal
-
-    schema = df if isinstance(df, T.StructType) else df.schema
-    fields = {f.name: f.dataType for f in schema.fields}
-    shown = literal(weight_col)
-    if weight_col not in fields:
-        hint = literal(suggest(weight_col, list(fields)))
-        raise ParameterError("weight_col", f"{{weight_col}} '{shown}' not found in the input{hint}")
-    if weight_col == label or weight_col == features_col or weight_col in (features or []):
-        what = ("the label" if weight_col == label else "the features column"
-                if weight_col == features_col else "also listed as a feature")
-        raise ParameterError("weight_col", f"{{weight_col}} '{shown}' is {what}; weights must "
-                                           "be a column of their own")
-    if not is_numeric(fields[weight_col]):
-        raise ParameterError("weight_col", f"{{weight_col}} '{shown}' is a "
-                             f"{fields[weight_col].simpleString()} column; weights must be "
-                             "numbers")
-
-
 __all__ = ["RowSource", "SparkRows", "SPLIT_CHUNK", "TopValues", "LabelRule", "plan_from_schema",
-           "check_weight_col", "is_numeric",
-           "quote", "resolve_columns", "suggest", "value_sql", "value_type"]
+           "is_numeric", "quote", "suggest", "value_sql", "value_type"]

@@ -31,7 +31,6 @@ from typing import Protocol
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
-from pyspark.sql import types as T
 
 from ..core import limits
 from ..core.criteria import criterion
@@ -48,6 +47,7 @@ from .chunks.memory import (
     disk_object_bytes,
 )
 from .chunks.storage import Kept, batch_rows, cache_batch_rows, keep
+from .columns import Columns
 from .compat import arrow_reader_note
 from .executions.driver import (
     DriverBackend,
@@ -57,7 +57,7 @@ from .executions.driver import (
 )
 from .executions.passes import SparkBackend
 from .executions.resident import START_TIMEOUT, ResidentBackend, ResidentUnavailable
-from .plan import RowSource, check_weight_col, resolve_columns
+from .plan import RowSource
 from .session import (
     parallelism,
     task_slots,
@@ -65,13 +65,7 @@ from .session import (
 )
 from .sources.arrow_source import ParquetReader, ParquetSource, parquet_source, plain_parquet_scan
 from .sources.spark_source import SparkSource
-from .sources.vector_source import (
-    ParquetVectorReader,
-    VectorReader,
-    expand_vector,
-    vector_names,
-    vector_schema,
-)
+from .sources.vector_source import ParquetVectorReader, VectorReader
 
 # ---------------------------------------------------------------------------
 # The rows
@@ -81,21 +75,27 @@ from .sources.vector_source import (
 class RowRoute:
     """What reads the rows of a run (:func:`choose_rows`).
 
-    ``df`` is the input (with the ``kde`` estimator, its vector expanded into columns)
-    and ``schema`` what gives the features' types (the frame, or a vector's elements);
-    ``source`` reads the rows for the planner's and the encoder's passes; ``driver`` holds
-    every row in the driver when the table is small enough to select there (then
-    ``source`` is ``driver``); ``notes`` says which columns were left out;
-    ``weight_col`` the rows' weights (every reader reads it last), or None.
+    ``columns`` are the run's columns (:class:`.columns.Columns`: the frame, the label,
+    the features, the weights); ``source`` reads the rows for the planner's and the
+    encoder's passes; ``driver`` holds every row in the driver when the table is small
+    enough to select there (then ``source`` is ``driver``); ``notes`` says which columns
+    were left out and, where it applies, why the pyarrow reader was not used.
     """
 
-    df: DataFrame
-    schema: DataFrame | T.StructType
-    features: list[str]
+    columns: Columns
     source: RowSource
     driver: DriverRows | None
     notes: list[str] = field(default_factory=list)
-    weight_col: str | None = None
+
+    @property
+    def df(self) -> DataFrame:
+        """The frame the rows come from (:attr:`.columns.Columns.df`)."""
+        return self.columns.df
+
+    @property
+    def features(self) -> list[str]:
+        """The feature names (:attr:`.columns.Columns.features`)."""
+        return self.columns.features
 
     @property
     def read_by(self) -> str:
@@ -103,64 +103,47 @@ class RowRoute:
         return self.source.read_by
 
 
-def choose_rows(df: DataFrame, label: str, features: list[str] | None,
-                exclude: list[str] | None, features_col: str | None,
-                source: ParquetSource | None, settings: Settings,
-                weight_col: str | None = None) -> RowRoute:
-    """The row source of a run, from the input's kind (columns or a vector; a plain
-    Parquet scan or any frame), its size (a small table is read into the driver when the
-    steps may run there) and the settings (``reader``, ``estimator``, ``execution``).
-    ``weight_col`` is checked (:func:`.plan.check_weight_col`), never a feature, and read
-    last by every source."""
-    estimator, execution = settings.estimator, settings.execution
+def choose_rows(columns: Columns, source: ParquetSource | None,
+                settings: Settings) -> RowRoute:
+    """The row source of a run, from its columns (a frame's columns or a vector), the
+    input's kind (a plain Parquet scan or any frame), its size (a small table is read into
+    the driver when the steps may run there) and the settings (``reader``,
+    ``estimator``, ``execution``). ``source`` (the Parquet files of a plain scan) is
+    found here when not given, and ignored for a vector or the ``kde`` estimator."""
+    estimator, df = settings.estimator, columns.df
     auto = settings.reader == "auto" and estimator == "histogram"
     slots = parallelism(df.sparkSession)
-    notes: list[str] = []
-    vector: VectorReader | None = None
-    schema: DataFrame | T.StructType = df
-    weight = [] if weight_col is None else [weight_col]
-    if weight_col is not None:
-        check_weight_col(df, weight_col, label, features, features_col)
-        if features is None and features_col is None:  # never a feature
-            exclude = [*(exclude or []), weight_col]
-    if features_col is not None:
-        if estimator == "kde":  # the KDE grid is computed over the expanded columns
-            df, features = expand_vector(df, features_col, label, weight_col)
-        else:  # the workers cut the vectors (vector_source): no projection of D columns
-            features = vector_names(df, features_col, label, check=False)
-            vector = VectorReader(df, label, features_col, features, slots, weight_col)
-            schema = vector_schema(df, label, features)
-        names = [f for f in features if f not in (exclude or [])]
-    if vector is None:
-        names, notes = resolve_columns(df, label, features, exclude)
-    if source is None and auto and features_col is None:
-        source = parquet_source(df, [label, *names, *weight])
+    vector = (VectorReader(df, columns.label, columns.features_col, columns.features, slots,
+                           columns.weight_col)
+              if columns.features_col is not None else None)
+    if vector is not None:
+        source = None  # the vector's files are found below, for its own reader
+    elif source is None and auto:
+        source = parquet_source(df, columns.read)
+    driver = _driver_rows(columns, source, settings.execution, estimator, vector)
+    if driver is not None:
+        return RowRoute(columns, driver, driver, columns.notes)
     presample = None if settings.label_type == "continuous" else (settings.num_bins,
                                                                   settings.binning)
-    driver = _driver_rows(df, label, names, source if features_col is None else None,
-                          execution, estimator, vector, weight_col)
-    if driver is not None:
-        return RowRoute(df, schema, names, driver, driver, notes, weight_col)
     if vector is not None:
-        files = parquet_source(df, [label, vector.features_col, *weight]) if auto else None
+        files = parquet_source(df, columns.read) if auto else None
         rows: RowSource = vector if files is None else ParquetVectorReader(
-            df, label, vector.features_col, names, slots, files, presample=presample,
-            weight_col=weight_col)
+            df, columns.label, vector.features_col, columns.features, slots, files,
+            presample=presample, weight_col=columns.weight_col)
     elif source is not None and estimator == "histogram":
         rows = ParquetReader(df.sparkSession, source, slots, presample=presample, df=df,
-                             weight_col=weight_col)
+                             weight_col=columns.weight_col)
     else:
-        rows = SparkSource(df, weight_col)
+        rows = SparkSource(df, columns.weight_col)
+    notes = columns.notes
     old_pyarrow = arrow_reader_note() if auto else None
     if old_pyarrow is not None and rows.read_by == "spark" and plain_parquet_scan(df):
         notes = [*notes, old_pyarrow]  # the pyarrow reader would have read this input
-    return RowRoute(df, schema, names, rows, None, notes, weight_col)
+    return RowRoute(columns, rows, None, notes)
 
 
-def _driver_rows(df: DataFrame, label: str, features: list[str],
-                 source: ParquetSource | None, execution: str, estimator: str,
-                 vector: VectorReader | None = None,
-                 weight_col: str | None = None) -> DriverRows | None:
+def _driver_rows(columns: Columns, source: ParquetSource | None, execution: str,
+                 estimator: str, vector: VectorReader | None = None) -> DriverRows | None:
     """The rows in the driver when the selection may run there (:mod:`.driver`): asked
     for (``execution="driver"``) or, with ``auto``, for a small table; else None."""
     if execution not in ("auto", "driver"):
@@ -169,6 +152,8 @@ def _driver_rows(df: DataFrame, label: str, features: list[str],
         if execution == "driver":
             raise InputError("execution 'driver' needs estimator 'histogram'")
         return None
+    df, label, features, weight_col = (columns.df, columns.label, columns.features,
+                                       columns.weight_col)
     if source is not None:
         rows = parquet_rows(df.sparkSession, source, label, features, weight_col)
     else:

@@ -26,6 +26,7 @@ from ..errors import literal, phrase, phrased
 from ..params import Settings, as_given
 from ..run import run_planned
 from .chunks.storage import check_checkpoint_dir, check_staging
+from .columns import resolve
 from .grid import grid_plan
 from .plan import RowSource, plan_from_schema
 from .routes import (
@@ -181,10 +182,11 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
         if settings.checkpoint_dir is not None:
             check_checkpoint_dir(df, settings.checkpoint_dir)
         check_execution(df.sparkSession, settings)
-        route = choose_rows(df, label, features, exclude, features_col, source, settings,
-                            weight_col)
-        check_fits(settings.method, len(route.features))  # before the rows are read
-        planned = _plan(route, label, settings, phases)
+        columns = resolve(df, label, features, exclude, features_col, weight_col,
+                          settings.estimator)
+        route = choose_rows(columns, source, settings)
+        check_fits(settings.method, len(columns.features))  # before the rows are read
+        planned = _plan(route, settings, phases)
     plan = planned.plan
     notes = route.notes + planned.notes + _plan_notes(plan, settings.style)
     log.info("label '%s': %s (%s)", label, plan.label_type, planned.label.reason)
@@ -229,15 +231,16 @@ def _settings(settings: Settings | None, values: dict[str, Any]) -> Settings:
         return settings.replace(**values) if values else settings
 
 
-def _plan(route: RowRoute, label: str, settings: Settings, phases: Phases) -> Planned:
+def _plan(route: RowRoute, settings: Settings, phases: Phases) -> Planned:
     """The encoding plan of the rows of ``route`` (:func:`.plan.plan_from_schema`, its passes
     timed as phases; with the ``kde`` estimator its grid columns)."""
+    cols = route.columns
     with route.source.reading():
-        planned = plan_from_schema(route.schema, label, route.features, settings,
-                             _TimedSource(route.source, phases), route.weight_col)
+        planned = plan_from_schema(cols.schema, cols.label, cols.features, settings,
+                                   _TimedSource(route.source, phases), cols.weight_col)
     if settings.estimator == "kde":
-        planned.plan = grid_plan(route.df, planned.plan, skip_cols=planned.skip_cols,
-                                 weight_col=route.weight_col)
+        planned.plan = grid_plan(cols.df, planned.plan, skip_cols=planned.skip_cols,
+                                 weight_col=cols.weight_col)
     return planned
 
 

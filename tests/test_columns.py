@@ -1,0 +1,80 @@
+"""The columns of a run, resolved once (vmi_spark.spark.columns): what every later step
+takes instead of the user's label, features, exclude, features_col and weight_col."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.ml.linalg import Vectors
+from pyspark.sql import types as T
+
+from vmi_spark.errors import InputError, ParameterError
+from vmi_spark.params import Settings
+from vmi_spark.spark import routes
+from vmi_spark.spark.columns import Columns, resolve
+
+
+@pytest.fixture()
+def frame(spark):
+    rows = [(i % 2, float(i), f"s{i % 3}", bytearray(b"x"), 1.0 + i % 2) for i in range(12)]
+    schema = "y int, a double, s string, blob binary, w double"
+    return spark.createDataFrame(rows, schema)
+
+
+def test_every_usable_column_but_the_label_the_weights_and_exclude(frame):
+    cols = resolve(frame, "y", exclude=["s"], weight_col="w")
+    assert cols.features == ["a"] and cols.weight_col == "w" and cols.features_col is None
+    assert cols.read == ["y", "a", "w"] and cols.df is frame and cols.schema is frame
+    assert cols.notes == ["left out 1 column(s) whose type cannot be a feature: "
+                          "'blob' (binary)"]
+
+
+def test_named_features_and_the_weights_are_checked_once(frame):
+    assert resolve(frame, "y", ["s", "a"]).features == ["s", "a"]
+    with pytest.raises(InputError, match="feature column 'A' not found.*did you mean 'a'"):
+        resolve(frame, "y", ["A"])
+    with pytest.raises(InputError, match="'blob' has unsupported type binary"):
+        resolve(frame, "y", ["blob"])
+    with pytest.raises(ParameterError, match="is also listed as a feature"):
+        resolve(frame, "y", ["a", "w"], weight_col="w")
+    with pytest.raises(ParameterError, match="'s' is a string column; weights must be numbers"):
+        resolve(frame, "y", weight_col="s")
+
+
+def _vectors(spark, names=None):
+    rows = [(i % 2, Vectors.dense([float(i), float(i % 3), 1.0])) for i in range(9)]
+    df = spark.createDataFrame(rows, ["y", "v"])
+    if names is None:
+        return df
+    meta = {"ml_attr": {"num_attrs": 3,
+                        "attrs": {"numeric": [{"idx": i, "name": n} for i, n in enumerate(names)]}}}
+    return df.withMetadata("v", meta)
+
+
+def test_a_vector_is_cut_by_the_workers_and_expanded_only_for_kde(spark):
+    df = _vectors(spark, ["p", "q", "r"])
+    cols = resolve(df, "y", exclude=["q"], features_col="v")
+    assert cols.features == ["p", "r"] and cols.features_col == "v" and cols.df is df
+    assert cols.read == ["y", "v"]
+    assert isinstance(cols.schema, T.StructType)
+    assert [f.name for f in cols.schema.fields] == ["y", "p", "q", "r"]
+    kde = resolve(df, "y", exclude=["q"], features_col="v", estimator="kde")
+    assert kde.features == ["p", "r"] and kde.features_col is None
+    assert kde.df.columns == ["y", "p", "q", "r"] and kde.schema is kde.df
+    unnamed = resolve(_vectors(spark), "y", features_col="v")
+    assert unnamed.features == ["v[0]", "v[1]", "v[2]"]
+
+
+def test_the_row_route_takes_the_columns_as_resolved(spark, tmp_path):
+    """choose_rows reads what resolve decided: the Parquet files of the label, the
+    features and the weights, read by pyarrow; a vector's own columns likewise."""
+    path = str(tmp_path / "t.parquet")
+    spark.createDataFrame([(i % 2, float(i), 1.0) for i in range(40)],
+                          "y int, a double, w double").write.parquet(path)
+    df = spark.read.parquet(path)
+    cols = resolve(df, "y", weight_col="w")
+    route = routes.choose_rows(cols, None, Settings.of({"execution": "passes"}))
+    assert isinstance(cols, Columns) and route.columns is cols
+    assert route.read_by == "pyarrow" and route.features == ["a"] and route.df is df
+    spark_read = routes.choose_rows(cols, None, Settings.of({"execution": "passes",
+                                                             "reader": "spark"}))
+    assert spark_read.read_by == "spark"
