@@ -368,7 +368,7 @@ def _in_elements(ran: Ran, keep: np.ndarray) -> None:
 
 #: rows of the sample the estimate before reading takes when the Parquet footers do not
 #: give the rows and non-zeros (one small job)
-SAMPLE_ROWS = 256
+NNZ_SAMPLE_ROWS = 256
 
 
 def _footer_counts(df: DataFrame, label: str, features_col: str) -> tuple[int, int] | None:
@@ -404,8 +404,8 @@ def _footer_counts(df: DataFrame, label: str, features_col: str) -> tuple[int, i
 
 def _sample(df: DataFrame, label: str, features_col: str) -> tuple[float, int, int]:
     """(mean non-zeros a row, the most states an element shows, classes) in the first
-    :data:`SAMPLE_ROWS` rows (one small job)."""
-    rows = df.select(F.col(quote(label)), F.col(quote(features_col))).limit(SAMPLE_ROWS).collect()
+    :data:`NNZ_SAMPLE_ROWS` rows (one small job)."""
+    rows = df.select(F.col(quote(label)), F.col(quote(features_col))).limit(NNZ_SAMPLE_ROWS).collect()
     vecs = [r[1] for r in rows if r[1] is not None]
     labels = {r[0] for r in rows if r[0] is not None}
     if not vecs:
@@ -453,7 +453,7 @@ def plan_estimate(df: DataFrame, label: str, features_col: str, settings: Settin
         rows, nnz, source = counts[0], counts[1], "the Parquet footers"
     else:
         rows = int(df.count())
-        nnz, source = int(round(mean * rows)), f"a count and {SAMPLE_ROWS} rows' non-zeros"
+        nnz, source = int(round(mean * rows)), f"a count and {NNZ_SAMPLE_ROWS} rows' non-zeros"
     states = min(states, max(settings.max_categories, settings.num_bins))
     cores = parallelism(df.sparkSession)
     est = sp.estimate(width, rows, nnz, states, classes, k, settings.method,
