@@ -3,6 +3,7 @@ takes instead of the user's label, features, exclude, features_col and weight_co
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from pyspark.ml.linalg import Vectors
 from pyspark.sql import types as T
@@ -40,25 +41,30 @@ def test_named_features_and_the_weights_are_checked_once(frame):
         resolve(frame, "y", weight_col="s")
 
 
+def _named(df, names):
+    """``df`` with the element names of its vector column ``v`` in the ML metadata (what
+    ``VectorAssembler`` writes)."""
+    meta = {"ml_attr": {"num_attrs": len(names),
+                        "attrs": {"numeric": [{"idx": i, "name": n} for i, n in enumerate(names)]}}}
+    return df.withMetadata("v", meta)
+
+
 def _vectors(spark, names=None):
     rows = [(i % 2, Vectors.dense([float(i), float(i % 3), 1.0])) for i in range(9)]
     df = spark.createDataFrame(rows, ["y", "v"])
-    if names is None:
-        return df
-    meta = {"ml_attr": {"num_attrs": 3,
-                        "attrs": {"numeric": [{"idx": i, "name": n} for i, n in enumerate(names)]}}}
-    return df.withMetadata("v", meta)
+    return df if names is None else _named(df, names)
 
 
 def test_a_vector_is_cut_by_the_workers_and_expanded_only_for_kde(spark):
     df = _vectors(spark, ["p", "q", "r"])
     cols = resolve(df, "y", exclude=["q"], features_col="v")
     assert cols.features == ["p", "r"] and cols.features_col == "v" and cols.df is df
+    assert cols.elements == ["p", "q", "r"]  # the readers cut the vectors by these places
     assert cols.read == ["y", "v"]
     assert isinstance(cols.schema, T.StructType)
     assert [f.name for f in cols.schema.fields] == ["y", "p", "q", "r"]
     kde = resolve(df, "y", exclude=["q"], features_col="v", estimator="kde")
-    assert kde.features == ["p", "r"] and kde.features_col is None
+    assert kde.features == ["p", "r"] and kde.features_col is None and kde.elements is None
     assert kde.df.columns == ["y", "p", "q", "r"] and kde.schema is kde.df
     unnamed = resolve(_vectors(spark), "y", features_col="v")
     assert unnamed.features == ["v[0]", "v[1]", "v[2]"]
@@ -78,3 +84,33 @@ def test_the_row_route_takes_the_columns_as_resolved(spark, tmp_path):
     spark_read = routes.choose_rows(cols, None, Settings.of({"execution": "passes",
                                                              "reader": "spark"}))
     assert spark_read.read_by == "spark"
+
+
+@pytest.mark.parametrize("from_parquet", [False, True])
+def test_an_excluded_element_leaves_the_others_where_they_are_in_the_vector(
+        spark, tmp_path, from_parquet):
+    """Excluding q of the vector [p, q, r] selects p and r read from their own positions:
+    the selection and scores of the expanded columns without q, by Spark's vector reader
+    and by pyarrow over the Parquet files."""
+    from vmi_spark.spark.select import run_selection
+
+    rng = np.random.default_rng(5)
+    y = rng.integers(0, 2, 400)
+    p = (y + (rng.random(400) < 0.3)) % 2
+    q = rng.integers(0, 3, 400)
+    r = np.where(rng.random(400) < 0.9, y, 1 - y)
+    rows = [(int(y[i]), Vectors.dense([float(p[i]), float(q[i]), float(r[i])]))
+            for i in range(400)]
+    df = _named(spark.createDataFrame(rows, ["y", "v"]), ["p", "q", "r"])
+    if from_parquet:
+        df.write.parquet(str(tmp_path / "v.parquet"))
+        df = spark.read.parquet(str(tmp_path / "v.parquet"))
+    flat = spark.createDataFrame([(int(y[i]), float(p[i]), float(r[i])) for i in range(400)],
+                                 ["y", "p", "r"])
+    values = {"num_features": 2, "execution": "passes"}
+    got = run_selection(df, "y", features_col="v", exclude=["q"], **values)
+    want = run_selection(flat, "y", **values)
+    assert got.reader == ("pyarrow" if from_parquet else "spark")
+    names = [[run.plan.columns[i].name for i in run.selection.selected] for run in (got, want)]
+    assert names == [["r", "p"], ["r", "p"]]
+    assert got.selection.scores == want.selection.scores

@@ -28,9 +28,11 @@ class Columns:
     ``df`` is the frame the rows are read from (with the ``kde`` estimator, the vector
     expanded into columns) and ``schema`` what gives the features' types (the frame, or
     the vector's elements as doubles); ``features`` the feature names (columns, or a
-    vector's element names); ``features_col`` the vector column the workers cut, None
-    when the features are columns; ``weight_col`` the rows' weights (never a feature;
-    every reader reads it last), or None; ``notes`` which columns were left out.
+    vector's element names, less any excluded); ``features_col`` the vector column the
+    workers cut, None when the features are columns, and ``elements`` all its element
+    names in vector order (what a reader cuts the vectors by: an excluded element keeps
+    its place), else None; ``weight_col`` the rows' weights (never a feature; every
+    reader reads it last), or None; ``notes`` which columns were left out.
     """
 
     df: DataFrame
@@ -40,6 +42,7 @@ class Columns:
     features_col: str | None = None
     weight_col: str | None = None
     notes: list[str] = field(default_factory=list)
+    elements: list[str] | None = None
 
     @property
     def read(self) -> list[str]:
@@ -75,10 +78,10 @@ def resolve(df: DataFrame, label: str, features: list[str] | None = None,
         names, notes = resolve_columns(df, label, elements, exclude)
         return Columns(df, df, label, names, None, weight_col, notes)
     # the workers cut the vectors (vector_source): no projection of D columns
-    features = vector_names(df, features_col, label, check=False)
-    names = [f for f in features if f not in (exclude or [])]
-    return Columns(df, vector_schema(df, label, features), label, names, features_col,
-                   weight_col)
+    elements = vector_names(df, features_col, label, check=False)
+    names = [f for f in elements if f not in (exclude or [])]
+    return Columns(df, vector_schema(df, label, elements), label, names, features_col,
+                   weight_col, elements=elements)
 
 
 def _listed(fields: Mapping[str, Any]) -> str:

@@ -113,9 +113,10 @@ def choose_rows(columns: Columns, source: ParquetSource | None,
     estimator, df = settings.estimator, columns.df
     auto = settings.reader == "auto" and estimator == "histogram"
     slots = parallelism(df.sparkSession)
-    vector = (VectorReader(df, columns.label, columns.features_col, columns.features, slots,
+    elements = columns.elements  # a vector is cut by all its elements' places
+    vector = (VectorReader(df, columns.label, columns.features_col, elements, slots,
                            columns.weight_col)
-              if columns.features_col is not None else None)
+              if columns.features_col is not None and elements is not None else None)
     if vector is not None:
         source = None  # the vector's files are found below, for its own reader
     elif source is None and auto:
@@ -128,7 +129,7 @@ def choose_rows(columns: Columns, source: ParquetSource | None,
     if vector is not None:
         files = parquet_source(df, columns.read) if auto else None
         rows: RowSource = vector if files is None else ParquetVectorReader(
-            df, columns.label, vector.features_col, columns.features, slots, files,
+            df, columns.label, vector.features_col, vector.names, slots, files,
             presample=presample, weight_col=columns.weight_col)
     elif source is not None and estimator == "histogram":
         rows = ParquetReader(df.sparkSession, source, slots, presample=presample, df=df,
