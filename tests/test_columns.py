@@ -66,6 +66,11 @@ def test_a_vector_is_cut_by_the_workers_and_expanded_only_for_kde(spark):
     kde = resolve(df, "y", exclude=["q"], features_col="v", estimator="kde")
     assert kde.features == ["p", "r"] and kde.features_col is None and kde.elements is None
     assert kde.df.columns == ["y", "p", "q", "r"] and kde.schema is kde.df
+    with pytest.raises(InputError, match="'P' is neither a column of the input nor an "
+                                         "element of featuresCol 'v'; did you mean 'p'"):
+        resolve(df, "y", exclude=["P"], features_col="v")
+    with pytest.raises(InputError, match="every element of featuresCol 'v' is excluded"):
+        resolve(df, "y", exclude=["p", "q", "r"], features_col="v")
     unnamed = resolve(_vectors(spark), "y", features_col="v")
     assert unnamed.features == ["v[0]", "v[1]", "v[2]"]
 
@@ -113,4 +118,26 @@ def test_an_excluded_element_leaves_the_others_where_they_are_in_the_vector(
     assert got.reader == ("pyarrow" if from_parquet else "spark")
     names = [[run.plan.columns[i].name for i in run.selection.selected] for run in (got, want)]
     assert names == [["r", "p"], ["r", "p"]]
+    assert got.selection.scores == want.selection.scores
+
+
+def test_kde_over_a_vector_selects_as_over_its_expanded_columns(spark):
+    """The KDE estimator expands a vector into double columns: the planner takes their
+    types from the expanded frame, so the run equals one over the same values as columns
+    (it failed with a KeyError on the element names before the columns were resolved once)."""
+    from vmi_spark.spark.select import run_selection
+
+    rng = np.random.default_rng(8)
+    y = rng.integers(0, 2, 300)
+    x = np.column_stack([y + rng.normal(0, 1, 300), rng.normal(0, 1, 300),
+                         y * 2.0 + rng.normal(0, 0.5, 300)])
+    vec = spark.createDataFrame([(int(y[i]), Vectors.dense(x[i].tolist())) for i in range(300)],
+                                ["y", "v"])
+    flat = spark.createDataFrame([(int(y[i]), *map(float, x[i])) for i in range(300)],
+                                 ["y", "v[0]", "v[1]", "v[2]"])
+    values = {"num_features": 2, "estimator": "kde", "execution": "passes"}
+    got = run_selection(vec, "y", features_col="v", **values)
+    want = run_selection(flat, "y", **values)
+    names = [[run.plan.columns[i].name for i in run.selection.selected] for run in (got, want)]
+    assert names[0] == names[1] and names[0][0] == "v[2]"
     assert got.selection.scores == want.selection.scores

@@ -161,7 +161,7 @@ SPEC: tuple[Parameter, ...] = (
                            "but the label)"},
               readme_default="`features` / all columns but the label", role="columns"),
     Parameter("exclude", list, None, "columns to leave out of the features (with all "
-              "columns as features, or with `{features}`)", ml="excludeCols", flag="--exclude",
+              "columns as features, with `{features}`, or elements of a vector)", ml="excludeCols", flag="--exclude",
               sklearn="exclude", metavar="COLS", role="columns",
               docs={"cli": "comma-separated columns to leave out of the features (e.g. IDs "
                            "and dates you do not want selected)"}),

@@ -79,9 +79,25 @@ def resolve(df: DataFrame, label: str, features: list[str] | None = None,
         return Columns(df, df, label, names, None, weight_col, notes)
     # the workers cut the vectors (vector_source): no projection of D columns
     elements = vector_names(df, features_col, label, check=False)
-    names = [f for f in elements if f not in (exclude or [])]
+    names = _kept_elements(df, features_col, elements, exclude or [])
     return Columns(df, vector_schema(df, label, elements), label, names, features_col,
                    weight_col, elements=elements)
+
+
+def _kept_elements(df: DataFrame, features_col: str, elements: list[str],
+                   exclude: list[str]) -> list[str]:
+    """The vector's ``elements`` less ``exclude``, each of which must be an element or a
+    column of ``df`` (as a column named in ``exclude`` must exist); not all of them."""
+    for c in exclude:
+        if c not in elements and c not in df.columns:
+            raise InputError(f"excluded column '{c}' is neither a column of the input nor an "
+                             f"element of featuresCol '{features_col}'"
+                             f"{suggest(c, [*elements, *df.columns])}")
+    names = [f for f in elements if f not in exclude]
+    if not names:
+        raise InputError(f"no feature columns: every element of featuresCol '{features_col}' "
+                         "is excluded")
+    return names
 
 
 def _listed(fields: Mapping[str, Any]) -> str:
