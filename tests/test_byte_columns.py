@@ -317,13 +317,13 @@ def test_parquet_chunks_of_small_integers_come_as_byte_columns(small_int_files):
 
 @pytest.mark.parametrize("cells", [600, 1 << 17])
 def test_byte_columns_select_what_the_spark_reader_selects(spark, small_int_files,
-                                                           monkeypatch, cells):
+                                                           set_limits, cells):
     """Parquet columns read as one-byte chunks (or a row group's every column at once):
     the Spark reader's plan, selection and scores, a binned column among them."""
     from vmi_spark.spark.select import run_selection
-    from vmi_spark.spark.sources.arrow_source import ParquetReader, parquet_source
+    from vmi_spark.spark.sources.arrow_source import parquet_source
 
-    monkeypatch.setattr(ParquetReader, "chunk_cells", cells)
+    set_limits(read_cells=cells)
     df = spark.read.parquet(str(small_int_files))
     source = parquet_source(df, df.columns)
     assert source is not None

@@ -243,11 +243,11 @@ def _as_spark_reads(df, source, kw):
 
 
 @pytest.mark.parametrize("handle_invalid", ["keep", "skip"])
-def test_column_chunks_select_what_the_spark_reader_selects(spark, discrete_files, monkeypatch,
+def test_column_chunks_select_what_the_spark_reader_selects(spark, discrete_files, set_limits,
                                                             handle_invalid):
     """Chunks of 1,200 cells (three columns of a 400-row group) in the statistics pass and
     the encoder: the Spark reader's plan, selection and scores."""
-    monkeypatch.setattr(ParquetReader, "chunk_cells", 1200)
+    set_limits(read_cells=1200)
     df = spark.read.parquet(str(discrete_files))
     source = parquet_source(df, df.columns)
     assert source is not None

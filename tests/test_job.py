@@ -292,14 +292,14 @@ def test_messages_and_warnings_use_the_flag_names(spark, table, capsys, tmp_path
         assert not [n for n in ML_NAMES if n in text], text
 
 def test_a_selection_that_cannot_fit_is_one_line_before_any_pass(spark, table, capsys,
-                                                                 tmp_path, monkeypatch):
+                                                                 tmp_path, monkeypatch,
+                                                                 set_limits):
     """SPEC_CMI's D x D tables larger than the memory available: exit 2, one line naming
     --method, no pass over the rows (the planner is never called), nothing written."""
-    from vmi_spark.core import planning
     from vmi_spark.spark import select as spark_select
 
     base, _ = table
-    monkeypatch.setattr(planning, "available_memory", lambda: 1000)
+    set_limits(driver_available_bytes=1000)
 
     def no_pass(*a, **k):
         raise AssertionError("the rows were read")

@@ -93,3 +93,22 @@ def test_a_limit_measured_by_default_takes_none_and_a_version_takes_a_version():
         with limits.overridden(driver_available_bytes=0):
             pass
     assert limits.current() == limits.DEFAULT
+
+
+def test_the_available_bytes_are_the_override_where_set_else_measured():
+    from vmi_spark.core import resources
+
+    assert limits.available_bytes() == resources.available_memory()
+    with limits.overridden(driver_available_bytes=4096):
+        assert limits.available_bytes() == 4096
+    assert limits.available_bytes() == resources.available_memory()
+
+
+def test_the_readers_take_their_chunk_cells_from_the_limits_when_made():
+    from vmi_spark.spark.sources.arrow_source import ParquetReader, ParquetSource
+
+    source = ParquetSource((), (), {})
+    with limits.overridden(read_cells=1200):
+        small = ParquetReader(None, source, 2)
+    assert small.chunk_cells == 1200
+    assert ParquetReader(None, source, 2).chunk_cells == limits.DEFAULT.read_cells == 1 << 17

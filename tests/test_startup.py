@@ -233,14 +233,14 @@ def test_a_selection_that_cannot_fit_is_refused_before_reading():
     assert have is None or 0 < have <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def test_the_selectors_refuse_it_before_reading(monkeypatch):
+def test_the_selectors_refuse_it_before_reading(monkeypatch, set_limits):
     """The scikit-learn selector refuses it before encoding X (the Spark front ends call
     the same check before their first pass: tests/test_job.py)."""
     pytest.importorskip("sklearn")
     from vmi_spark.core import planning
     from vmi_spark.sklearn import VMIFeatureSelector
 
-    monkeypatch.setattr(planning, "available_memory", lambda: 1000)
+    set_limits(driver_available_bytes=1000)
     monkeypatch.setattr(planning, "build_plan", None)  # reading would fail differently
     X = np.zeros((10, 7))
     with pytest.raises(ValueError, match=r"spec_cmi on 7 features needs at least .* "

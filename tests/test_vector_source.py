@@ -242,16 +242,15 @@ def _vector_frame(spark, n=1200, seed=0):
 
 @pytest.mark.parametrize("sample_rows", [None, 500])
 @pytest.mark.parametrize("chunk_cells", [None, 400])
-def test_vector_reader_plans_and_selects_as_the_expanded_columns(set_limits, spark, monkeypatch,
+def test_vector_reader_plans_and_selects_as_the_expanded_columns(set_limits, spark,
                                                                   sample_rows, chunk_cells):
     from vmi_spark.spark import select
     from vmi_spark.spark.sources import vector_source
-    from vmi_spark.spark.sources import vector_source as V
 
     if sample_rows is not None:  # bin edges from the hashed sample
         set_limits(sample_rows=sample_rows)
     if chunk_cells is not None:  # element chunks of a column or two
-        monkeypatch.setattr(V.VectorReader, "chunk_cells", chunk_cells)
+        set_limits(read_cells=chunk_cells)
     df = _vector_frame(spark).repartition(3)
     expanded, names = vector_source.expand_vector(df, "v", "y")
     kw = dict(method="vmi_pairwise", num_features=4, num_bins=5, max_categories=4)
@@ -297,18 +296,17 @@ def test_vector_parquet_is_read_with_pyarrow_and_selects_as_spark(set_limits, sp
 
 @pytest.mark.parametrize("reader", ["auto", "spark"])
 @pytest.mark.parametrize("chunk_cells", [None, 300])
-def test_small_integer_elements_select_as_the_expanded_columns(spark, tmp_path, monkeypatch,
+def test_small_integer_elements_select_as_the_expanded_columns(spark, tmp_path,
                                                                set_limits, reader, chunk_cells):
     """Elements read as one-byte columns in some batches and as doubles in others (a NaN,
     a 0.5 or a 300 in one batch only; -0.0 among the codes): the plan, sample, selection
     and scores of the expanded columns read by Spark, also in element chunks."""
     from vmi_spark.spark import select
     from vmi_spark.spark.sources import vector_source
-    from vmi_spark.spark.sources import vector_source as V
 
     set_limits(sample_rows=700, vector_join_rows=128)  # many batches per task
     if chunk_cells is not None:  # two element columns a chunk
-        monkeypatch.setattr(V.VectorReader, "chunk_cells", chunk_cells)
+        set_limits(read_cells=chunk_cells)
     rng = np.random.default_rng(4)
     n = 1500
     y = rng.integers(0, 2, n)

@@ -15,7 +15,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT", "Limits", "current", "overridden"]
+from .resources import available_memory
+
+__all__ = ["DEFAULT", "Limits", "available_bytes", "current", "overridden"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,10 @@ class Limits:
     vector_byte_rows: int = 256
     #: columns fetched to the driver at once when placing bin edges
     split_chunk: int = 64
+    #: cells of a column chunk the pyarrow readers cut a batch into (``ParquetReader``,
+    #: ``VectorReader``): a chunk is used before the next is read (see
+    #: ``arrow_source.READ_CELLS``)
+    read_cells: int = 1 << 17
     #: most bytes of one encoded chunk (its codes and classes): the JVM copies each chunk
     #: whole (Arrow, cache), and large byte arrays crowd a small heap
     chunk_bytes: int = 8 << 20
@@ -66,8 +72,9 @@ class Limits:
     #: the least width of a sparse vector column read from its non-zeros (narrower ones
     #: are read as dense codes, whose results are those of the expanded columns)
     sparse_min_width: int = 10_000
-    #: bytes available to the driver's Python that a sparse selection's estimate is
-    #: checked against; None: measured (``resources.available_memory``)
+    #: bytes available to the driver's Python that a sparse selection's estimate and the
+    #: criteria's own tables (``planning.check_fits``) are checked against; None:
+    #: measured (``resources.available_memory``; :func:`available_bytes`)
     driver_available_bytes: int | None = None
     #: the oldest pyarrow (major, minor) the pyarrow reader (Parquet files read by pyarrow
     #: in the Python workers) is used with: the oldest a supported runtime ships that runs
@@ -123,3 +130,11 @@ def overridden(**changes: object) -> Iterator[Limits]:
         yield _current
     finally:
         _current = before
+
+
+def available_bytes() -> int | None:
+    """The bytes available to this process's Python that the driver's checks use:
+    :attr:`Limits.driver_available_bytes` where it is set, else measured
+    (:func:`.resources.available_memory`; None where it cannot be known)."""
+    given = current().driver_available_bytes
+    return available_memory() if given is None else given

@@ -60,7 +60,6 @@ from .encoding import (
     label_keys,
     top_values,
 )
-from .resources import available_memory
 from .rows import (
     column_stats_fn,
     distinct_estimate,
@@ -245,13 +244,13 @@ def check_fits(method: str, num_features: int, available: int | None = None) -> 
     """Refuse, before any row is read, a selection whose own tables cannot fit in this
     process: ``method``'s least table size for ``num_features`` candidates
     (:meth:`~.criterion.Criterion.driver_bytes`, a lower bound) against the memory
-    available (:func:`available_memory`; nothing is checked where it is unknown). One line
+    available (:func:`.limits.available_bytes`; nothing checked where it is unknown). One line
     naming the method, the bytes needed and had, and what to change. Swap is not counted:
     a selection that would only fit by swapping would not end in useful time."""
     from .criteria import criterion
 
     need = criterion(method).driver_bytes(num_features)
-    have = available_memory() if available is None and need else available
+    have = limits.available_bytes() if available is None and need else available
     if not need or have is None or need <= have:
         return
     raise ParameterError("method", literal(

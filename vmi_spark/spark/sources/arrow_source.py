@@ -246,7 +246,8 @@ BATCH_CELLS = 1 << 26
 #: whole group took 15.6-19.9 ns a cell (statistics pass, one process), calls of 32
 #: columns 10.9-13.6 when the chunks are joined into one batch again, and 6.4-7.3 when
 #: each chunk is used before the next is read (:func:`read_fn` with ``chunk_cells``)
-READ_CELLS = 1 << 17
+#: (the default: the readers take ``limits.current().read_cells``)
+READ_CELLS = limits.DEFAULT.read_cells
 
 
 def group_chunks(pf, g: int, columns: list[str], label: bool,
@@ -638,12 +639,11 @@ class ParquetReader(RowGroups, BatchReader):
 
     read_by = "pyarrow"
 
-    #: cells of a column chunk of :meth:`read_chunks`
-    chunk_cells: int = READ_CELLS
-
     def __init__(self, spark, source: ParquetSource, slots: int,
                  presample: tuple[int, str] | None = None, df: DataFrame | None = None,
                  weight_col: str | None = None):
+        #: cells of a column chunk of :meth:`read_chunks` (``limits.current().read_cells``)
+        self.chunk_cells = limits.current().read_cells
         self.spark, self.source, self.slots = spark, source, slots
         self.kinds = source.kinds
         self.presample = presample

@@ -46,10 +46,9 @@ from ...core import criteria
 from ...core import sparse as sp
 from ...core.greedy import report_fields
 from ...core.inmemory import InMemoryBackend
-from ...core.limits import DEFAULT, current
+from ...core.limits import DEFAULT, available_bytes, current
 from ...core.planning import decide_label, label_classes
 from ...core.report_schema import SelectionReport
-from ...core.resources import available_memory
 from ...core.stability import HalfSample
 from ...core.summary import json_parameters
 from ...core.units import show_state
@@ -419,10 +418,9 @@ def _sample(df: DataFrame, label: str, features_col: str) -> tuple[float, int, i
 
 
 def driver_limits(spark) -> DriverLimits:
-    """(bytes available to the driver's Python, :func:`~vmi_spark.core.resources.
-    available_memory`; spark.driver.maxResultSize; the driver JVM's heap), each None where
-    it cannot be known (Spark Connect: no JVM here). The first is
-    ``limits.current().driver_available_bytes`` where that is set."""
+    """(bytes available to the driver's Python, :func:`~vmi_spark.core.limits.
+    available_bytes`; spark.driver.maxResultSize; the driver JVM's heap), each None where
+    it cannot be known (Spark Connect: no JVM here)."""
     result = heap = None
     try:
         sc = spark.sparkContext
@@ -431,8 +429,7 @@ def driver_limits(spark) -> DriverLimits:
         heap = int(sc._jvm.java.lang.Runtime.getRuntime().maxMemory())
     except Exception as exc:  # noqa: BLE001 - Connect: no SparkContext
         log.debug("no driver limits: %s", exc)
-    given = current().driver_available_bytes
-    return available_memory() if given is None else given, result, heap
+    return available_bytes(), result, heap
 
 
 def _partitions(df: DataFrame) -> int:

@@ -33,7 +33,7 @@ from ...core.rows import ByteColumns, feature_array, missing_mask, typed_array
 from ...errors import InputError
 from ..chunks.storage import session_confs
 from ..plan import is_numeric, is_vector_type, quote, value_sql, value_type
-from .arrow_source import READ_CELLS, BatchReader, ParquetSource, RowGroups, row_group_batches
+from .arrow_source import BatchReader, ParquetSource, RowGroups, row_group_batches
 
 
 def vector_array(features_col: str):
@@ -256,8 +256,6 @@ class VectorReader(BatchReader):
 
     #: the vector batches come as ``vector_to_array`` gives them (an array of doubles)
     _matrix = staticmethod(vector_matrix)
-    #: elements of a column chunk of :meth:`read_chunks`
-    chunk_cells: int = READ_CELLS
 
     def __init__(self, df: DataFrame, label: str, features_col: str, names: list[str],
                  slots: int, weight_col: str | None = None):
@@ -268,6 +266,8 @@ class VectorReader(BatchReader):
         self._frame = df.select(lab.alias("_label"), vector_array(features_col).alias("_v"),
                                 *weight)
         self.names, self.slots = list(names), slots
+        #: elements of a column chunk of :meth:`read_chunks` (``limits.current().read_cells``)
+        self.chunk_cells = limits.current().read_cells
         self.kinds = {label: (value_type(ldt) or FLOATING).kind,
                       **dict.fromkeys(names, "double")}
         if weight_col is not None:
