@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 from pyspark.ml.linalg import Vectors
 
+from vmi_spark.core import limits
 from vmi_spark.errors import InputError
 from vmi_spark.spark.sources.vector_source import (
     VectorLengthError,
@@ -142,6 +143,7 @@ def _abc_reader():
     reader.names = ["a", "b", "c"]
     reader.kinds = {"y": "double", "a": "double", "b": "double", "c": "double"}
     reader._pos = {"a": 0, "b": 1, "c": 2}
+    reader.chunk_cells = limits.DEFAULT.read_cells  # as __init__ takes it
     return reader
 
 
