@@ -106,7 +106,7 @@ def main(argv=None) -> int:
                          "plus uniform [0, 1) noise as float64 (continuous, binned by "
                          "quantiles; the vector's elements are not small integers)")
     ap.add_argument("--tables-only", action="store_true",
-                    help="write the tables into --data and stop (benchmarks/passes.py)")
+                    help="write the tables into --data and stop")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     if args.tables_only and not args.data:

@@ -56,6 +56,29 @@ def _executors_for_small_tables(request):
         yield
 
 
+# RDD id -> the test in which it became persisted (tests that use the session)
+_PERSISTED_IN: dict[int, str] = {}
+
+
+def _persisted(session) -> set[int]:
+    return {int(k) for k in session.sparkContext._jsc.getPersistentRDDs().keys()}
+
+
+@pytest.fixture(autouse=True)
+def _note_what_stays_persisted(request):
+    """Which test persisted each RDD, for the ``spark`` fixture's check at the end that the
+    shared session keeps nothing cached (a selection must release what it persisted; a
+    module fixture that caches unpersists at its end)."""
+    if "spark" not in request.fixturenames:
+        yield
+        return
+    session = request.getfixturevalue("spark")
+    before = _persisted(session)
+    yield
+    for rdd in _persisted(session) - before:
+        _PERSISTED_IN.setdefault(rdd, request.node.nodeid)
+
+
 @pytest.fixture
 def set_limits():
     """``set_limits(name=value, ...)``: the named :mod:`vmi_spark.core.limits` for the rest
@@ -124,4 +147,7 @@ def spark():
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     yield session
+    left = sorted(_persisted(session))
     session.stop()
+    assert not left, ("RDDs left persisted in the shared session: " + ", ".join(
+        f"{rdd} (from {_PERSISTED_IN.get(rdd, 'a test run before its check')})" for rdd in left))

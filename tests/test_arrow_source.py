@@ -184,8 +184,12 @@ def test_sample_keeps_the_rows_spark_keeps(spark, files, set_limits):
     source = parquet_source(df, df.columns)
     full = run_selection(df, "label", num_features=1, num_bins=7, source=source)
     set_limits(sample_rows=1200)
-    spark_sample = run_selection(df, "label", num_features=1, num_bins=7, reader="spark")
+    # reader="spark" reads with Spark, also with the files named
+    spark_sample = run_selection(df, "label", num_features=1, num_bins=7, reader="spark",
+                                 source=source)
     arrow_sample = run_selection(df, "label", num_features=1, num_bins=7, source=source)
+    assert spark_sample.report()["reader"] == "spark"
+    assert arrow_sample.report()["reader"] == full.report()["reader"] == "pyarrow"
     edges = {r: {c.name: c.splits for c in x.plan.columns if c.kind == "bins"}
              for r, x in (("full", full), ("spark", spark_sample), ("arrow", arrow_sample))}
     assert edges["arrow"] == edges["spark"]

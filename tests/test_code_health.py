@@ -201,3 +201,61 @@ def test_no_more_tests_monkeypatch_a_module_constant():
     assert len(found) <= CONSTANT_PATCHES, (
         f"{len(found)} tests monkeypatch a module constant (at most {CONSTANT_PATCHES}): "
         f"set sizes with vmi_spark.core.limits.overridden or the set_limits fixture; {found}")
+
+
+def _names_imported_from_the_package(path: Path) -> list[tuple[int, str, str | None]]:
+    """(line, module, name) of every ``from vmi_spark... import name`` (name None for a
+    plain ``import vmi_spark...``) in ``path``, at any depth (benchmarks import late)."""
+    found: list[tuple[int, str, str | None]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.split(".")[0] == "vmi_spark":
+            found += [(node.lineno, node.module, a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name, None) for a in node.names
+                      if a.name.split(".")[0] == "vmi_spark"]
+    return found
+
+
+
+def _missing_imports(paths: list[Path]) -> list[str]:
+    """Where ``paths`` import a module or a name the package does not have."""
+    import importlib
+
+    missing = []
+    for path in paths:
+        for line, module, name in _names_imported_from_the_package(path):
+            where = f"{path.name}:{line}"
+            try:
+                mod = importlib.import_module(module)
+            except ImportError as e:
+                missing.append(f"{where}: {module} ({e})")
+                continue
+            if name is not None and name != "*" and not hasattr(mod, name):
+                try:
+                    importlib.import_module(f"{module}.{name}")
+                except ImportError:
+                    missing.append(f"{where}: {name} from {module}")
+    return missing
+
+
+@pytest.mark.unit
+def test_the_scripts_import_only_what_the_package_has():
+    """benchmarks/, experiments/ and jobs/ run outside the tests: a name they import from
+    the package that was moved or renamed would only fail when somebody runs them."""
+    scripts = sorted(p for d in ("benchmarks", "experiments", "jobs")
+                     for p in (ROOT / d).glob("*.py"))
+    assert len(scripts) > 10 and any(_names_imported_from_the_package(p) for p in scripts)
+    assert _missing_imports(scripts) == []
+
+
+@pytest.mark.unit
+def test_the_script_import_check_sees_a_missing_name_or_module(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("import vmi_spark.core\n\ndef main():\n"
+                      "    from vmi_spark.spark.plan import build_plan, plan_from_schema\n"
+                      "    from vmi_spark.core import greedy, nothing_here\n"
+                      "    import vmi_spark.gone\n")
+    assert _missing_imports([script]) == [
+        "s.py:4: build_plan from vmi_spark.spark.plan", "s.py:5: nothing_here from vmi_spark.core",
+        "s.py:6: vmi_spark.gone (No module named 'vmi_spark.gone')"]

@@ -129,8 +129,10 @@ def test_spark_codes_a_continuous_label_like_the_in_memory_selector(spark, tmp_p
         for frame_df in (df, df.coalesce(1)):
             run = run_selection(frame_df if source is None else df, "target",
                                 features=names, method="vmi_pairwise", num_features=3,
-                                binning="mdlp", source=source, reader="spark")
+                                binning="mdlp", source=source,
+                                reader="spark" if source is None else "auto")
             rep = run.report()
+            assert rep["reader"] == ("spark" if source is None else "pyarrow")
             assert rep["label_type"] == "continuous"
             assert rep["label_binning"]["edges"] == list(sk.label_binning_.edges)
             assert rep["classes"] == list(sk.classes_)

@@ -28,7 +28,8 @@ def assembled(spark):
         .fit(spark.createDataFrame(pdf)).transform(spark.createDataFrame(pdf))
     cols = [f"c{j}" for j in range(7)] + ["name_idx"]
     vec = VectorAssembler(inputCols=cols, outputCol="features").transform(df).cache()
-    return pdf, cols, vec
+    yield pdf, cols, vec
+    vec.unpersist()  # the shared session keeps nothing of this module's
 
 
 def _attrs_by_idx(meta):

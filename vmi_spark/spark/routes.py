@@ -109,7 +109,8 @@ def choose_rows(columns: Columns, source: ParquetSource | None,
     input's kind (a plain Parquet scan or any frame), its size (a small table is read into
     the driver when the steps may run there) and the settings (``reader``,
     ``estimator``, ``execution``). ``source`` (the Parquet files of a plain scan) is
-    found here when not given, and ignored for a vector or the ``kde`` estimator."""
+    found here when not given, and ignored for a vector, the ``kde`` estimator and
+    ``reader="spark"`` (Spark reads then, as asked)."""
     estimator, df = settings.estimator, columns.df
     auto = settings.reader == "auto" and estimator == "histogram"
     slots = parallelism(df.sparkSession)
@@ -117,8 +118,8 @@ def choose_rows(columns: Columns, source: ParquetSource | None,
     vector = (VectorReader(df, columns.label, columns.features_col, elements, slots,
                            columns.weight_col)
               if columns.features_col is not None and elements is not None else None)
-    if vector is not None:
-        source = None  # the vector's files are found below, for its own reader
+    if vector is not None or settings.reader == "spark":
+        source = None  # a vector's files are found below, for its own reader
     elif source is None and auto:
         source = parquet_source(df, columns.read)
     driver = _driver_rows(columns, source, settings.execution, estimator, vector)

@@ -145,8 +145,8 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
     (:func:`vmi_spark.spark.sources.arrow_source.plain_parquet_scan`), also for a vector
     ``features_col`` (its stored struct is cut in the workers:
     :class:`vmi_spark.spark.sources.vector_source.ParquetVectorReader`); ``reader="spark"``
-    reads with Spark. ``source`` is ignored with ``features_col``, and both with the
-    ``kde`` estimator. ``report()["reader"]`` says which read the rows: ``"pyarrow"``
+    reads with Spark, a ``source`` given included. ``source`` is ignored with
+    ``features_col``, and both with the ``kde`` estimator. ``report()["reader"]`` says which read the rows: ``"pyarrow"``
     or ``"spark"``.
 
     ``execution`` says how the greedy steps run: ``"resident"`` keeps the chunks in
