@@ -103,6 +103,31 @@ def test_auto_leaves_a_large_table_to_the_executors(spark, set_limits):
         select.run_selection(df, "y", num_features=2, execution="driver")
 
 
+def test_a_vector_is_sized_for_the_driver_by_all_its_elements(spark, set_limits):
+    """The whole vectors come to the driver, so excluded elements count in their size."""
+    from pyspark.ml.feature import VectorAssembler
+
+    from vmi_spark.spark import select
+
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame(rng.integers(0, 3, (50, 10)).astype(float),
+                         columns=[f"v{j}" for j in range(10)])
+    frame["y"] = (frame["v0"] + frame["v1"] > 2).astype(int)
+    vec = VectorAssembler(inputCols=[f"v{j}" for j in range(10)], outputCol="features") \
+        .transform(spark.createDataFrame(frame)).select("y", "features")
+    kw = dict(features_col="features", exclude=[f"v{j}" for j in range(2, 10)],
+              num_features=2)
+    set_limits(probe_cells=300)  # 50 rows x (2 kept + 1) fit; x (10 elements + 1) do not
+    run = select.run_selection(vec, "y", **kw)
+    assert run.execution != "driver"
+    with pytest.raises(InputError, match="execution 'driver' takes tables of at most"):
+        select.run_selection(vec, "y", execution="driver", **kw)
+    set_limits(probe_cells=50 * 11)  # the whole vectors fit
+    in_driver = select.run_selection(vec, "y", **kw)
+    assert in_driver.execution == "driver"
+    _same(in_driver.report(), run.report())
+
+
 def test_a_pairwise_state_too_large_for_the_driver_goes_to_the_executors(spark, set_limits):
     from vmi_spark.spark import select
 

@@ -109,9 +109,11 @@ def probed_rows(df: DataFrame, label: str, features: list[str],
     """The rows of ``df`` if it has at most ``PROBE_CELLS / (D + 1)`` of them (one Spark
     job brings at most one more row than that to the driver); else None. With ``vector``
     (a :class:`~.vector_source.VectorReader`) the rows are its two columns, typed by it.
-    The weight column comes last, if any."""
+    The weight column comes last, if any. A vector's rows are sized by all its elements,
+    the excluded ones included: the whole vectors come to the driver."""
     now = limits.current()
-    limit = min(now.sample_rows, now.probe_cells // (len(features) + 1))
+    width = len(features) if vector is None else len(vector.names)
+    limit = min(now.sample_rows, now.probe_cells // (width + 1))
     if limit < 1:
         return None
     cols = [label, *features, *([weight_col] if weight_col else [])]
