@@ -353,3 +353,34 @@ def test_a_dropped_suspect_names_the_parameter_as_the_front_end_spells_it(style,
     assert dropped == (f"identifier: 'id {{x}}' has 93 distinct values in 93 rows; left out "
                        f"of the selection ({name})")
     assert kept == "possible leak: 'rank' carries 95% of the label's information; still a candidate"
+
+
+def test_the_job_says_when_it_selected_fewer_than_asked(spark, tmp_path, capsys):
+    """The console's last lines name the features in selection.json and, when a given K
+    was not reached, why (before, only report.md and selection.json said it)."""
+    import json
+
+    from vmi_spark.job import main
+
+    rng = np.random.default_rng(4)
+    y = rng.integers(0, 2, 800)
+    x = (y + (rng.random(800) < 0.2)) % 2 * 3.0 + rng.integers(0, 2, 800)
+    pd.DataFrame({"x": x, "x_copy": x * 2.0, "z": rng.integers(0, 3, 800) + y,
+                  "y": y}).to_parquet(tmp_path / "in.parquet")
+    out = tmp_path / "out"
+    assert main(["--input", str(tmp_path / "in.parquet"), "--label", "y", "--output", str(out),
+                 "--num-features", "3", "--drop-suspects", "none"], spark=spark) == 0
+    rep = json.loads((out / "selection.json").read_text())
+    assert len(rep["selected"]) == 2 and rep["stop_reason"] == "no_features_left"
+    err = capsys.readouterr().err.splitlines()
+    assert f"selected 2 feature(s): {', '.join(rep['selected'])}" in err[-2]
+    assert err[-1].endswith("WARNING vmi_spark: stopped early: no features left to select "
+                            "(2 of the 3 features asked for)")
+    out2 = tmp_path / "out2"
+    assert main(["--input", str(tmp_path / "in.parquet"), "--label", "y", "--output", str(out2),
+                 "--selection-mode", "gain", "--selection-threshold", "100"], spark=spark) == 0
+    assert json.loads((out2 / "selection.json").read_text())["selected"] == []
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2].endswith("selected 0 feature(s): none")
+    assert "WARNING vmi_spark: no feature selected: the best candidate has a one-feature " \
+        "bound (mutual information) of " in err[-1] and err[-1].endswith("below the threshold 100")

@@ -41,6 +41,24 @@ def test_named_features_and_the_weights_are_checked_once(frame):
         resolve(frame, "y", weight_col="s")
 
 
+def test_names_given_as_one_string_or_not_as_names_are_refused(frame):
+    """``exclude="ab"`` is neither a, b nor ab: a string where a list goes is refused, as is
+    a name that is not a string (before, ``exclude="as"`` excluded 'a' and 's' by substring)."""
+    with pytest.raises(ParameterError, match=r"^exclude must be a list of column names, got the "
+                                             r"string 'as' \(one column: \['as'\]\)$"):
+        resolve(frame, "y", exclude="as")
+    with pytest.raises(ParameterError, match="^features must be a list of column names, got the "
+                                             "string 'a'"):
+        resolve(frame, "y", "a")
+    with pytest.raises(ParameterError, match=r"^features must be a list of column names, got \['a', 1\]"):
+        resolve(frame, "y", ["a", 1])
+    with pytest.raises(InputError, match="^label must be a column name, got None$"):
+        resolve(frame, None)
+    with pytest.raises(InputError, match="^features_col must be a column name, got 3$"):
+        resolve(frame, "y", features_col=3)
+    assert resolve(frame, "y", exclude=("s",)).features == ["a", "w"]  # any sequence of names
+
+
 def _named(df, names):
     """``df`` with the element names of its vector column ``v`` in the ML metadata (what
     ``VectorAssembler`` writes)."""

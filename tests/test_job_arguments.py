@@ -181,3 +181,37 @@ def test_check_args_is_one_decision_before_spark(spark, tmp_path, monkeypatch, c
     assert (tmp_path / "o3" / "selection.json").is_file() and not (tmp_path / "o2").exists()
     job.run(checked, spark)
     assert (tmp_path / "o2" / "selection.json").is_file()
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--features", "a, y,b"], "--label 'y' is also listed in --features: the label is never "
+                               "a feature"),
+    (["--selection-mode", "gain", "--selection-threshold", "inf"],
+     "--selection-threshold must be a finite number, got inf"),
+    (["--selection-mode", "gain", "--selection-threshold", "1e400"],
+     "--selection-threshold must be a finite number, got inf"),
+    (["--restart-tolerance", "-nan"], "--restart-tolerance must be a number (-inf: never "
+                                      "restart), got nan"),
+    (["--num-features", "-3"], "--num-features must be >= 1, got -3"),
+])
+def test_values_known_from_the_arguments_are_refused_before_spark(plain_env, monkeypatch,
+                                                                   capsys, flags, message):
+    (plain_env / "in.parquet").write_bytes(b"")
+    line = _error_before_spark(monkeypatch, capsys, ["--input", "in.parquet", "--label", "y",
+                                                     "--output", "o", *flags])
+    assert line == message
+    assert [p.name for p in plain_env.iterdir()] == ["in.parquet"]
+
+
+@pytest.mark.parametrize("given,value", [("-inf", float("-inf")), ("-1e-3", -0.001),
+                                         ("-0.5", -0.5), ("=-2", -2.0), ("0.01", 0.01)])
+def test_a_negative_number_after_a_space_is_the_flags_value(given, value):
+    """``--restart-tolerance -inf`` (the help's own example) is the value, not a flag."""
+    from vmi_spark.job import build_parser
+
+    flag = ["--restart-tolerance" + given] if given.startswith("=") else \
+        ["--restart-tolerance", given]
+    args = build_parser().parse_args(["--input", "x", *flag, "--num-features", "3"])
+    assert args.restart_tolerance == value and args.num_features == 3 and args.input == "x"
+    with pytest.raises(InputError, match="--input: expected one argument"):
+        build_parser().parse_args(["--input", "-inf"])  # not a number flag: argparse's rule

@@ -142,6 +142,17 @@ def test_bad_params(bad):
         VMIFeatureSelector(**bad).fit(df.drop(columns="y"), df["y"])
 
 
+def test_exclude_is_a_list_of_names_never_a_string_split_into_letters():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 400)
+    X = pd.DataFrame({c: rng.normal(size=400) + y for c in ["ab", "a", "b", "f0"]})
+    with pytest.raises(ValueError, match=r"^exclude must be a list of column names, got the "
+                                         r"string 'ab' \(one column: \['ab'\]\)$"):
+        VMIFeatureSelector(n_features_to_select=2, exclude="ab").fit(X, y)
+    kept = VMIFeatureSelector(n_features_to_select=3, exclude=("ab",)).fit(X, y)
+    assert sorted(kept.get_feature_names_out()) == ["a", "b", "f0"]
+
+
 def test_minus_inf_restart_tolerance_keeps_one_block():
     df = random_discrete(2, n=400, d=8)
     x, y = df.drop(columns="y"), df["y"]

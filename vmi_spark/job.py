@@ -46,6 +46,27 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse prints usage too)
         raise InputError(message)
 
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        """As argparse, but a number flag takes a negative value given after a space
+        (``--restart-tolerance -inf``, ``-1e-3``): argparse reads those as flags."""
+        given = list(sys.argv[1:] if args is None else args)
+        numeric = {o for a in self._actions if a.type in (int, float) for o in a.option_strings}
+        joined: list[str] = []
+        for arg in given:
+            if joined and joined[-1] in numeric and arg.startswith("-") and _is_number(arg):
+                joined[-1] = f"{joined[-1]}={arg}"
+            else:
+                joined.append(arg)
+        return super().parse_known_args(joined, namespace)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="select_features.py",
@@ -177,6 +198,9 @@ def _checked(args: argparse.Namespace) -> CheckedArgs:
         given = getattr(args, flag)
         if given is not None and any(not c.strip() for c in given.split(",")):
             raise InputError(f"--{flag} has an empty column name")
+    if args.features is not None and args.label in [c.strip() for c in args.features.split(",")]:
+        raise InputError(f"--label '{args.label}' is also listed in --features: the label "
+                         "is never a feature")
     if args.remote is not None:
         from .spark.session import is_local_remote
 
@@ -601,6 +625,8 @@ def _select_and_write(args: argparse.Namespace, settings: Settings, spark, df, c
         print_summary(report)
     else:
         _write_outputs(spark, claimed, df, args, report)
+        log_outcome(report, args.num_features if args.selection_mode == "numTopFeatures"
+                    else None)
     return Outcome(report, _track(report, None if demo else args.output,
                                   getattr(args, "mlflow", False), args.quiet))
 
@@ -725,6 +751,21 @@ def print_summary(report: SelectionReport) -> None:
         print(f"{i:>4}  {name:<12} {score:>12.6f}  {block}")
     if report.get("stopped_early"):
         print(f"stopped early: {report['stopped_early']}")
+
+
+def log_outcome(report: SelectionReport, asked: int | None) -> None:
+    """The job's closing lines, from the report it wrote: the features selected, and a
+    warning when none was, or when a given K (``asked``) was not reached (the selection
+    stopped early; a K capped at the candidates was warned of when it was capped, and a
+    stop for want of information by the selection itself)."""
+    sel, why = report["selected"], report.get("stopped_early")
+    log.info("selected %d feature(s): %s", len(sel), ", ".join(sel) if sel else "none")
+    if report.get("stop_reason") == "no_information":
+        return
+    if not sel:
+        log.warning("no feature selected: %s", why or report.get("stop_reason"))
+    elif asked is not None and why:
+        log.warning("stopped early: %s (%d of the %d features asked for)", why, len(sel), asked)
 
 
 class _StderrHandler(logging.StreamHandler):

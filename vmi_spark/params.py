@@ -89,7 +89,8 @@ class Parameter:
     ``key`` is the keyword of :func:`~vmi_spark.spark.select.run_selection` (and the
     job's argparse ``dest``); ``ml``, ``flag`` and ``sklearn`` are the names in the
     other front ends, None where a front end does not have the parameter. ``low`` and
-    ``high`` bound a number (inclusive), ``choices`` a string. ``defaults`` overrides
+    ``high`` bound a number (inclusive), ``choices`` a string; a float is finite and not
+    nan unless ``allow_inf`` / ``allow_nan``. ``defaults`` overrides
     ``default`` for some entry points (``sklearn``, ``demo``). ``role`` says where the
     value goes: ``result`` (it changes the selection: in :class:`Settings`, the report's
     ``parameters`` and a checkpoint's fingerprint), ``run`` (how the selection runs: in
@@ -113,6 +114,7 @@ class Parameter:
     high: float | None = None
     choices: tuple[str, ...] | None = None
     allow_nan: bool = False
+    allow_inf: bool = False
     defaults: Mapping[str, Any] = field(default_factory=dict)
     readme_default: str | None = None
     readme_only: tuple[str, ...] = ()
@@ -199,7 +201,7 @@ SPEC: tuple[Parameter, ...] = (
               "start a new block when the best candidate raises the bound by no more than this "
               "(nats); 0.0 is the paper's Algorithm 1, the authors' program uses 0.01, `-inf` "
               "never restarts", ml="restartTolerance", flag="--restart-tolerance",
-              sklearn="restart_tolerance"),
+              sklearn="restart_tolerance", allow_inf=True),
     Parameter("bias_correction", str, "significance", "how candidates' gains are compared "
               "(`vmi_naive`, `vmi_pairwise`; histogram estimator): `significance` (each gain "
               "less the gain a feature independent of the label reaches by chance, "
@@ -464,8 +466,9 @@ def check(key: str, value: Any, style: str = "ml") -> Any:
     Raises
     ------
     ParameterError
-        If the value has the wrong type, is out of range or not a choice; the
-        message names the parameter as front end ``style`` does.
+        If the value has the wrong type, is out of range or not a choice (a list of
+        column names given as one string included); the message names the parameter as
+        front end ``style`` does.
     """
     p = _SPEC[key]
     shown = _literal(repr(value))
@@ -484,10 +487,22 @@ def check(key: str, value: Any, style: str = "ml") -> Any:
         if math.isnan(value) and not p.allow_nan:
             never = " (-inf: never restart)" if key == "restart_tolerance" else ""
             raise _fail(key, f"must be a number{never}, got nan", style)
+        if math.isinf(value) and not p.allow_inf:
+            raise _fail(key, f"must be a finite number, got {shown}", style)
     elif p.type is bool:
         if not isinstance(value, (bool, np.bool_)):
             raise _fail(key, f"must be true or false, got {shown}", style)
         value = bool(value)
+    elif p.type is list:  # column names: a string is one name given bare, never split
+        if isinstance(value, str):
+            raise _fail(key, f"must be a list of column names, got the string {shown} "
+                             f"(one column: [{shown}])", style)
+        try:
+            value = list(value)
+        except TypeError:
+            raise _fail(key, f"must be a list of column names, got {shown}", style) from None
+        if not all(isinstance(v, str) for v in value):
+            raise _fail(key, f"must be a list of column names, got {shown}", style)
     elif p.type is str:
         if not isinstance(value, str):
             raise _fail(key, f"must be a string, got {shown}", style)

@@ -67,6 +67,7 @@ from .errors import phrased
 from .params import (
     SPEC,
     Settings,
+    check,
     default,
 )
 from .progress import StepLogger
@@ -661,7 +662,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
 
     def _candidates(self, names: list[str]) -> list[int]:
         """Indices of the columns that may be selected: all but ``exclude``."""
-        exclude = list(self.exclude or [])
+        exclude = check("exclude", self.exclude, "sklearn") or []  # a string is refused
         for c in exclude:
             if c not in names:
                 raise ValueError(f"exclude names column '{c}', which X does not have"

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from ..errors import InputError, ParameterError, literal
+from ..params import check
 from .plan import is_numeric, suggest, value_type
 from .sources.vector_source import expand_vector, vector_names, vector_schema
 
@@ -63,9 +64,17 @@ def resolve(df: DataFrame, label: str, features: list[str] | None = None,
 
     Raises
     ------
+    ParameterError
+        A name that is not a string, or a list of names given as one string
+        (:func:`vmi_spark.params.check`: ``exclude="ab"`` is never the columns a and b).
     InputError
         A missing or unusable column, named in one line (:func:`resolve_columns`).
     """
+    for name, value in (("label", label), ("features_col", features_col)):
+        if not isinstance(value, str) and (value is not None or name == "label"):
+            raise InputError(f"{name} must be a column name, got {value!r}")
+    features, exclude = check("features", features, "python"), check("exclude", exclude, "python")
+    weight_col = check("weight_col", weight_col, "python")
     if weight_col is not None:
         check_weight_col(df, weight_col, label, features, features_col)
         if features is None and features_col is None:  # never a feature
