@@ -358,3 +358,25 @@ def test_the_report_keys_are_the_declared_schema():
         df.drop(columns="y"), df["y"]).report()
     declared = set(SelectionReport.__annotations__)
     assert {"selected", "scores", "columns", "suspects", "stability"} <= set(rep) <= declared
+
+
+def test_the_state_budget_note_says_when_even_two_states_leave_too_few_rows_a_cell():
+    """600 rows, 600 classes: 2 states a feature (the least) leave 0.5 rows a cell, which
+    the note says instead of claiming 5 (before, it claimed 5 whatever the classes)."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.normal(size=600), "b": rng.integers(0, 5, 600)})
+
+    def notes(y):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            VMIFeatureSelector(n_features_to_select=1).fit(X.iloc[:len(y)], y)
+        return [str(w.message) for w in caught if "states a feature" in str(w.message)]
+
+    assert notes(np.arange(600).astype(str)) == [
+        "600 rows: at most 2 states a feature, the least; even so a count table keeps only "
+        "0.5 rows a cell on average, fewer than 5: too few rows for 600 classes (num_bins, "
+        "max_categories and label_bins cut to fit)"]
+    # 40 rows, 2 classes: 4 states (40 / (5 x 2)) keep 5 rows a cell, as the note says
+    assert notes(np.arange(40) % 2) == [
+        "40 rows: at most 4 states a feature, so that each count table keeps 5 rows a cell "
+        "on average (num_bins, max_categories and label_bins cut to fit)"]

@@ -533,10 +533,15 @@ def _budgeted(params: Mapping[str, Any], rows: float, decision: LabelDecision,
            "label_bins": b.label_bins}
     if b.bound:
         label_part = f"{b.label_bins} label classes and " if continuous else ""
+        per_cell = rows / (b.states * (b.label_bins if continuous else max(len(classes), 2)))
+        why = (f"so that each count table keeps {ROWS_PER_CELL} rows a cell on average"
+               if per_cell >= ROWS_PER_CELL else
+               f"the least; even so a count table keeps only {per_cell:.2g} rows a cell on "
+               f"average, fewer than {ROWS_PER_CELL}: too few rows for "
+               f"{len(classes) if not continuous else b.label_bins} classes")
         notes.append(phrase(
             f"{count_text(rows, weighted)}: at most {label_part}{b.states} states a feature, "
-            f"so that each count table keeps {ROWS_PER_CELL} rows a cell on average ({{num_bins}}, "
-            "{max_categories} and {label_bins} cut to fit)", style))
+            f"{why} ({{num_bins}}, {{max_categories}} and {{label_bins}} cut to fit)", style))
     return out
 
 
