@@ -84,8 +84,8 @@ def test_a_vector_is_cut_by_the_workers_and_expanded_only_for_kde(spark):
     kde = resolve(df, "y", exclude=["q"], features_col="v", estimator="kde")
     assert kde.features == ["p", "r"] and kde.features_col is None and kde.elements is None
     assert kde.df.columns == ["y", "p", "q", "r"] and kde.schema is kde.df
-    with pytest.raises(InputError, match="'P' is neither a column of the input nor an "
-                                         "element of featuresCol 'v'; did you mean 'p'"):
+    with pytest.raises(ParameterError, match="^exclude names 'P', which is neither a column of the "
+                                             "input nor an element of 'v'; did you mean 'p'"):
         resolve(df, "y", exclude=["P"], features_col="v")
     with pytest.raises(InputError, match="every element of featuresCol 'v' is excluded"):
         resolve(df, "y", exclude=["p", "q", "r"], features_col="v")

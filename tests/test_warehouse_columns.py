@@ -239,9 +239,10 @@ def test_the_job_excludes_columns_and_suggests_names(spark, warehouse, tmp_path,
     assert "customer_id" not in rep["features"] and "signup" not in rep["features"]
     assert rep["label_decision"]["type"] == "categorical"
     for argv, needle in (
-            (["--label", "Y"], "label column 'Y' not found in the input; did you mean 'y'?"),
+            (["--label", "Y"], "error: --label column 'Y' not found in the input; did you "
+                               "mean 'y'?"),
             (["--label", "y", "--exclude", "regoin"],
-             "excluded column 'regoin' not found in the input; did you mean 'region'?"),
+             "error: --exclude names 'regoin', which is not in the input; did you mean 'region'?"),
             (["--label", "y", "--features", "signupp,noise"],
              "feature column 'signupp' not found in the input; did you mean 'signup'?")):
         rc = main(["--input", path, "--output", str(tmp_path / "o2"), *argv], spark=spark)

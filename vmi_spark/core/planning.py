@@ -477,7 +477,8 @@ def build_plan(label: str, label_type: ValueType, features: list[str],
     if total == 0:
         raise InputError("the input has no rows")
     if null_labels == total:
-        raise InputError(f"no labelled rows: every value of label column '{label}' is null")
+        raise ParameterError("label", "no labelled rows: every value of {label} column "
+                             f"'{literal(label)}' is null", getattr(params, "style", "ml"))
     missing, skip_cols, skipped = _skipping(features, stats, params["handle_invalid"])
     rows = total - null_labels - skipped
     if rows == 0:

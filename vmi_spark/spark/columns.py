@@ -99,9 +99,9 @@ def _kept_elements(df: DataFrame, features_col: str, elements: list[str],
     column of ``df`` (as a column named in ``exclude`` must exist); not all of them."""
     for c in exclude:
         if c not in elements and c not in df.columns:
-            raise InputError(f"excluded column '{c}' is neither a column of the input nor an "
-                             f"element of featuresCol '{features_col}'"
-                             f"{suggest(c, [*elements, *df.columns])}")
+            raise ParameterError("exclude", "{exclude} names " + literal(
+                f"'{c}', which is neither a column of the input nor an element of "
+                f"'{features_col}'{suggest(c, [*elements, *df.columns])}"), "python")
     names = [f for f in elements if f not in exclude]
     if not names:
         raise InputError(f"no feature columns: every element of featuresCol '{features_col}' "
@@ -132,15 +132,16 @@ def resolve_columns(df: DataFrame | T.StructType, label: str, features: list[str
     schema = df if isinstance(df, T.StructType) else df.schema
     fields = {f.name: f.dataType for f in schema.fields}
     if label not in fields:
-        raise InputError(f"label column '{label}' not found in the input{suggest(label, list(fields))} "
-                         f"(columns: {_listed(fields)})")
+        raise ParameterError("label", "{label} column " + literal(
+            f"'{label}' not found in the input{suggest(label, list(fields))} "
+            f"(columns: {_listed(fields)})"), "python")
     if value_type(fields[label]) is None:
-        raise InputError(f"label column '{label}' has unsupported type "
-                         f"{fields[label].simpleString()}")
+        raise ParameterError("label", "{label} column " + literal(
+            f"'{label}' has unsupported type {fields[label].simpleString()}"), "python")
     for c in exclude or []:
         if c not in fields:
-            raise InputError(f"excluded column '{c}' not found in the input"
-                             f"{suggest(c, list(fields))}")
+            raise ParameterError("exclude", "{exclude} names " + literal(
+                f"'{c}', which is not in the input{suggest(c, list(fields))}"), "python")
     notes: list[str] = []
     if features is None:
         skipped = [c for c in fields if c != label and c not in (exclude or [])

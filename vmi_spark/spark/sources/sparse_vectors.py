@@ -303,7 +303,8 @@ def _checked(stats: tuple, df: DataFrame, features_col: str, label: str,
     label_classes`); this path takes a categorical label."""
     labels, sizes, nulls, nans, cells = stats[:5]
     if not labels:
-        raise InputError(f"no labelled rows: every value of label column '{label}' is null")
+        raise ParameterError("label", "no labelled rows: every value of {label} column "
+                             f"'{literal(label)}' is null")
     if len(sizes) != 1:
         raise InputError(f"featuresCol '{features_col}' holds vectors of {min(sizes)} to "
                          f"{max(sizes)} elements; every row must have the same length")
