@@ -59,6 +59,13 @@ def test_names_given_as_one_string_or_not_as_names_are_refused(frame):
     assert resolve(frame, "y", exclude=("s",)).features == ["a", "w"]  # any sequence of names
 
 
+def test_an_input_without_columns_is_named_as_such(spark):
+    empty = spark.createDataFrame([], T.StructType([]))  # what an empty CSV file reads as
+    with pytest.raises(InputError, match=r"^the input has no columns \(an empty file, or a "
+                                         r"CSV without a header row\)$"):
+        resolve(empty, "y")
+
+
 def _named(df, names):
     """``df`` with the element names of its vector column ``v`` in the ML metadata (what
     ``VectorAssembler`` writes)."""

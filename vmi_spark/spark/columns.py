@@ -131,6 +131,9 @@ def resolve_columns(df: DataFrame | T.StructType, label: str, features: list[str
     """
     schema = df if isinstance(df, T.StructType) else df.schema
     fields = {f.name: f.dataType for f in schema.fields}
+    if not fields:
+        raise InputError("the input has no columns (an empty file, or a CSV without a header "
+                         "row)")
     if label not in fields:
         raise ParameterError("label", "{label} column " + literal(
             f"'{label}' not found in the input{suggest(label, list(fields))} "
