@@ -149,6 +149,10 @@ def test_exclude_is_a_list_of_names_never_a_string_split_into_letters():
     with pytest.raises(ValueError, match=r"^exclude must be a list of column names, got the "
                                          r"string 'ab' \(one column: \['ab'\]\)$"):
         VMIFeatureSelector(n_features_to_select=2, exclude="ab").fit(X, y)
+    with pytest.raises(ValueError, match="^X has no columns: there is no feature to select$"):
+        VMIFeatureSelector(n_features_to_select=2).fit(X[[]], y)
+    with pytest.raises(ValueError, match="^X has no columns"):
+        VMIFeatureSelector(n_features_to_select=2).fit(np.empty((400, 0)), y)
     kept = VMIFeatureSelector(n_features_to_select=3, exclude=("ab",)).fit(X, y)
     assert sorted(kept.get_feature_names_out()) == ["a", "b", "f0"]
 

@@ -645,6 +645,8 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         """The checked rows of ``X`` and ``y``, planned and coded: the candidates
         (``exclude`` left out; every column with ``every``), their plan, (D, N) codes, class
         codes and weight units."""
+        if getattr(X, "ndim", 2) == 2 and getattr(X, "shape", (1, 1))[1] == 0:
+            raise ValueError("X has no columns: there is no feature to select")
         X, y, sample_weight = _labelled_rows(X, y, sample_weight)
         frame = X if hasattr(X, "iloc") and hasattr(X, "columns") else None
         X_checked, y_checked = self._validate(X, y)
