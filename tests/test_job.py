@@ -204,6 +204,22 @@ def test_spark_submit_console_and_worker_python(table, tmp_path):
     assert "set PYSPARK_PYTHON" in errors[0] and "Traceback" not in text
     assert errors[0] in proc.stdout.splitlines()  # spark-submit merges the driver's on stdout
     assert not (tmp_path / "b").exists()
+    # a file whose column has another type than Spark's schema (taken from the other file)
+    # fails a task: one line naming the file, not the task's Java trace (dozens of lines)
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    one = pd.DataFrame({"x1": [0.5, 1.5, 2.5, 3.5] * 50, "y": [0, 1] * 100})
+    one.to_parquet(mixed / "p1.parquet", index=False)
+    one.assign(x1=one.x1.astype(str)).to_parquet(mixed / "p2.parquet", index=False)
+    cmd[cmd.index("--input") + 1] = str(mixed)
+    proc = subprocess.run(cmd + ["--output", str(tmp_path / "c")], env=env,
+                          capture_output=True, text=True, timeout=300)
+    text = proc.stdout + proc.stderr
+    errors = [ln for ln in text.splitlines() if "select_features: error:" in ln]
+    assert proc.returncode == 2 and len(errors) == 1, text[-3000:]
+    assert ("p1.parquet" in errors[0] or "p2.parquet" in errors[0]) and "[x1]" in errors[0], errors
+    assert not [ln for ln in text.splitlines() if ln.lstrip().startswith("at ")], text[-3000:]
+    assert not (tmp_path / "c").exists()
 
 
 def _step_fields(line: str) -> dict[str, str]:

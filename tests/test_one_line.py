@@ -35,6 +35,19 @@ def test_one_line_is_the_root_causes_first_line():
     assert one_line(ValueError("")) == "ValueError"
 
 
+def test_one_line_prefers_the_deepest_message_with_an_error_class():
+    """Spark's classified message names the file; its cause only the column's types."""
+    root = _Java("column: [x1], physicalType: BINARY, logicalType: double")
+    read = _Java("[FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH] Encountered error while "
+                 "reading file file:///d/p2.parquet. Data type mismatches when reading Parquet "
+                 "column [x1].\n\tat org.apache...", root)
+    job = _Java("Job aborted due to stage failure: Task 0 in stage 1.0 failed", read)
+    outer = _Java("[SPARK_JOB_CANCELLED] Job 3 cancelled", job)  # a shallower class loses
+    assert one_line(_Py4J("An error occurred", outer)) == read.message.splitlines()[0]
+    assert one_line(_Py4J("An error occurred", job)) == read.message.splitlines()[0]
+    assert one_line(_Py4J("An error occurred", _Java("[x] not a class", root))) == root.message
+
+
 def test_one_line_falls_back_when_the_jvm_is_gone():
     class Gone:
         def getCause(self):  # noqa: N802

@@ -110,22 +110,30 @@ def phrased(style: str) -> Iterator[None]:
 # The one place an exception becomes the single line a user reads.
 
 def one_line(exc: BaseException) -> str:
-    """One line for a (possibly Java) exception: the first line of its root cause's
-    message (Spark wraps the cause in a long Java trace), else of its own text, else its
-    type's name."""
+    """One line for a (possibly Java) exception: the first line of the deepest message in
+    its cause chain that carries one of Spark's error classes (``[FAILED_READ_FILE...]``
+    names the file and what in it failed, where its cause says only ``column: [x1],
+    physicalType: BINARY``), else of its root cause's (Spark wraps the cause in a long
+    Java trace), else of its own text, else its type's name."""
     java = getattr(exc, "java_exception", None)
     if java is not None:
         try:
-            cause = java
-            while cause.getCause() is not None:
-                cause = cause.getCause()
-            text = str(cause.getMessage() or cause.toString()).strip().splitlines()
+            chain = [java]
+            while chain[-1].getCause() is not None and len(chain) < 64:
+                chain.append(chain[-1].getCause())
+            texts = [str(c.getMessage() or c.toString()).strip().splitlines() for c in chain]
+            classified = [t for t in texts if t and _ERROR_CLASS.match(t[0])]
+            text = classified[-1] if classified else texts[-1]
             if text:
                 return text[0]
         except Exception:  # noqa: BLE001, S110 - the JVM is gone: the Python text below
             pass
     lines = str(exc).strip().splitlines()
     return lines[0] if lines else type(exc).__name__
+
+
+#: the start of a message of Spark's error classes: ``[CLASS]`` or ``[CLASS.SUBCLASS]``
+_ERROR_CLASS = re.compile(r"^\[[A-Z][A-Z0-9_]*(\.[A-Z][A-Z0-9_]*)*\] ")
 
 
 def raised_line(exc: BaseException, limit: int = 300) -> str:

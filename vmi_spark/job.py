@@ -355,9 +355,11 @@ def _spark_log_level(args: argparse.Namespace) -> str:
 def _quiet_jvm_logs(spark, args: argparse.Namespace) -> None:
     """Keep the console to this job's own lines and Spark's warnings (classic mode, or a
     Connect server in this process; a remote Connect server owns its logs)."""
-    from .spark.session import set_log_level
+    from .spark.session import TASK_TRACE_LOGGERS, set_log_level
 
     set_log_level(spark, _spark_log_level(args))
+    if args.verbose:  # the failed tasks' traces too
+        set_log_level(spark, "INFO", TASK_TRACE_LOGGERS)
 
 
 def _log_step():

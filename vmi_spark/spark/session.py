@@ -276,21 +276,31 @@ def _set_flag(gateway: Any, jvm: Any, cls: Any, module: Any, name: str, value: b
     cls.getMethod(f"org$apache$spark$internal$Logging$${name}_$eq", types).invoke(module, args)
 
 
-def set_log_level(spark: Any, level: str) -> bool:
-    """Set Spark's console log level; returns whether it could.
+#: the loggers :data:`CONSOLE_LOG4J` keeps quieter than the root: they print a failed task's
+#: whole Java and Python trace
+TASK_TRACE_LOGGERS = ("org.apache.spark.executor.Executor",
+                      "org.apache.spark.scheduler.TaskSetManager")
+
+
+def set_log_level(spark: Any, level: str, loggers: tuple[str, ...] = ()) -> bool:
+    """Set Spark's console log level (of the named ``loggers`` only, if given); returns
+    whether it could.
 
     Classic mode: ``sparkContext.setLogLevel``. Connect with an in-process server
     (``remote("local[N]")``): the server's SparkContext lives in this process and is
     used. Connect to a remote server: the server owns its logs; nothing is done.
     """
     try:
-        if not is_connect(spark):
-            spark.sparkContext.setLogLevel(level)
-            return True
-        sc = _local_context()
-        if sc is not None:
+        sc = spark.sparkContext if not is_connect(spark) else _local_context()
+        if sc is None:
+            return False
+        if not loggers:
             sc.setLogLevel(level)
             return True
+        log4j = sc._jvm.org.apache.logging.log4j
+        for name in loggers:
+            log4j.core.config.Configurator.setLevel(name, log4j.Level.toLevel(level))
+        return True
     except Exception:
         pass
     return False
