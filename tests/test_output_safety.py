@@ -17,6 +17,8 @@ import sys
 import threading
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -723,6 +725,32 @@ def test_csv_with_quoted_newlines_is_warned_about(spark, tmp_path, capsys):
         rep = json.loads((tmp_path / out / "selection.json").read_text())
         assert (rep["num_rows"], rep["rows_dropped"]) == (200, 0)
         assert not any("multiLine" in w for w in rep["warnings"])
+
+
+def test_csv_header_names_spark_renamed_are_warned_about(spark, tmp_path, capsys):
+    """A header with A and a (the same name to Spark, which compares without case) and an
+    empty name: Spark reads A0, a1 and _c3, which the selection then uses. A warning
+    (logged and in the report) names each renaming; a header Spark keeps gives none."""
+    rng = np.random.default_rng(8)
+    y = rng.integers(0, 2, 300)
+    cols = {"A": rng.normal(size=300) + y, "a": rng.normal(size=300), "q": rng.normal(size=300)}
+    pd.DataFrame({**cols, "": rng.normal(size=300), "y": y}).to_csv(tmp_path / "d.csv",
+                                                                  index=False)
+    pd.DataFrame({**cols, "y": y}).rename(columns={"a": "b"}).to_csv(tmp_path / "k.csv",
+                                                                     index=False)
+    argv = ["--format", "csv", "--label", "y", "--num-features", "2", "--quiet"]
+    assert main(["--input", str(tmp_path / "d.csv"), *argv, "--output", str(tmp_path / "o")],
+                spark=spark) == 0
+    want = ("Spark renamed columns of the CSV header (a repeated name, compared without case, "
+            "gets its column index; an empty one _c<index>): 'A' to 'A0', 'a' to 'a1', '' to "
+            "'_c3'; the selection and its outputs use the new names")
+    assert [ln for ln in capsys.readouterr().err.splitlines() if "renamed" in ln][0].endswith(
+        want)
+    rep = json.loads((tmp_path / "o" / "selection.json").read_text())
+    assert want in rep["warnings"] and "A0" in rep["features"]
+    assert main(["--input", str(tmp_path / "k.csv"), *argv, "--output", str(tmp_path / "o2")],
+                spark=spark) == 0
+    assert "renamed" not in capsys.readouterr().err
 
 
 def test_output_request_names_every_location_the_job_writes(tmp_path):

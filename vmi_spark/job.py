@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import importlib.util
 import json
 import logging
@@ -493,8 +494,9 @@ def run(checked: CheckedArgs, spark, *, started: float | None = None,
         if args.output_table:
             _check_output_table(spark, args)
         df = read_input(spark, args)
-        return _select_and_write(args, settings, spark, df, claimed,
-                                 csv_notes(spark, args, df), started=started, previous=previous)
+        notes = [*csv_header_notes(spark, args, df), *csv_notes(spark, args, df)]
+        return _select_and_write(args, settings, spark, df, claimed, notes, started=started,
+                                 previous=previous)
 
 
 #: bytes of each CSV input file (at most CSV_FILES of them) looked at by :func:`csv_notes`
@@ -548,6 +550,39 @@ def csv_notes(spark, args: argparse.Namespace, df) -> list[str]:
             f"line {first[1]} of {first[0]}: quoted fields with line breaks split their "
             "records when a CSV is read line by line; if so, read it with --read-option "
             "multiLine=true"]
+
+
+def csv_header_notes(spark, args: argparse.Namespace, df) -> list[str]:
+    """A warning when Spark renamed a CSV ``--input``'s header names: names that are the
+    same but for case (Spark compares them without case) or repeated become the name with
+    its column index appended (``A``, ``a`` read as ``A0``, ``a1``), and the selection
+    and its outputs use those. The header is the first line of the first file."""
+    if args.table or (args.format or "parquet").lower() != "csv":
+        return []
+    opts = {k.lower(): v for k, v in args.read_option}
+    if opts.get("header", "true").strip().lower() != "true":
+        return []
+    try:
+        first = next(u for u in sorted(df.inputFiles()) if not u.lower().endswith(_COMPRESSED))
+    except Exception:  # noqa: BLE001 - no file listing, or only compressed files
+        return []
+    head = _file_head(spark, first, 1 << 20)
+    if not head:
+        return []
+    sep = opts.get("sep", opts.get("delimiter", ","))
+    try:
+        header = next(csv.reader([head.decode("utf-8", "replace").splitlines()[0]],
+                                 delimiter=sep, quotechar=opts.get("quote", '"')))
+    except (csv.Error, TypeError, IndexError, StopIteration):
+        return []
+    renamed = [(h, c) for h, c in zip(header, df.columns) if h != c]
+    if len(header) != len(df.columns) or not renamed:
+        return []
+    return ["Spark renamed columns of the CSV header (a repeated name, compared without "
+            "case, gets its column index; an empty one _c<index>): "
+            + ", ".join(f"'{h}' to '{c}'" for h, c in renamed[:10])
+            + ("..." if len(renamed) > 10 else "") + "; the selection and its outputs use "
+            "the new names"]
 
 
 def _file_head(spark, uri: str, limit: int) -> bytes | None:
