@@ -384,3 +384,24 @@ def test_the_state_budget_note_says_when_even_two_states_leave_too_few_rows_a_ce
     assert notes(np.arange(40) % 2) == [
         "40 rows: at most 4 states a feature, so that each count table keeps 5 rows a cell "
         "on average (num_bins, max_categories and label_bins cut to fit)"]
+
+
+def test_datetime_and_duration_columns_beside_numbers():
+    """scikit-learn's checks find no common dtype for datetime64 and numbers; the selector
+    takes such a frame and codes the times as microseconds (as the job does): the same
+    selection and scores as the microseconds given as numbers; transform keeps the values."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 300)
+    X = pd.DataFrame({
+        "a": rng.normal(size=300),
+        "t": pd.to_datetime("2024-01-01") + pd.to_timedelta(rng.integers(0, 100, 300) + 50 * y,
+                                                            unit="D"),
+        "d": pd.to_timedelta(rng.integers(0, 10, 300) + 5 * y, unit="h")})
+    micros = X.assign(t=X["t"].astype("int64") / 1000.0, d=X["d"].astype("int64") / 1000.0)
+    sel = VMIFeatureSelector(n_features_to_select=2).fit(X, y)
+    ref = VMIFeatureSelector(n_features_to_select=2).fit(micros, y)
+    assert list(sel.selected_features_) == list(ref.selected_features_)
+    np.testing.assert_array_equal(sel.scores_, ref.scores_)
+    out = sel.transform(X)
+    names = list(sel.get_feature_names_out())
+    assert out.shape == (300, 2) and list(out[:, 0]) == list(X[names[0]])

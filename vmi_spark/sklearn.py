@@ -365,6 +365,16 @@ class _Coded:
     n_rows: int
 
 
+def _times_as_objects(X: Any) -> Any:
+    """``X`` with its datetime64 and timedelta64 columns as objects, for scikit-learn's
+    checks, which find no common dtype for them and numbers (the values are read from
+    the frame itself: :func:`column_values`)."""
+    if not hasattr(X, "dtypes") or not hasattr(X, "astype"):
+        return X
+    times = {c: object for c, dt in X.dtypes.items() if getattr(dt, "kind", "") in "Mm"}
+    return X.astype(times) if times and len(times) < X.shape[1] else X
+
+
 class VMIFeatureSelector(SelectorMixin, BaseEstimator):
     """Feature selection by variational information maximisation, in memory.
 
@@ -585,6 +595,7 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
     def _validate(self, X, y):
         """Check ``X`` and ``y`` and record ``n_features_in_`` / ``feature_names_in_``."""
         # +/-inf are values like any other (binned, or a state of their own), as in the job
+        X = _times_as_objects(X)
         if _validate_data is not None:
             return _validate_data(self, X, y, dtype=None, ensure_all_finite=False, reset=True)
         if y is None:  # pragma: no cover - scikit-learn < 1.6
@@ -703,6 +714,18 @@ class VMIFeatureSelector(SelectorMixin, BaseEstimator):
         self.stopped_early_ = sel.stopped_early
         self.stop_reason_ = sel.stop_reason
         self.n_samples_fit_ = n_rows
+
+    def transform(self, X: Any) -> Any:
+        """The selected columns of ``X`` (scikit-learn's ``SelectorMixin.transform``; a
+        frame with datetime or duration columns beside numbers, which its checks cannot
+        give one dtype, is taken with those columns as objects)."""
+        try:
+            return super().transform(X)
+        except TypeError:  # numpy's DTypePromotionError: no common dtype
+            times = _times_as_objects(X)
+            if times is X:
+                raise
+            return super().transform(times)
 
     def _get_support_mask(self) -> np.ndarray:
         check_is_fitted(self, "selected_features_")
