@@ -215,3 +215,17 @@ def test_a_negative_number_after_a_space_is_the_flags_value(given, value):
     assert args.restart_tolerance == value and args.num_features == 3 and args.input == "x"
     with pytest.raises(InputError, match="--input: expected one argument"):
         build_parser().parse_args(["--input", "-inf"])  # not a number flag: argparse's rule
+
+
+def test_a_write_selected_that_is_a_file_is_refused_before_spark(plain_env, monkeypatch,
+                                                                 capsys):
+    """Without a Hadoop configuration a path without a scheme is the driver's, so the
+    --write-selected checks are made before Spark starts, as --output's are."""
+    (plain_env / "in.parquet").write_bytes(b"")
+    (plain_env / "afile").write_text("keep me")
+    line = _error_before_spark(monkeypatch, capsys, [
+        "--input", "in.parquet", "--label", "y", "--output", "o", "--write-selected", "afile"])
+    assert line.startswith("--write-selected '") and line.endswith(
+        "afile' exists and is not a directory"), line
+    assert (plain_env / "afile").read_text() == "keep me"
+    assert sorted(p.name for p in plain_env.iterdir()) == ["afile", "in.parquet"]

@@ -44,6 +44,7 @@ from .files import (
     scheme_of,
     writable,
 )
+from .hints import default_fs_is_local
 
 OUTPUT_FILES = frozenset({"selection.json", "report.md", "steps.csv", "bounds.png",
                           "stability.png"})
@@ -297,7 +298,10 @@ def check_before_spark(req: OutputRequest) -> None:
     overlap, and checks the driver-local outputs (``--output``, ``--checkpoint-dir``, a
     ``file:`` ``--write-selected``): kind, content, and a writable directory. A
     ``--write-selected`` without a scheme may be on the cluster's default file system, so its
-    content is checked once the session exists (:func:`claims`), still before reading.
+    content is checked once the session exists (:func:`claims`, which also knows a
+    ``--table``'s location), still before reading; where such a path names the driver's
+    files (:func:`vmi_spark.hints.default_fs_is_local`), an existing file there is refused
+    here.
 
     Raises
     ------
@@ -312,6 +316,9 @@ def check_before_spark(req: OutputRequest) -> None:
         path = resolve(req.output, "--output", local_only=True).text
         Target("--output", path, local, previous_output, req.overwrite).check()
         writable("--output", path)
+    if req.write_selected and scheme_of(req.write_selected) is None and default_fs_is_local() \
+            and local.state(os.path.abspath(req.write_selected)) in ("file", "link"):
+        raise InputError(f"--write-selected '{req.write_selected}' exists and is not a directory")
     if req.write_selected and scheme_of(req.write_selected) == "file":
         path = os.path.realpath(local_path(req.write_selected))
         Target("--write-selected", path, local, previous_selected, REPLACE_SELECTED).check()
