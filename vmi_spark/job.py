@@ -199,7 +199,7 @@ def _checked(args: argparse.Namespace) -> CheckedArgs:
         given = getattr(args, flag)
         if given is not None and any(not c.strip() for c in given.split(",")):
             raise InputError(f"--{flag} has an empty column name")
-    if args.features is not None and args.label in [c.strip() for c in args.features.split(",")]:
+    if args.label in (_columns(args.features) or []):
         raise InputError(f"--label '{args.label}' is also listed in --features: the label "
                          "is never a feature")
     if args.remote is not None:
@@ -505,6 +505,14 @@ CSV_FILES = 8
 _COMPRESSED = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate", ".xz", ".zip", ".br")
 
 
+def _csv_options(args: argparse.Namespace) -> dict[str, str] | None:
+    """The ``--read-option``s of a CSV ``--input`` by lower-cased key; None for any other
+    input."""
+    if args.table or (args.format or "parquet").lower() != "csv":
+        return None
+    return {k.lower(): v for k, v in args.read_option}
+
+
 def csv_notes(spark, args: argparse.Namespace, df) -> list[str]:
     """A warning when a CSV ``--input`` read line by line (``multiLine`` off, Spark's
     default) looks as if quoted fields hold line breaks: lines with an odd number of
@@ -512,10 +520,8 @@ def csv_notes(spark, args: argparse.Namespace, df) -> list[str]:
     up to :data:`CSV_FILES` of its files. Spark then splits such a record into several
     (200 records read as 240), silently. Read in the driver, no Spark job; compressed
     files and files it cannot open are skipped; the result is never changed."""
-    if args.table or (args.format or "parquet").lower() != "csv":
-        return []
-    opts = {k.lower(): v for k, v in args.read_option}
-    if opts.get("multiline", "").strip().lower() == "true":
+    opts = _csv_options(args)
+    if opts is None or opts.get("multiline", "").strip().lower() == "true":
         return []
     quote, escape = opts.get("quote", '"'), opts.get("escape", "\\")
     if len(quote) != 1 or quote == "\u0000":
@@ -557,10 +563,8 @@ def csv_header_notes(spark, args: argparse.Namespace, df) -> list[str]:
     same but for case (Spark compares them without case) or repeated become the name with
     its column index appended (``A``, ``a`` read as ``A0``, ``a1``), and the selection
     and its outputs use those. The header is the first line of the first file."""
-    if args.table or (args.format or "parquet").lower() != "csv":
-        return []
-    opts = {k.lower(): v for k, v in args.read_option}
-    if opts.get("header", "true").strip().lower() != "true":
+    opts = _csv_options(args)
+    if opts is None or opts.get("header", "true").strip().lower() != "true":
         return []
     try:
         first = next(u for u in sorted(df.inputFiles()) if not u.lower().endswith(_COMPRESSED))

@@ -70,9 +70,10 @@ def resolve(df: DataFrame, label: str, features: list[str] | None = None,
     InputError
         A missing or unusable column, named in one line (:func:`resolve_columns`).
     """
-    for name, value in (("label", label), ("features_col", features_col)):
-        if not isinstance(value, str) and (value is not None or name == "label"):
-            raise InputError(f"{name} must be a column name, got {value!r}")
+    if not isinstance(label, str):
+        raise InputError(f"label must be a column name, got {label!r}")
+    if features_col is not None and not isinstance(features_col, str):
+        raise InputError(f"features_col must be a column name, got {features_col!r}")
     features, exclude = check("features", features, "python"), check("exclude", exclude, "python")
     weight_col = check("weight_col", weight_col, "python")
     if weight_col is not None:

@@ -146,8 +146,8 @@ def run_selection(df: DataFrame, label: str, settings: Settings | None = None, *
     ``features_col`` (its stored struct is cut in the workers:
     :class:`vmi_spark.spark.sources.vector_source.ParquetVectorReader`); ``reader="spark"``
     reads with Spark, a ``source`` given included. ``source`` is ignored with
-    ``features_col``, and both with the ``kde`` estimator. ``report()["reader"]`` says which read the rows: ``"pyarrow"``
-    or ``"spark"``.
+    ``features_col``, and both with the ``kde`` estimator. ``report()["reader"]`` says
+    which read the rows: ``"pyarrow"`` or ``"spark"``.
 
     ``execution`` says how the greedy steps run: ``"resident"`` keeps the chunks in
     long-running barrier tasks that the driver talks to directly (one round trip per
